@@ -1,0 +1,346 @@
+"""Load and validate site files and register maps, once, at start-up.
+
+Every mistake is collected (`config.errors.ConfigErrors`) with its key path, the value found and what was
+expected; nothing is repaired or dropped silently. Register maps are reusable data files: a site names a map
+shipped in ``config/maps/`` by its bare name (``register_map = "ph_meter"``) or a file path relative to the
+site file.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from config.errors import ConfigError, ConfigErrors
+from config.reader import Reader
+from config.schema import (
+    ByteOrder,
+    Channel,
+    ChannelKind,
+    DaemonSettings,
+    DataType,
+    DriverKind,
+    Instrument,
+    MqttBroker,
+    PayloadFormat,
+    RegisterMap,
+    RegisterPoint,
+    SerialSettings,
+    Site,
+    SiteConfig,
+    Table,
+)
+
+MAPS_DIR = Path(__file__).parent / "maps"
+SITES_DIR = Path(__file__).parent / "sites"
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_ID_EXPECTED = "an id of letters, digits, '_', '-' or '.' (at most 64 characters)"
+
+_DAEMON_KEYS = {"historian", "commit_interval", "tick_interval", "stale_after_polls"}
+_SITE_KEYS = {"id", "name", "jurisdiction", "timezone", "instrument", "channel", "permit"}
+_INSTRUMENT_KEYS = {
+    "id", "driver", "poll_interval", "timeout", "unit_id", "host", "port", "register_map",
+    "serial_port", "baudrate", "bytesize", "parity", "stopbits", "inter_frame_delay",
+    "client_id", "qos", "username", "password_file", "keepalive", "time_field", "description",
+}
+_CHANNEL_KEYS = {
+    "id", "instrument", "kind", "unit", "scale", "offset", "valid_min", "valid_max",
+    "point", "topic", "field", "payload", "stale_after", "description",
+}
+_POINT_KEYS = {"name", "table", "address", "type", "byte_order", "word_order", "description"}
+
+
+def _read_toml(path: Path, reader: Reader) -> dict[str, Any] | None:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        reader.error("(file)", str(path), "an existing TOML file")
+    except OSError as exc:
+        reader.error("(file)", str(path), f"a readable file ({exc.strerror})")
+    except tomllib.TOMLDecodeError as exc:
+        reader.error("(syntax)", str(exc), "valid TOML")
+    return None
+
+
+def load_register_map(path: Path) -> RegisterMap:
+    """Load one register map file; raises `ConfigErrors` listing every mistake in it."""
+    reader = Reader(str(path))
+    rmap = _register_map(path, reader)
+    if reader.errors or rmap is None:
+        raise ConfigErrors(reader.errors)
+    return rmap
+
+
+def _register_map(path: Path, reader: Reader) -> RegisterMap | None:
+    data = _read_toml(path, reader)
+    if data is None:
+        return None
+    reader.unknown_keys(data, "", {"name", "description", "point"})
+    points: dict[str, RegisterPoint] = {}
+    for i, raw in enumerate(reader.tables(data, "point", "")):
+        p = f"point[{i}]"
+        reader.unknown_keys(raw, p, _POINT_KEYS)
+        name = reader.str(raw, "name", p, check=_ID.match, expected=_ID_EXPECTED)  # type: ignore[arg-type]
+        table = reader.enum(raw, "table", p, Table)
+        dtype = reader.enum(raw, "type", p, DataType, default="bool" if table.is_bits else "uint16")
+        address = reader.integer(raw, "address", p, minimum=0, maximum=65535)
+        if table.is_bits != (dtype is DataType.BOOL):
+            reader.error(f"{p}.type", dtype.value,
+                         "'bool' for coil/discrete tables" if table.is_bits else "a numeric type for registers")
+        if address + dtype.registers > 65536:
+            reader.error(f"{p}.address", address, f"room for {dtype.registers} registers below 65536")
+        point = RegisterPoint(
+            name=name, table=table, address=address, dtype=dtype,
+            byte_order=reader.enum(raw, "byte_order", p, ByteOrder, default="big"),
+            word_order=reader.enum(raw, "word_order", p, ByteOrder, default="big"),
+            description=reader.str(raw, "description", p, default=""),
+        )
+        if name in points:
+            reader.error(f"{p}.name", name, "a name not already used in this map")
+        points[name] = point
+    if not points:
+        reader.error("point", [], "at least one [[point]]")
+    name = data.get("name", path.stem)
+    return RegisterMap(name=str(name), points=points, source=path)
+
+
+def resolve_map_path(ref: str, base: Path) -> Path:
+    """A bare name is a shipped map; anything with a slash or a .toml suffix is a path from the site file."""
+    if "/" in ref or ref.endswith(".toml"):
+        p = Path(ref)
+        return p if p.is_absolute() else base / p
+    return MAPS_DIR / f"{ref}.toml"
+
+
+def load_config(path: str | Path) -> SiteConfig:
+    """Load a site file; raises `ConfigErrors` with every mistake found (in it and its register maps)."""
+    path = Path(path).resolve()
+    reader = Reader(str(path))
+    data = _read_toml(path, reader)
+    if data is None:
+        raise ConfigErrors(reader.errors)
+    reader.unknown_keys(data, "", {"daemon", "site"})
+    daemon = _daemon(reader.table(data, "daemon", ""), reader, path.parent)
+    maps: dict[Path, RegisterMap | None] = {}
+    sites: list[Site] = []
+    site_ids: set[str] = set()
+    raw_sites = reader.tables(data, "site", "")
+    if not raw_sites:
+        reader.error("site", MISSING_SITES, "at least one [[site]]")
+    for i, raw in enumerate(raw_sites):
+        site = _site(raw, f"site[{i}]", reader, path.parent, maps)
+        if site.id in site_ids:
+            reader.error(f"site[{i}].id", site.id, "a site id not already used")
+        site_ids.add(site.id)
+        sites.append(site)
+    _check_shared_links(sites, reader)
+    if reader.errors:
+        raise ConfigErrors(reader.errors)
+    by_id = {(i.site, i.id): i for s in sites for i in s.instruments}
+    return SiteConfig(daemon=daemon, sites=tuple(sites), source=path, instruments_by_id=by_id)
+
+
+MISSING_SITES: list[Any] = []
+
+
+def _daemon(raw: dict[str, Any], reader: Reader, base: Path) -> DaemonSettings:
+    reader.unknown_keys(raw, "daemon", _DAEMON_KEYS)
+    historian = Path(reader.str(raw, "historian", "daemon", default="var/pretreat.sqlite"))
+    return DaemonSettings(
+        historian=historian if historian.is_absolute() else base / historian,
+        commit_interval=reader.number(raw, "commit_interval", "daemon", default=0.5, minimum=0.01, maximum=60),
+        tick_interval=reader.number(raw, "tick_interval", "daemon", default=1.0, minimum=0.05, maximum=60),
+        stale_after_polls=reader.number(raw, "stale_after_polls", "daemon", default=3.0, minimum=1.0),
+    )
+
+
+def _site(raw: dict[str, Any], p: str, reader: Reader, base: Path,
+          maps: dict[Path, RegisterMap | None]) -> Site:
+    reader.unknown_keys(raw, p, _SITE_KEYS)
+    site_id = reader.str(raw, "id", p, check=_ID.match, expected=_ID_EXPECTED)  # type: ignore[arg-type]
+    tz = reader.str(raw, "timezone", p, default="UTC", check=_valid_tz, expected="an IANA time zone name")
+    instruments: dict[str, Instrument] = {}
+    for i, ri in enumerate(reader.tables(raw, "instrument", p)):
+        inst = _instrument(ri, f"{p}.instrument[{i}]", site_id, reader, base, maps)
+        if inst.id in instruments:
+            reader.error(f"{p}.instrument[{i}].id", inst.id, "an instrument id not already used in this site")
+        instruments[inst.id] = inst
+    channels: dict[str, Channel] = {}
+    for i, rc in enumerate(reader.tables(raw, "channel", p)):
+        ch = _channel(rc, f"{p}.channel[{i}]", site_id, instruments, reader)
+        if ch.id in channels:
+            reader.error(f"{p}.channel[{i}].id", ch.id, "a channel id not already used in this site")
+        channels[ch.id] = ch
+    if not channels:
+        reader.error(f"{p}.channel", [], "at least one [[site.channel]]")
+    _check_mqtt_topics(list(channels.values()), instruments, p, reader)
+    return Site(id=site_id, name=reader.str(raw, "name", p, default=site_id), timezone=tz,
+                jurisdiction=reader.str(raw, "jurisdiction", p, default=""),
+                instruments=tuple(instruments.values()), channels=tuple(channels.values()))
+
+
+def _valid_tz(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
+def _instrument(raw: dict[str, Any], p: str, site: str, reader: Reader, base: Path,
+                maps: dict[Path, RegisterMap | None]) -> Instrument:
+    reader.unknown_keys(raw, p, _INSTRUMENT_KEYS)
+    inst_id = reader.str(raw, "id", p, check=_ID.match, expected=_ID_EXPECTED)  # type: ignore[arg-type]
+    driver = reader.enum(raw, "driver", p, DriverKind)
+    common = dict(
+        id=inst_id, site=site, driver=driver,
+        poll_interval=reader.number(raw, "poll_interval", p, default=1.0, minimum=0.01, maximum=86400),
+        timeout=reader.number(raw, "timeout", p, default=1.0, minimum=0.01, maximum=60),
+    )
+    if driver is DriverKind.MQTT:
+        host = reader.str(raw, "host", p, default="127.0.0.1")
+        broker = MqttBroker(
+            host=host, port=reader.integer(raw, "port", p, default=1883, minimum=1, maximum=65535),
+            client_id=reader.str(raw, "client_id", p, default=f"pretreat-{site}-{inst_id}"),
+            qos=reader.integer(raw, "qos", p, default=1, minimum=0, maximum=2),
+            username=reader.str(raw, "username", p, default=""),
+            password_file=reader.str(raw, "password_file", p, default=""),
+            keepalive=reader.integer(raw, "keepalive", p, default=30, minimum=5, maximum=3600),
+        )
+        return Instrument(**common, mqtt=broker,  # type: ignore[arg-type]
+                          time_field=reader.str(raw, "time_field", p, default=""))
+    rmap = None
+    ref = reader.str(raw, "register_map", p, expected="a register map name or path")
+    if ref:
+        map_path = resolve_map_path(ref, base)
+        if map_path not in maps:
+            sub = Reader(str(map_path))
+            maps[map_path] = _register_map(map_path, sub)
+            reader.errors.extend(sub.errors)
+            if sub.errors:
+                maps[map_path] = None
+        rmap = maps[map_path]
+        if rmap is None:
+            reader.error(f"{p}.register_map", ref, "a valid register map (see the errors for that file)")
+    serial = None
+    host = ""
+    if driver is DriverKind.MODBUS_RTU:
+        port = reader.str(raw, "serial_port", p, expected="a serial device path, e.g. /dev/ttyUSB0")
+        serial = SerialSettings(
+            port=port if not port or Path(port).is_absolute() else str(base / port),
+            baudrate=reader.integer(raw, "baudrate", p, default=9600, minimum=300, maximum=921600),
+            bytesize=reader.integer(raw, "bytesize", p, default=8, minimum=7, maximum=8),
+            parity=reader.str(raw, "parity", p, default="N", check=lambda v: v in ("N", "E", "O"),
+                              expected="'N', 'E' or 'O'"),
+            stopbits=reader.integer(raw, "stopbits", p, default=1, minimum=1, maximum=2),
+            inter_frame_delay=reader.number(raw, "inter_frame_delay", p, default=0.0, minimum=0, maximum=1),
+        )
+    else:
+        host = reader.str(raw, "host", p, expected="a host name or address")
+    return Instrument(
+        **common,  # type: ignore[arg-type]
+        unit_id=reader.integer(raw, "unit_id", p, default=1, minimum=0, maximum=247),
+        host=host, port=reader.integer(raw, "port", p, default=502, minimum=1, maximum=65535),
+        serial=serial, register_map=rmap,
+    )
+
+
+def _channel(raw: dict[str, Any], p: str, site: str, instruments: dict[str, Instrument],
+             reader: Reader) -> Channel:
+    reader.unknown_keys(raw, p, _CHANNEL_KEYS)
+    inst_id = reader.str(raw, "instrument", p, expected="the id of an instrument of this site")
+    inst = instruments.get(inst_id)
+    if inst_id and inst is None:
+        reader.error(f"{p}.instrument", inst_id, f"one of this site's instruments {sorted(instruments)}")
+    point = reader.str(raw, "point", p, default="")
+    topic = reader.str(raw, "topic", p, default="")
+    if inst is not None and inst.driver.is_modbus:
+        if not point:
+            reader.error(f"{p}.point", MISSING_POINT, "the name of a point in the instrument's register map")
+        elif inst.register_map is not None and point not in inst.register_map.points:
+            reader.error(f"{p}.point", point,
+                         f"a point of register map '{inst.register_map.name}': {sorted(inst.register_map.points)}")
+    if inst is not None and inst.driver is DriverKind.MQTT and not _valid_topic(topic):
+        reader.error(f"{p}.topic", topic or MISSING_POINT, "an MQTT topic (no wildcards)")
+    valid_min = reader.number(raw, "valid_min", p, default=None)
+    valid_max = reader.number(raw, "valid_max", p, default=None)
+    if valid_min is not None and valid_max is not None and valid_min >= valid_max:
+        reader.error(f"{p}.valid_max", valid_max, f"a number greater than valid_min ({valid_min:g})")
+    scale = reader.number(raw, "scale", p, default=1.0)
+    if scale == 0:
+        reader.error(f"{p}.scale", 0, "a non-zero number")
+    return Channel(
+        id=reader.str(raw, "id", p, check=_ID.match, expected=_ID_EXPECTED),  # type: ignore[arg-type]
+        site=site, instrument=inst_id,
+        kind=reader.enum(raw, "kind", p, ChannelKind),
+        unit=reader.str(raw, "unit", p, expected="the engineering unit, e.g. 'gpm', 'pH', 'degC', '%LEL'"),
+        scale=scale, offset=reader.number(raw, "offset", p, default=0.0),
+        valid_min=valid_min, valid_max=valid_max, point=point, topic=topic,
+        field=reader.str(raw, "field", p, default=""),
+        payload=reader.enum(raw, "payload", p, PayloadFormat, default="json"),
+        stale_after=reader.number(raw, "stale_after", p, default=0.0, minimum=0.0),
+    )
+
+
+MISSING_POINT = "(missing)"
+
+
+def _valid_topic(topic: str) -> bool:
+    return bool(topic) and "+" not in topic and "#" not in topic and "\x00" not in topic
+
+
+def _check_mqtt_topics(channels: list[Channel], instruments: dict[str, Instrument], p: str,
+                       reader: Reader) -> None:
+    """Two channels of one MQTT instrument on one topic need distinct JSON fields to tell them apart."""
+    seen: dict[tuple[str, str, str], str] = {}
+    for ch in channels:
+        inst = instruments.get(ch.instrument)
+        if inst is None or inst.driver is not DriverKind.MQTT:
+            continue
+        key = (ch.instrument, ch.topic, ch.field)
+        if key in seen:
+            reader.error(f"{p}.channel[id={ch.id}].field", ch.field,
+                         f"a topic/field pair not already used by channel '{seen[key]}'")
+        seen[key] = ch.id
+        if ch.payload is PayloadFormat.JSON and not ch.field:
+            reader.error(f"{p}.channel[id={ch.id}].field", MISSING_POINT,
+                         "the JSON field holding the value (or payload = \"number\")")
+
+
+def _check_shared_links(sites: list[Site], reader: Reader) -> None:
+    """One unit id per link, and one set of serial settings per serial port."""
+    units: dict[tuple[str, int], str] = {}
+    serials: dict[str, tuple[SerialSettings, str]] = {}
+    for s in sites:
+        for inst in s.instruments:
+            where = f"site[id={s.id}].instrument[id={inst.id}]"
+            if not inst.driver.is_modbus:
+                continue
+            key = (inst.link_key, inst.unit_id)
+            if key in units:
+                reader.error(f"{where}.unit_id", inst.unit_id,
+                             f"a unit id not already used on {inst.link_key} (by {units[key]})")
+            units[key] = where
+            if inst.serial is not None:
+                prev = serials.get(inst.serial.port)
+                if prev is not None and _line_settings(prev[0]) != _line_settings(inst.serial):
+                    reader.error(f"{where}.baudrate", inst.serial.baudrate,
+                                 f"the same line settings as {prev[1]} on {inst.serial.port}")
+                serials.setdefault(inst.serial.port, (inst.serial, where))
+
+
+def _line_settings(s: SerialSettings) -> tuple[int, int, str, int]:
+    return (s.baudrate, s.bytesize, s.parity, s.stopbits)
+
+
+def check_config(path: str | Path) -> list[ConfigError]:
+    """Every error in a site file (empty when valid): what `pretreat check-config` prints."""
+    try:
+        load_config(path)
+    except ConfigErrors as exc:
+        return exc.errors
+    return []

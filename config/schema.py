@@ -1,0 +1,238 @@
+"""The validated, immutable shape of a site configuration.
+
+`config.loader` builds these from TOML once, at start-up, and every other part of the daemon reads only these
+objects: nothing downstream parses options. All durations are seconds (float); all addresses are Modbus
+*protocol* addresses (0-based, as on the wire), not the 40001-style register numbers of vendor manuals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+
+class DriverKind(str, Enum):
+    MODBUS_TCP = "modbus_tcp"
+    MODBUS_RTU = "modbus_rtu"  # RS-485 serial line (or a pty in tests)
+    MODBUS_RTU_OVER_TCP = "modbus_rtu_over_tcp"  # RTU frames through a serial-to-Ethernet gateway
+    MQTT = "mqtt"
+
+    @property
+    def is_modbus(self) -> bool:
+        return self is not DriverKind.MQTT
+
+
+class Table(str, Enum):
+    """The four Modbus data tables."""
+
+    HOLDING = "holding"  # function code 3
+    INPUT = "input"  # function code 4
+    COIL = "coil"  # function code 1
+    DISCRETE = "discrete"  # function code 2
+
+    @property
+    def is_bits(self) -> bool:
+        return self in (Table.COIL, Table.DISCRETE)
+
+
+class DataType(str, Enum):
+    INT16 = "int16"
+    UINT16 = "uint16"
+    INT32 = "int32"
+    UINT32 = "uint32"
+    FLOAT32 = "float32"
+    FLOAT64 = "float64"
+    BOOL = "bool"  # a coil or discrete input
+
+    @property
+    def registers(self) -> int:
+        """How many 16-bit registers (or bits, for BOOL) one value occupies."""
+        return {"int16": 1, "uint16": 1, "int32": 2, "uint32": 2, "float32": 2, "float64": 4, "bool": 1}[
+            self.value
+        ]
+
+
+class ByteOrder(str, Enum):
+    BIG = "big"
+    LITTLE = "little"
+
+
+class ChannelKind(str, Enum):
+    """What a channel measures. Checks (pH, temperature, LEL, slug, sampler) select channels by kind."""
+
+    FLOW = "flow"  # rate of flow
+    FLOW_TOTAL = "flow_total"  # totaliser (cumulative volume)
+    PH = "ph"
+    TEMPERATURE = "temperature"
+    LEL = "lel"  # % of the lower explosive limit
+    SAMPLER_TEMPERATURE = "sampler_temperature"  # refrigerated composite sampler's fridge
+    SAMPLER_COUNT = "sampler_count"  # samples taken (increments once per paced sample)
+    SAMPLER_BOTTLE_FULL = "sampler_bottle_full"  # bit
+    SAMPLER_FAULT = "sampler_fault"  # bit
+    CONCENTRATION = "concentration"
+    LEVEL = "level"
+    CONDUCTIVITY = "conductivity"
+    OTHER = "other"
+
+
+class PayloadFormat(str, Enum):
+    JSON = "json"  # an object; the channel names the field holding its value
+    NUMBER = "number"  # the whole payload is one number in ASCII
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterPoint:
+    """One value in an instrument's register map."""
+
+    name: str
+    table: Table
+    address: int
+    dtype: DataType
+    byte_order: ByteOrder = ByteOrder.BIG  # order of the two bytes inside each register
+    word_order: ByteOrder = ByteOrder.BIG  # order of the registers of a 32/64-bit value
+    description: str = ""
+
+    @property
+    def count(self) -> int:
+        return self.dtype.registers
+
+    @property
+    def end(self) -> int:
+        """One past the last address this point occupies."""
+        return self.address + self.count
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterMap:
+    """A reusable description of an instrument model's registers (a data file under config/maps/)."""
+
+    name: str
+    points: dict[str, RegisterPoint]
+    source: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SerialSettings:
+    port: str
+    baudrate: int = 9600
+    bytesize: int = 8
+    parity: str = "N"  # "N", "E" or "O"
+    stopbits: int = 1
+    inter_frame_delay: float = 0.0  # extra idle time (s) after each transaction on the bus, for slow slaves
+
+
+@dataclass(frozen=True, slots=True)
+class MqttBroker:
+    host: str
+    port: int = 1883
+    client_id: str = ""  # stable per instrument so the broker keeps the persistent session
+    qos: int = 1
+    username: str = ""
+    password_file: str = ""  # read at start, never logged
+    keepalive: int = 30
+
+
+@dataclass(frozen=True, slots=True)
+class Instrument:
+    """A physical device (or a gateway's unit id) at a site.
+
+    ``poll_interval`` is how often a Modbus instrument is read; for MQTT it is how often the instrument is
+    expected to publish, which sets its channels' staleness window.
+    """
+
+    id: str
+    site: str
+    driver: DriverKind
+    poll_interval: float
+    timeout: float = 1.0
+    unit_id: int = 1
+    host: str = ""  # modbus_tcp / modbus_rtu_over_tcp
+    port: int = 502
+    serial: SerialSettings | None = None  # modbus_rtu
+    register_map: RegisterMap | None = None  # modbus
+    mqtt: MqttBroker | None = None  # mqtt
+    time_field: str = ""  # mqtt JSON payloads: the field with the device's timestamp, if any
+
+    @property
+    def link_key(self) -> str:
+        """Instruments sharing a link share one connection (and, on a serial bus, one lock)."""
+        if self.driver is DriverKind.MODBUS_RTU and self.serial is not None:
+            return f"rtu:{self.serial.port}"
+        if self.driver is DriverKind.MQTT and self.mqtt is not None:
+            return f"mqtt:{self.mqtt.host}:{self.mqtt.port}:{self.mqtt.client_id}"
+        return f"{self.driver.value}:{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Channel:
+    """A measured quantity at a site, read from one point of one instrument.
+
+    Engineering value = raw × ``scale`` + ``offset``. ``valid_min``/``valid_max`` are the instrument's
+    physical span (inclusive); a reading outside it is an OUT_OF_RANGE sample, never a number.
+    ``stale_after`` (s) is how long the channel may go without a good reading before a STALE sample is
+    recorded.
+    """
+
+    id: str
+    site: str
+    instrument: str
+    kind: ChannelKind
+    unit: str
+    scale: float = 1.0
+    offset: float = 0.0
+    valid_min: float | None = None
+    valid_max: float | None = None
+    point: str = ""  # modbus: the register map point
+    topic: str = ""  # mqtt: the topic carrying this channel
+    field: str = ""  # mqtt JSON payloads: the field carrying the value (dots descend into objects)
+    payload: PayloadFormat = PayloadFormat.JSON
+    stale_after: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """An industry's control manhole, or a plant's influent monitoring point."""
+
+    id: str
+    name: str
+    timezone: str
+    jurisdiction: str = ""
+    instruments: tuple[Instrument, ...] = ()
+    channels: tuple[Channel, ...] = ()
+
+    def channel(self, channel_id: str) -> Channel:
+        for ch in self.channels:
+            if ch.id == channel_id:
+                return ch
+        raise KeyError(channel_id)
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSettings:
+    historian: Path  # SQLite file; relative paths are resolved against the site file's folder
+    commit_interval: float = 0.5  # s between historian commits (batching)
+    tick_interval: float = 1.0  # s between clock ticks (staleness, delays)
+    stale_after_polls: float = 3.0  # default staleness window, in poll intervals
+
+
+@dataclass(frozen=True, slots=True)
+class SiteConfig:
+    daemon: DaemonSettings
+    sites: tuple[Site, ...]
+    source: Path | None = None
+    instruments_by_id: dict[tuple[str, str], Instrument] = field(default_factory=dict)
+
+    def site(self, site_id: str) -> Site:
+        for s in self.sites:
+            if s.id == site_id:
+                return s
+        raise KeyError(site_id)
+
+    @property
+    def instruments(self) -> tuple[Instrument, ...]:
+        return tuple(i for s in self.sites for i in s.instruments)
+
+    @property
+    def channels(self) -> tuple[Channel, ...]:
+        return tuple(c for s in self.sites for c in s.channels)

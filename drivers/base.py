@@ -1,0 +1,38 @@
+"""The two small interfaces every driver implements, and the registry that maps a driver kind to a factory.
+
+Drivers are the only code that imports pymodbus or paho-mqtt. Whatever goes wrong on the wire, a driver
+returns or emits `monitor.sample.Sample`s, bad-quality ones carrying the reason; a driver never raises out
+of `poll()` for a device problem, so one dead device cannot cost the others their cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from monitor.sample import Sample
+
+SampleSink = Callable[[Sequence[Sample]], None]
+"""Where a streaming driver delivers samples. Must not block (the daemon's sink only enqueues)."""
+
+
+class PolledDriver(Protocol):
+    """An instrument read on a schedule (Modbus). One instance per configured instrument."""
+
+    instrument_id: str
+
+    async def poll(self) -> list[Sample]:
+        """Read every channel of the instrument once; one sample per channel, good or bad, never raises."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class StreamingDriver(Protocol):
+    """An instrument that pushes readings (MQTT). Runs until cancelled, reconnecting by itself."""
+
+    instrument_id: str
+
+    async def run(self, sink: SampleSink) -> None: ...
+
+    async def close(self) -> None: ...
