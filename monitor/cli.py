@@ -1,0 +1,60 @@
+"""`pretreat`: the command line. Each subcommand parses its arguments here and calls the module that owns it.
+
+Exit codes: 0 success, 1 a runtime failure, 2 bad usage or an invalid configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+# subcommand -> ("module:function" that adds its arguments, help text). Imported lazily so that
+# `pretreat check-config` does not pay for pymodbus, and a broken optional part cannot break the rest.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("monitor.app:add_arguments", "run the monitoring daemon"),
+    "check-config": ("monitor.commands:add_check_config", "validate a site file and list every error"),
+    "readings": ("monitor.export:add_arguments", "export recorded readings of one channel"),
+    "sim": ("simulators.cli:add_arguments", "serve simulated instruments of a site on loopback"),
+    "replay": ("monitor.replay:add_arguments", "run the compliance checks over recorded readings (CSV)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pretreat", description=__doc__.splitlines()[0])
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (target, help_text) in SUBCOMMANDS.items():
+        module_name, func_name = target.split(":")
+        try:
+            add: Callable[[argparse.ArgumentParser], None] = getattr(
+                importlib.import_module(module_name), func_name)
+        except (ImportError, AttributeError) as exc:  # pragma: no cover - only while a part is missing
+            p = sub.add_parser(name, help=f"(unavailable: {exc})")
+            p.set_defaults(func=lambda _a, e=exc: _unavailable(e))
+            continue
+        add(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def _unavailable(exc: Exception) -> int:
+    print(f"pretreat: this command is unavailable: {exc}", file=sys.stderr)
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    func: Callable[[argparse.Namespace], int] = args.func
+    return func(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
