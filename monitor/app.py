@@ -1,0 +1,197 @@
+"""`pretreat run`: the composition root. Wires drivers → samples → historian and checks; no business logic.
+
+Lifecycle (style rule 7): sinks start before sources (historian and episode store, then the check engine,
+then drivers and the scheduler) and stop in reverse, so every sample a driver produced is recorded before
+the store closes. SIGTERM and SIGINT set one stop event; `Daemon.run` returns after everything is flushed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
+
+from config.errors import ConfigErrors
+from config.loader import load_config
+from config.schema import SiteConfig
+from drivers.base import PolledDriver, StreamingDriver
+from monitor.checks.engine import CheckEngine
+from monitor.health import HealthWriter
+from monitor.sample import Sample
+from monitor.staleness import StalenessTracker
+from monitor.stores.episodes import EpisodeStore
+from monitor.stores.historian import Historian
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class PollStats:
+    """Per-instrument poll counters (published in the health snapshot)."""
+
+    polls: int = 0
+    skipped: int = 0  # a poll was due while the previous one of the same device was still running
+    bad_samples: int = 0
+    last_duration: float = 0.0
+
+
+@dataclass(slots=True)
+class _Running:
+    busy: set[str] = field(default_factory=set)
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+class Daemon:
+    """Runs one site file until stopped. ``clock`` is injectable for tests of the tick logic."""
+
+    def __init__(self, *, config: SiteConfig, clock: Callable[[], float] = time.time) -> None:
+        from drivers.modbus.driver import build_modbus_drivers
+        from drivers.mqtt.driver import build_mqtt_drivers
+
+        self.config = config
+        self.clock = clock
+        self.historian = Historian(path=config.daemon.historian, commit_interval=config.daemon.commit_interval)
+        self.episodes = EpisodeStore(path=config.daemon.historian)
+        self.engine = CheckEngine.for_config(config)
+        self.polled: list[PolledDriver]
+        self.polled, self._links = build_modbus_drivers(config)  # type: ignore[assignment]
+        self.streaming: list[StreamingDriver] = list(build_mqtt_drivers(config))
+        self.staleness = StalenessTracker(config=config, now=clock())
+        self.stats: dict[str, PollStats] = {d.instrument_id: PollStats() for d in self.polled}
+        self.episode_events = 0
+        self._running = _Running()
+        self.ready = asyncio.Event()
+
+    # -- the data path -------------------------------------------------------------------------------
+    def ingest(self, samples: Sequence[Sample]) -> None:
+        """Every sample is recorded; good ones also feed staleness; all go through the checks."""
+        if not samples:
+            return
+        self.historian.submit(samples)
+        self.staleness.observe(samples, self.clock())
+        events = []
+        process = self.engine.process
+        for s in samples:
+            events.extend(process(s))
+        if events:
+            self.episode_events += len(events)
+            self.episodes.record(events)
+            for e in events:
+                log.warning("episode %s: %s/%s %s value=%s limit=%s (%s)", e.event, e.site, e.channel,
+                            e.rule, e.value, e.limit, e.citation)
+
+    async def _poll(self, driver: PolledDriver) -> None:
+        key = driver.instrument_id
+        stats = self.stats[key]
+        if key in self._running.busy:
+            stats.skipped += 1  # never overlap two polls of one device
+            return
+        self._running.busy.add(key)
+        started = time.monotonic()
+        try:
+            samples = await driver.poll()
+        finally:
+            self._running.busy.discard(key)
+        stats.polls += 1
+        stats.last_duration = time.monotonic() - started
+        stats.bad_samples += sum(1 for s in samples if not s.good)
+        self.ingest(samples)
+
+    def _tick(self) -> None:
+        self.ingest(self.staleness.tick(self.clock()))
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        await self.historian.start()
+        scheduler = AsyncIOScheduler()
+        try:
+            for d in self.polled:
+                inst = self.config.instruments_by_id[_split(d.instrument_id)]
+                # max_instances=2 lets our own guard see (and count) an overlapping poll instead of
+                # APScheduler logging a warning per skip; coalesce folds a backlog into one run.
+                scheduler.add_job(self._poll, "interval", args=[d], seconds=inst.poll_interval,
+                                  id=d.instrument_id, max_instances=2, coalesce=True, misfire_grace_time=None,
+                                  next_run_time=_now_dt())
+            scheduler.add_job(self._tick, "interval", seconds=self.config.daemon.tick_interval, id="tick",
+                              coalesce=True)
+            health = HealthWriter(daemon=self)
+            scheduler.add_job(health.write, "interval", seconds=max(self.config.daemon.tick_interval, 1.0),
+                              id="health", coalesce=True)
+            scheduler.start()
+            async with asyncio.TaskGroup() as tg:
+                for sd in self.streaming:
+                    tg.create_task(self._stream(sd, stop), name=f"stream:{sd.instrument_id}")
+                log.info("daemon running: %d polled instruments, %d streaming, historian %s",
+                         len(self.polled), len(self.streaming), self.config.daemon.historian)
+                self.ready.set()
+                await stop.wait()
+                log.info("stopping: draining polls and flushing the historian")
+                scheduler.shutdown(wait=False)
+        finally:
+            if scheduler.running:
+                scheduler.shutdown(wait=False)
+            await self._drain_polls()
+            for sd in self.streaming:
+                await sd.close()
+            for link in self._links:
+                await link.close()
+            await self.historian.close()
+            self.episodes.close()
+            log.info("stopped; %d samples recorded", self.historian.counters.samples_written)
+
+    async def _stream(self, driver: StreamingDriver, stop: asyncio.Event) -> None:
+        task = asyncio.create_task(driver.run(self.ingest), name=f"mqtt:{driver.instrument_id}")
+        await stop.wait()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def _drain_polls(self) -> None:
+        deadline = time.monotonic() + 5.0
+        while self._running.busy and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+
+def _split(instrument_key: str) -> tuple[str, str]:
+    site, _, inst = instrument_key.partition("/")
+    return site, inst
+
+
+def _now_dt():  # type: ignore[no-untyped-def]
+    from datetime import datetime
+
+    return datetime.now().astimezone()
+
+
+# -- CLI -------------------------------------------------------------------------------------------------
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, metavar="FILE", help="site file (TOML)")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config)
+    except ConfigErrors as exc:
+        for e in exc.errors:
+            print(e, file=sys.stderr)
+        print(f"{len(exc.errors)} error(s) in the configuration; nothing started", file=sys.stderr)
+        return 2
+    return asyncio.run(_serve(config))
+
+
+async def _serve(config: SiteConfig) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await Daemon(config=config).run(stop)
+    return 0

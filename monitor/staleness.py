@@ -1,0 +1,71 @@
+"""Staleness: a channel that has had no good reading for too long, judged on a clock tick.
+
+Judging on the tick (style rule 9) is what catches a channel that went quiet, or never reported at all
+since start: waiting for data to arrive would never notice its absence. When a channel goes stale the
+daemon records one STALE sample (the evidence that the record has a hole, and the input of the `stale`
+data-quality rule); the next good reading clears it. Pure: the caller passes ``now``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from config.schema import Channel, SiteConfig
+from monitor.sample import Quality, Sample
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Watch:
+    channel: Channel
+    window: float  # s without a good reading before the channel is stale (strictly more than this)
+    last_good: float  # receive time of the last good reading (or the start time)
+    stale: bool = False
+
+
+class StalenessTracker:
+    """Tracks the last good reading of every configured channel."""
+
+    def __init__(self, *, config: SiteConfig, now: float) -> None:
+        polls = config.daemon.stale_after_polls
+        self._watches: dict[tuple[str, str], _Watch] = {}
+        for ch in config.channels:
+            inst = config.instruments_by_id[(ch.site, ch.instrument)]
+            window = ch.stale_after or inst.poll_interval * polls
+            self._watches[(ch.site, ch.id)] = _Watch(channel=ch, window=window, last_good=now)
+
+    def window(self, site: str, channel: str) -> float:
+        return self._watches[(site, channel)].window
+
+    def observe(self, samples: Iterable[Sample], now: float) -> None:
+        """Note good readings; ``now`` is when they arrived (device timestamps may lag or lead)."""
+        for s in samples:
+            if s.quality is not Quality.GOOD:
+                continue
+            w = self._watches.get((s.site, s.channel))
+            if w is None:
+                continue
+            w.last_good = now
+            if w.stale:
+                w.stale = False
+                log.info("channel %s/%s reporting again", s.site, s.channel)
+
+    def tick(self, now: float) -> Sequence[Sample]:
+        """One STALE sample for each channel that has just gone stale."""
+        out: list[Sample] = []
+        for w in self._watches.values():
+            if w.stale or now - w.last_good <= w.window:
+                continue
+            w.stale = True
+            ch = w.channel
+            quiet = now - w.last_good
+            log.warning("channel %s/%s stale: no good reading for %.1f s", ch.site, ch.id, quiet)
+            out.append(Sample.bad(time=now, site=ch.site, channel=ch.id, unit=ch.unit, quality=Quality.STALE,
+                                  reason=f"no good reading for {quiet:.1f} s (window {w.window:g} s)"))
+        return out
+
+    def stale_channels(self) -> list[tuple[str, str]]:
+        return [k for k, w in self._watches.items() if w.stale]
