@@ -1,0 +1,211 @@
+"""`check-config` catches each class of mistake, all at once, each with its key path."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from config.errors import ConfigErrors
+from config.loader import SITES_DIR, check_config, load_config
+from config.schema import ByteOrder, DataType, DriverKind, Table
+from monitor.cli import main
+
+GOOD_MAP = """
+name = "m"
+[[point]]
+name = "v"
+table = "holding"
+address = 0
+type = "float32"
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "site.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def site(instrument: str = "", channel: str = "", extra: str = "") -> str:
+    inst = instrument or """
+        [[site.instrument]]
+        id = "fm"
+        driver = "modbus_tcp"
+        host = "127.0.0.1"
+        port = 5020
+        register_map = "flow_meter"
+        """
+    ch = channel or """
+        [[site.channel]]
+        id = "flow"
+        instrument = "fm"
+        point = "flow_rate"
+        kind = "flow"
+        unit = "gpm"
+        """
+    return f"""
+        [[site]]
+        id = "s1"
+        timezone = "America/New_York"
+        {extra}
+        {textwrap.dedent(inst)}
+        {textwrap.dedent(ch)}
+        """
+
+
+def errors_of(tmp_path: Path, text: str) -> list[str]:
+    return [f"{e.path}: {e.expected}" for e in check_config(write(tmp_path, text))]
+
+
+def test_shipped_demo_site_is_valid() -> None:
+    cfg = load_config(SITES_DIR / "demo.toml")
+    assert [s.id for s in cfg.sites] == ["acme-plating"]
+    kinds = {i.driver for i in cfg.instruments}
+    assert kinds == {DriverKind.MODBUS_TCP, DriverKind.MODBUS_RTU, DriverKind.MQTT}
+    point = cfg.sites[0].instruments[0].register_map.points["flow_rate"]  # type: ignore[union-attr]
+    assert (point.table, point.dtype, point.word_order) == (Table.HOLDING, DataType.FLOAT32, ByteOrder.BIG)
+    # relative paths resolve against the site file's folder, not the working directory
+    assert cfg.daemon.historian.is_absolute()
+
+
+def test_minimal_site_loads(tmp_path: Path) -> None:
+    assert errors_of(tmp_path, site()) == []
+
+
+@pytest.mark.parametrize(
+    ("instrument", "channel", "expected_path"),
+    [
+        # unknown driver
+        ('[[site.instrument]]\nid="fm"\ndriver="modbus"\nhost="h"\nregister_map="flow_meter"', "",
+         "site[0].instrument[0].driver"),
+        # a register map that does not exist
+        ('[[site.instrument]]\nid="fm"\ndriver="modbus_tcp"\nhost="h"\nregister_map="no_such_map"', "",
+         "site[0].instrument[0].register_map"),
+        # port out of range
+        ('[[site.instrument]]\nid="fm"\ndriver="modbus_tcp"\nhost="h"\nport=70000\nregister_map="flow_meter"',
+         "", "site[0].instrument[0].port"),
+        # negative poll interval
+        ('[[site.instrument]]\nid="fm"\ndriver="modbus_tcp"\nhost="h"\npoll_interval=-1\n'
+         'register_map="flow_meter"', "", "site[0].instrument[0].poll_interval"),
+        # misspelt key
+        ('[[site.instrument]]\nid="fm"\ndriver="modbus_tcp"\nhost="h"\nregister_map="flow_meter"\nunitid=3', "",
+         "site[0].instrument[0].unitid"),
+        # channel names an unknown instrument
+        ("", '[[site.channel]]\nid="flow"\ninstrument="nope"\npoint="flow_rate"\nkind="flow"\nunit="gpm"',
+         "site[0].channel[0].instrument"),
+        # channel names an unknown register point
+        ("", '[[site.channel]]\nid="flow"\ninstrument="fm"\npoint="nope"\nkind="flow"\nunit="gpm"',
+         "site[0].channel[0].point"),
+        # unknown kind
+        ("", '[[site.channel]]\nid="flow"\ninstrument="fm"\npoint="flow_rate"\nkind="flux"\nunit="gpm"',
+         "site[0].channel[0].kind"),
+        # inverted valid range
+        ("", '[[site.channel]]\nid="flow"\ninstrument="fm"\npoint="flow_rate"\nkind="flow"\nunit="gpm"\n'
+             "valid_min=10\nvalid_max=1", "site[0].channel[0].valid_max"),
+        # zero scale would turn every reading into 0
+        ("", '[[site.channel]]\nid="flow"\ninstrument="fm"\npoint="flow_rate"\nkind="flow"\nunit="gpm"\n'
+             "scale=0", "site[0].channel[0].scale"),
+        # MQTT channel without a topic
+        ('[[site.instrument]]\nid="fm"\ndriver="mqtt"\nhost="h"',
+         '[[site.channel]]\nid="flow"\ninstrument="fm"\nfield="x"\nkind="flow"\nunit="gpm"',
+         "site[0].channel[0].topic"),
+    ],
+)
+def test_each_class_of_mistake_is_named(tmp_path: Path, instrument: str, channel: str,
+                                        expected_path: str) -> None:
+    paths = [p.split(": ")[0] for p in errors_of(tmp_path, site(instrument, channel))]
+    assert expected_path in paths
+
+
+def test_duplicates_are_errors_not_silently_dropped(tmp_path: Path) -> None:
+    text = site(channel="""
+        [[site.channel]]
+        id = "flow"
+        instrument = "fm"
+        point = "flow_rate"
+        kind = "flow"
+        unit = "gpm"
+        [[site.channel]]
+        id = "flow"
+        instrument = "fm"
+        point = "flow_total"
+        kind = "flow_total"
+        unit = "gal"
+        """)
+    assert any(e.startswith("site[0].channel[1].id") for e in errors_of(tmp_path, text))
+
+
+def test_two_instruments_on_one_link_need_distinct_unit_ids(tmp_path: Path) -> None:
+    inst = """
+        [[site.instrument]]
+        id = "fm"
+        driver = "modbus_tcp"
+        host = "127.0.0.1"
+        register_map = "flow_meter"
+        [[site.instrument]]
+        id = "fm2"
+        driver = "modbus_tcp"
+        host = "127.0.0.1"
+        register_map = "flow_meter"
+        """
+    assert any("unit_id" in e for e in errors_of(tmp_path, site(instrument=inst)))
+
+
+def test_bad_register_map_file_reports_its_own_errors(tmp_path: Path) -> None:
+    write(tmp_path, GOOD_MAP.replace('type = "float32"', 'type = "bool"'), "bad_map.toml")
+    inst = """
+        [[site.instrument]]
+        id = "fm"
+        driver = "modbus_tcp"
+        host = "127.0.0.1"
+        register_map = "bad_map.toml"
+        """
+    errs = check_config(write(tmp_path, site(instrument=inst, channel="""
+        [[site.channel]]
+        id = "flow"
+        instrument = "fm"
+        point = "v"
+        kind = "flow"
+        unit = "gpm"
+        """)))
+    files = {Path(e.file).name for e in errs}
+    assert "bad_map.toml" in files  # the map's own mistake, named in the map file
+    assert any(e.path == "point[0].type" for e in errs)
+
+
+def test_all_errors_reported_at_once(tmp_path: Path) -> None:
+    text = """
+        [daemon]
+        tick_interval = 0
+        [[site]]
+        id = "bad id"
+        timezone = "Nowhere/Else"
+        [[site.instrument]]
+        id = "fm"
+        driver = "modbus_tcp"
+        register_map = "flow_meter"
+        [[site.channel]]
+        id = "flow"
+        instrument = "fm"
+        point = "flow_rate"
+        kind = "flow"
+        """
+    paths = {e.split(": ")[0] for e in errors_of(tmp_path, text)}
+    assert {"daemon.tick_interval", "site[0].id", "site[0].timezone", "site[0].instrument[0].host",
+            "site[0].channel[0].unit"} <= paths
+
+
+def test_toml_syntax_error_and_missing_file(tmp_path: Path) -> None:
+    assert check_config(write(tmp_path, "[[site]\nid=")) and check_config(tmp_path / "absent.toml")
+    with pytest.raises(ConfigErrors):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_cli_check_config_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-config", str(SITES_DIR / "demo.toml")]) == 0
+    bad = write(tmp_path, site(channel='[[site.channel]]\nid="flow"\ninstrument="fm"\nkind="flow"\nunit="x"'))
+    assert main(["check-config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "site[0].channel[0].point" in err and "1 error(s)" in err

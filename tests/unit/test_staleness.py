@@ -1,0 +1,31 @@
+"""Staleness is judged on the clock tick, including for a channel that never reported."""
+
+from __future__ import annotations
+
+from config.loader import SITES_DIR, load_config
+from monitor.sample import Quality, Sample
+from monitor.staleness import StalenessTracker
+
+
+def test_quiet_channel_goes_stale_once_and_recovers() -> None:
+    cfg = load_config(SITES_DIR / "demo.toml")
+    t0 = 1_000_000.0
+    tr = StalenessTracker(config=cfg, now=t0)
+    window = tr.window("acme-plating", "ph")
+    assert window == 3.0  # 1 s poll interval x 3 polls (daemon default)
+    good = Sample(time=t0, site="acme-plating", channel="ph", value=7.0, unit="pH")
+    # every channel reports except ph; at exactly the window nothing is stale (strictly more than)
+    others = [Sample(time=t0, site=c.site, channel=c.id, value=1.0, unit=c.unit)
+              for c in cfg.channels if c.id != "ph"]
+    tr.observe(others, t0 + window)
+    assert tr.tick(t0 + window) == []
+    out = tr.tick(t0 + window + 0.1)
+    assert [(s.channel, s.quality) for s in out] == [("ph", Quality.STALE)]
+    assert out[0].value is None and "no good reading" in out[0].reason
+    assert tr.tick(t0 + window + 5) == [] or all(s.channel != "ph" for s in tr.tick(t0 + window + 5))
+    # a bad sample does not clear staleness; a good one does
+    tr.observe([Sample.bad(time=t0, site="acme-plating", channel="ph", unit="pH",
+                           quality=Quality.COMM_FAILURE, reason="timeout")], t0 + 10)
+    assert ("acme-plating", "ph") in tr.stale_channels()
+    tr.observe([good], t0 + 11)
+    assert ("acme-plating", "ph") not in tr.stale_channels()
