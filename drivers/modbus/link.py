@@ -1,0 +1,370 @@
+"""One Modbus connection (a TCP socket or a serial bus) shared by every instrument on it.
+
+What this module decides, and why:
+
+- **One connection per `Instrument.link_key`.** Instruments behind one gateway or on one RS-485 bus share it.
+- **One lock per link, for every kind of link.** On a serial bus (and behind an RTU-over-TCP gateway) only one
+  transaction may be on the wire, followed by an idle time (the RTU 3.5-character gap, or the instrument's
+  ``inter_frame_delay`` for slow slaves). On Modbus TCP, pymodbus 3.16 itself holds a per-client
+  ``asyncio.Lock`` for the whole transaction (``TransactionManager.execute``: no pipelining), so concurrent
+  requests on one client are safe but never parallel; taking our lock too costs nothing and lets each
+  request carry its own instrument's timeout on the shared client.
+- **Per-request timeout = `Instrument.timeout`, pymodbus retries = 0.** A dead device costs one timeout per
+  request, never ``(retries + 1) × timeout``; the next poll is the retry. Surprise: the client copies its
+  parameters into ``client.ctx.comm_params``, and ``execute()`` reads ``timeout_connect`` from that copy for
+  every request, so that copy is what we set.
+- **We own reconnection.** Clients are built with ``reconnect_delay=0`` (pymodbus's own reconnect task is
+  off), and pymodbus's own "close after retries+3 unanswered requests" is disabled
+  (``set_max_no_responses``), because on a gateway one silent unit must not cost its neighbours the
+  connection. A link is presumed broken when the connection is refused or lost, or (TCP only) when every unit
+  on it has gone unanswered since the last reply and at least ``drop_after_timeouts`` requests in a row timed
+  out. Then the client is discarded and a fresh one is connected on demand, paced by a capped, jittered
+  exponential backoff (0.1 s doubling to 10 s by default); while waiting, reads fail at once instead of
+  costing a timeout each. Reconnecting on demand, not in a background task, means no task to supervise and no
+  attempts for a link nobody polls. An outage is logged once when it starts and once when the first reply
+  arrives again (a TCP connect alone is not a recovery: a silent device accepts connections).
+- **All pymodbus outcomes are folded here, once,** into `CommFailure` (nothing usable came back),
+  `DeviceException` (the device answered with an exception code: a device result, not a reason to drop the
+  link) and `DecodeFailure` (a reply of the wrong shape).
+
+Known limit: RTU frames carry no transaction id, so a reply that arrives *after* its request timed out is
+taken by pymodbus as the reply to the next request to the same unit. A different function code or length is
+caught here (`DecodeFailure`); a late reply to another block of the same table and length is not. Give slow
+devices a ``timeout`` longer than their worst reply time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pymodbus.client import AsyncModbusSerialClient, AsyncModbusTcpClient
+from pymodbus.exceptions import ConnectionException, ModbusException
+from pymodbus.framer import FramerType
+from pymodbus.pdu import ModbusPDU
+
+from config.schema import DriverKind, Instrument, SerialSettings, Table
+from monitor.sample import Quality
+
+log = logging.getLogger(__name__)
+
+Client = AsyncModbusTcpClient | AsyncModbusSerialClient
+
+_FUNCTION_CODE = {Table.COIL: 1, Table.DISCRETE: 2, Table.HOLDING: 3, Table.INPUT: 4}
+_NEVER = 2**31  # "unanswered requests before pymodbus closes the connection": i.e. never, we decide
+
+
+class ReadFailure(Exception):
+    """A read that produced no values. ``quality`` is what the samples of the block become."""
+
+    quality: Quality = Quality.COMM_FAILURE
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class CommFailure(ReadFailure):
+    """Nothing usable came back: timeout, refused or dropped connection, link waiting to reconnect."""
+
+    quality = Quality.COMM_FAILURE
+
+
+class DeviceException(ReadFailure):
+    """The device answered with a Modbus exception response (``code``: 2 illegal address, 4 failure...)."""
+
+    quality = Quality.DEVICE_EXCEPTION
+
+    def __init__(self, detail: str, *, code: int) -> None:
+        super().__init__(detail)
+        self.code = code
+
+
+class DecodeFailure(ReadFailure):
+    """A reply came back but not of the shape asked for (short, long, wrong function)."""
+
+    quality = Quality.DECODE_ERROR
+
+
+@dataclass(slots=True)
+class LinkCounters:
+    """Plain counters for health reporting; they only grow."""
+
+    requests: int = 0
+    replies: int = 0  # any answer, exception responses included
+    comm_failures: int = 0
+    device_exceptions: int = 0
+    decode_errors: int = 0
+    connects: int = 0  # successful connects, the first one included
+    reconnects: int = 0  # successful connects after a lost or failed connection
+    connect_failures: int = 0
+    outages: int = 0  # times the link was declared down (each logged once)
+
+
+def bus_idle_time(instrument: Instrument) -> float:
+    """Seconds the bus must stay quiet after a transaction with ``instrument``.
+
+    RTU needs 3.5 character times of silence between frames (11 bits per character; a fixed 1.75 ms above
+    19,200 baud, Modbus over serial line spec 2.5.1.1); a slow slave may need more (``inter_frame_delay``).
+    Gateways (RTU over TCP) do their own serial timing, so only an explicit delay applies there.
+    """
+    if instrument.driver is DriverKind.MODBUS_RTU and instrument.serial is not None:
+        baud = instrument.serial.baudrate
+        t35 = 0.00175 if baud > 19200 else 3.5 * 11 / baud
+        return max(t35, instrument.serial.inter_frame_delay)
+    return instrument.serial.inter_frame_delay if instrument.serial is not None else 0.0
+
+
+class ModbusLink:
+    """A supervised connection; `read` is the only way drivers talk to pymodbus.
+
+    ``backoff_initial``/``backoff_max`` (s) pace reconnect attempts; ``drop_after_timeouts`` is how many
+    unanswered requests in a row (from every unit on the link) make a TCP link presumed dead.
+    """
+
+    def __init__(
+        self,
+        *,
+        key: str,
+        kind: DriverKind,
+        host: str = "",
+        port: int = 0,
+        serial: SerialSettings | None = None,
+        backoff_initial: float = 0.1,
+        backoff_max: float = 10.0,
+        drop_after_timeouts: int = 3,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not kind.is_modbus:
+            raise ValueError(f"{key}: not a Modbus link ({kind.value})")
+        quiet_pymodbus_logging()
+        if kind is DriverKind.MODBUS_RTU and serial is None:
+            raise ValueError(f"{key}: a Modbus RTU link needs serial settings")
+        self.key = key
+        self.kind = kind
+        self.host = host
+        self.port = port
+        self.serial = serial
+        self.counters = LinkCounters()
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._drop_after = drop_after_timeouts
+        self._rng = rng or random.Random()
+        self._lock = asyncio.Lock()
+        self._client: Client | None = None
+        self._units: set[int] = set()
+        self._unanswered: set[int] = set()  # units that timed out since the last reply on this link
+        self._timeouts_in_row = 0
+        self._down_since: float | None = None  # monotonic time the current outage started
+        self._delay = backoff_initial
+        self._next_attempt = 0.0  # monotonic time before which no reconnect is tried
+        self._quiet_until = 0.0  # monotonic time before which the bus must stay idle
+        self._ever_connected = False
+        self._closed = False
+        self._warned_unexpected = False
+
+    @classmethod
+    def for_instrument(cls, instrument: Instrument, *, backoff_initial: float = 0.1,
+                       backoff_max: float = 10.0, drop_after_timeouts: int = 3) -> ModbusLink:
+        """The link an instrument's `link_key` describes (shared by every instrument with that key)."""
+        return cls(key=instrument.link_key, kind=instrument.driver, host=instrument.host,
+                   port=instrument.port, serial=instrument.serial, backoff_initial=backoff_initial,
+                   backoff_max=backoff_max, drop_after_timeouts=drop_after_timeouts)
+
+    def __repr__(self) -> str:
+        return f"ModbusLink({self.key!r}, up={self.up})"
+
+    @property
+    def up(self) -> bool:
+        """Connected and not in an outage (an outage ends with the first reply)."""
+        return self._client is not None and self._client.connected and self._down_since is None
+
+    def attach(self, unit: int) -> None:
+        """Declare a unit id polled over this link (drivers call this), for the link-failure rule."""
+        self._units.add(unit)
+
+    async def read(self, *, unit: int, table: Table, address: int, count: int, reply_timeout: float,
+                   idle_after: float = 0.0) -> Sequence[int]:
+        """Read ``count`` registers (or bits) of ``table`` from ``unit``; raises a `ReadFailure` subclass.
+
+        Registers come back as ints 0..65535; bits as bools, possibly padded past ``count`` to a multiple
+        of eight (as on the wire). ``idle_after`` (s) keeps the bus quiet after the transaction: the next
+        request on this link waits for it, so the caller gets its reply (and its timestamp) at once.
+        """
+        async with self._lock:
+            quiet = self._quiet_until - time.monotonic()
+            if quiet > 0:
+                await asyncio.sleep(quiet)
+            sent = self.counters.requests
+            try:
+                return await self._transact(unit, table, address, count, reply_timeout)
+            finally:
+                if idle_after > 0 and self.counters.requests != sent:
+                    self._quiet_until = time.monotonic() + idle_after
+
+    async def _transact(self, unit: int, table: Table, address: int, count: int,
+                        reply_timeout: float) -> Sequence[int]:
+        try:
+            client = await self._connected_client(reply_timeout)
+        except CommFailure:
+            self.counters.comm_failures += 1
+            raise
+        params = client.ctx.comm_params
+        if params.timeout_connect != reply_timeout:
+            params.timeout_connect = reply_timeout
+        self.counters.requests += 1
+        try:
+            if table is Table.HOLDING:
+                rr = await client.read_holding_registers(address, count=count, device_id=unit)
+            elif table is Table.INPUT:
+                rr = await client.read_input_registers(address, count=count, device_id=unit)
+            elif table is Table.COIL:
+                rr = await client.read_coils(address, count=count, device_id=unit)
+            else:
+                rr = await client.read_discrete_inputs(address, count=count, device_id=unit)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # every transport outcome is folded here, once
+            raise self._no_reply(unit, exc) from None
+        return self._check_reply(rr, table, count)
+
+    def _check_reply(self, rr: ModbusPDU, table: Table, count: int) -> Sequence[int]:
+        self._replied()
+        if rr.isError():
+            code = rr.exception_code
+            self.counters.device_exceptions += 1
+            name = _EXCEPTION_NAMES.get(code, "unknown")
+            raise DeviceException(f"exception code {code} ({name})", code=code)
+        if rr.function_code != _FUNCTION_CODE[table]:
+            self.counters.decode_errors += 1
+            raise DecodeFailure(f"reply has function code {rr.function_code}, asked {_FUNCTION_CODE[table]}")
+        if table.is_bits:
+            if not count <= len(rr.bits) < count + 8:
+                self.counters.decode_errors += 1
+                raise DecodeFailure(f"reply carries {len(rr.bits)} bits, asked {count}")
+            return rr.bits
+        if len(rr.registers) != count:
+            self.counters.decode_errors += 1
+            raise DecodeFailure(f"reply carries {len(rr.registers)} registers, asked {count}")
+        return rr.registers
+
+    def _no_reply(self, unit: int, exc: Exception) -> CommFailure:
+        """Fold an exception raised by a request into a `CommFailure`, applying the link-failure rule."""
+        self.counters.comm_failures += 1
+        client = self._client
+        expected = isinstance(exc, ModbusException | OSError | asyncio.TimeoutError)
+        if not expected and not self._warned_unexpected:
+            self._warned_unexpected = True  # a pymodbus surprise: say so once, with the traceback
+            log.error("Modbus link %s: unexpected %s from pymodbus", self.key, type(exc).__name__,
+                      exc_info=exc)
+        if isinstance(exc, ConnectionException) or client is None or not client.connected:
+            self._drop(f"connection lost ({_describe(exc)})")
+            return CommFailure(f"connection lost: {_describe(exc)}")
+        self._timeouts_in_row += 1
+        self._unanswered.add(unit)
+        if (self.kind is not DriverKind.MODBUS_RTU and self._timeouts_in_row >= self._drop_after
+                and self._unanswered >= self._units):
+            self._drop(f"no reply from any unit in {self._timeouts_in_row} requests")
+        return CommFailure(f"no reply within {client.ctx.comm_params.timeout_connect:g} s")
+
+    def _replied(self) -> None:
+        self.counters.replies += 1
+        self._timeouts_in_row = 0
+        if self._unanswered:
+            self._unanswered.clear()
+        if self._down_since is not None:
+            log.info("Modbus link %s recovered after %.1f s", self.key, time.monotonic() - self._down_since)
+            self._down_since = None
+            self._delay = self._backoff_initial
+
+    async def _connected_client(self, connect_timeout: float) -> Client:
+        if self._closed:
+            raise CommFailure("link closed")
+        client = self._client
+        if client is not None:
+            if client.connected:
+                return client
+            self._drop("connection lost")
+        now = time.monotonic()
+        if now < self._next_attempt:
+            raise CommFailure(f"link down, next reconnect attempt in {self._next_attempt - now:.1f} s")
+        client = self._new_client(connect_timeout)
+        if await client.connect():
+            self._client = client
+            self.counters.connects += 1
+            if self._ever_connected:
+                self.counters.reconnects += 1
+            self._ever_connected = True
+            return client
+        client.close()
+        self.counters.connect_failures += 1
+        self._drop(f"cannot connect to {self._where()}")
+        raise CommFailure(f"cannot connect to {self._where()}")
+
+    def _drop(self, reason: str) -> None:
+        """Discard the client, open (or continue) an outage, and schedule the next connect attempt."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        self._timeouts_in_row = 0
+        self._unanswered.clear()
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            self.counters.outages += 1
+            log.warning("Modbus link %s down: %s; reconnecting with backoff", self.key, reason)
+        self._next_attempt = time.monotonic() + self._delay * self._rng.uniform(0.5, 1.0)
+        self._delay = min(self._delay * 2, self._backoff_max)
+
+    def _new_client(self, timeout: float) -> Client:
+        client: Client
+        if self.kind is DriverKind.MODBUS_RTU:
+            s = self.serial
+            assert s is not None  # checked in __init__
+            client = AsyncModbusSerialClient(
+                s.port, framer=FramerType.RTU, baudrate=s.baudrate, bytesize=s.bytesize, parity=s.parity,
+                stopbits=s.stopbits, name=self.key, reconnect_delay=0, timeout=timeout, retries=0)
+        else:
+            framer = FramerType.RTU if self.kind is DriverKind.MODBUS_RTU_OVER_TCP else FramerType.SOCKET
+            client = AsyncModbusTcpClient(self.host, port=self.port, framer=framer, name=self.key,
+                                          reconnect_delay=0, timeout=timeout, retries=0)
+        client.set_max_no_responses(_NEVER)
+        return client
+
+    def _where(self) -> str:
+        return self.serial.port if self.serial is not None else f"{self.host}:{self.port}"
+
+    async def close(self) -> None:
+        """Close the connection (after any transaction in flight); later reads fail with `CommFailure`."""
+        async with self._lock:
+            self._closed = True
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+
+_EXCEPTION_NAMES = {
+    1: "illegal function", 2: "illegal data address", 3: "illegal data value", 4: "server device failure",
+    5: "acknowledge", 6: "server device busy", 8: "memory parity error", 10: "gateway path unavailable",
+    11: "gateway target device failed to respond",
+}
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.removeprefix("Modbus Error: ")
+
+
+def quiet_pymodbus_logging() -> None:
+    """Keep pymodbus from logging every timeout and refused connection as an ERROR.
+
+    Those outcomes are samples and counters here, and outages are logged once by `ModbusLink`; pymodbus
+    would log each failed request (with a hex dump of recent frames). Only applies when nobody has set the
+    ``pymodbus`` logger's level explicitly, so ``logging.getLogger("pymodbus").setLevel(DEBUG)`` still works.
+    """
+    logger = logging.getLogger("pymodbus")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.CRITICAL + 1)
