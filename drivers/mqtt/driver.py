@@ -1,0 +1,443 @@
+"""The MQTT subscriber: one persistent-session connection per MQTT instrument, delivering `Sample`s to a sink.
+
+How paho-mqtt is driven, and why. paho's own network thread (``loop_start``) reconnects by itself inside
+``loop_forever``; with it the driver would have two reconnect loops with different backoffs fighting over one
+socket. Instead the paho client runs *on the asyncio loop* through its external-event-loop API (the approach
+aiomqtt takes): the socket is watched with ``add_reader``/``add_writer``, ``loop_misc`` runs once a second for
+keepalive, and every paho callback therefore runs on the loop thread, so the sink is never called from a
+foreign thread and the counters need no locks. The only blocking paho call, ``reconnect()`` (DNS, TCP
+connect, sending CONNECT), runs in the default executor; its socket callbacks hop back to the loop with
+``call_soon_threadsafe`` (`drivers.mqtt.loop_binding`). ``reconnect_on_failure=False`` keeps paho from
+reconnecting on its own (it would also retry a refused protocol version with a blocking connect inside a read
+callback).
+
+Delivery guarantees. The session is persistent (MQTT 3.1.1, ``clean_session=False``, client id
+`MqttBroker.client_id`), so QoS ≥ 1 messages published while the daemon was away are kept by the broker and
+delivered on reconnect. Messages are acknowledged manually, *after* the sink has taken their samples, so a
+message the daemon never delivered (stopped between receipt and sink) is delivered again: at least once.
+Duplicates are therefore possible after a reconnect; with device timestamps they carry identical times.
+Every channel topic is subscribed again after every connect, because a broker restarted without persistence
+has forgotten the session (``session present`` = 0 is logged as a warning: what it queued is lost).
+
+Outages. One reconnect loop (`MqttDriver._supervise`) with `Backoff`. An outage is logged once when it
+starts, with one COMM_FAILURE sample per channel as evidence in the historian, and once when it ends; the
+attempts in between are counted (`MqttCounters`) and logged at DEBUG. The broker password (read once from
+``password_file``) is never logged.
+
+Time: samples carry the device timestamp when usable (see `drivers.mqtt.payload`), else the receive time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import socket
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
+
+from config.schema import Channel, DriverKind, Instrument, MqttBroker, SiteConfig
+from drivers.base import SampleSink
+from drivers.mqtt.backoff import Backoff
+from drivers.mqtt.counters import MqttCounters
+from drivers.mqtt.loop_binding import LoopBinding
+from drivers.mqtt.payload import Decoded, InstrumentDecoder
+from monitor.sample import Quality, Sample
+
+log = logging.getLogger(__name__)
+
+MIN_CONNECT_TIMEOUT = 3.0
+"""Floor (s) on the TCP-connect and CONNACK wait. `Instrument.timeout` defaults to a Modbus-style 1 s, too
+short for a TCP handshake plus broker authentication over a cellular link."""
+MISC_INTERVAL = 1.0  # s between paho loop_misc() calls (keepalive pings, dead-link detection)
+CLOSE_TIMEOUT = 1.0  # s allowed for the DISCONNECT packet to go out when stopping
+
+
+class _Session:
+    """The futures of one connection attempt, resolved by paho callbacks on the loop thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.connack: asyncio.Future[tuple[Any, bool]] = loop.create_future()
+        self.lost: asyncio.Future[str] = loop.create_future()
+        self.subscribe_mid: int | None = None
+
+
+class MqttDriver:
+    """A `drivers.base.StreamingDriver` for one MQTT instrument: ``await run(sink)`` until cancelled."""
+
+    def __init__(self, *, instrument: Instrument, channels: Sequence[Channel],
+                 backoff: Backoff | None = None) -> None:
+        if instrument.driver is not DriverKind.MQTT or instrument.mqtt is None:
+            raise ValueError(f"instrument {instrument.site}/{instrument.id} is not an MQTT instrument")
+        self.instrument = instrument
+        self.instrument_id = instrument.id
+        self.counters = MqttCounters()
+        self._name = f"{instrument.site}/{instrument.id}"
+        self._broker: MqttBroker = instrument.mqtt
+        self._channels = tuple(channels)
+        self._decoder = InstrumentDecoder(instrument=instrument, channels=channels)
+        self._password = _read_password(self._broker, self._name)
+        self.client_id = self._broker.client_id or f"pretreat-{instrument.site}-{instrument.id}"
+        self._connect_timeout = max(instrument.timeout, MIN_CONNECT_TIMEOUT)
+        self._backoff = backoff or Backoff()
+        self._where = f"{self._broker.host}:{self._broker.port}"
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: mqtt.Client | None = None
+        self._binding: LoopBinding | None = None
+        self._sink: SampleSink | None = None
+        self._session: _Session | None = None
+        self._stop: asyncio.Future[None] | None = None
+        self._connecting: asyncio.Future[MQTTErrorCode] | None = None
+        self._finished = asyncio.Event()
+        self._closed = False
+        self._outage_since: float | None = None
+        self._outage_attempts = 0
+        self._unexpected_topics: set[str] = set()
+
+    # --- public API -------------------------------------------------------------------------------
+
+    async def run(self, sink: SampleSink) -> None:
+        """Connect, subscribe and deliver samples to ``sink`` until cancelled or `close`d.
+
+        Raises only what the sink raises (a daemon bug: the message stays unacknowledged, so it is delivered
+        again after a restart); broker and network trouble is retried forever.
+        """
+        if self._closed or self._loop is not None:
+            raise RuntimeError(f"MQTT driver {self._name} is closed or already running")
+        self._loop = asyncio.get_running_loop()
+        self._sink = sink
+        self._stop = self._loop.create_future()
+        self._client = self._new_client()
+        self._binding = LoopBinding(client=self._client, loop=self._loop)
+        try:
+            await self._supervise()
+        finally:
+            await self._shutdown()
+            self._finished.set()
+
+    async def close(self) -> None:
+        """Stop `run` (sending DISCONNECT; the broker keeps the session) and wait until it has. Idempotent."""
+        self._closed = True
+        if self._stop is not None and not self._stop.done():
+            self._stop.set_result(None)
+        if self._loop is not None:
+            await self._finished.wait()
+
+    # --- the one reconnect loop -------------------------------------------------------------------
+
+    async def _supervise(self) -> None:
+        failures = 0
+        while not self._stopping():
+            uptime, reason = await self._connection()
+            if self._stopping():
+                return
+            if uptime is not None and uptime >= self._backoff.stable_after:
+                failures = 0
+            self._link_lost(reason, was_up=uptime is not None)
+            delay = self._backoff.delay(failures)
+            failures += 1
+            assert self._stop is not None
+            await asyncio.wait({self._stop}, timeout=delay)
+
+    async def _connection(self) -> tuple[float | None, str]:
+        """One connection, from attempt to loss: (seconds it was up, or None if never; why it ended)."""
+        assert self._loop is not None and self._client is not None and self._stop is not None
+        session = self._session = _Session(self._loop)
+        try:
+            rc = await self._open_socket()
+        except OSError as exc:
+            return None, f"cannot connect ({exc.strerror or exc})"
+        if rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
+            self._force_close()
+            return None, f"cannot connect ({mqtt.error_string(rc)})"
+        first: set[asyncio.Future[Any]] = {session.connack, session.lost, self._stop}
+        await asyncio.wait(first, timeout=self._connect_timeout, return_when=asyncio.FIRST_COMPLETED)
+        if self._stopping():
+            return None, "stopping"
+        if not session.connack.done():
+            reason = (session.lost.result() if session.lost.done()
+                      else f"no CONNACK within {self._connect_timeout:g} s")
+            self._force_close()  # (its own on_disconnect must not replace the reason)
+            return None, reason
+        reason_code, session_present = session.connack.result()
+        if reason_code.is_failure:
+            self._force_close()
+            return None, f"broker refused the connection ({reason_code})"
+        up_at = time.monotonic()
+        self._link_up(session_present)
+        self._subscribe(session)
+        while not (session.lost.done() or self._stopping()):
+            either: set[asyncio.Future[Any]] = {session.lost, self._stop}
+            await asyncio.wait(either, timeout=MISC_INTERVAL, return_when=asyncio.FIRST_COMPLETED)
+            if not session.lost.done():
+                self._client.loop_misc()
+        uptime = time.monotonic() - up_at
+        return uptime, session.lost.result() if session.lost.done() else "stopping"
+
+    async def _open_socket(self) -> MQTTErrorCode:
+        """paho's blocking connect, in the executor. Awaited through `shield` so that a cancellation never
+        abandons a half-open socket: `_shutdown` waits for it instead."""
+        assert self._loop is not None and self._client is not None
+        fut = self._connecting = self._loop.run_in_executor(None, self._client.reconnect)
+        try:
+            return await asyncio.shield(fut)
+        finally:
+            if fut.done():
+                self._connecting = None
+
+    def _stopping(self) -> bool:
+        """True once `close` was called; re-raises a sink failure recorded by `_on_message`."""
+        assert self._stop is not None
+        if self._stop.done():
+            self._stop.result()
+            return True
+        return False
+
+    async def _shutdown(self) -> None:
+        """Leave cleanly whatever state `run` ended in: no socket, no executor job, no watched fd left."""
+        assert self._loop is not None and self._client is not None
+        fut, self._connecting = self._connecting, None
+        if fut is not None:  # a connect still running in the executor: it may yet open a socket
+            await asyncio.wait({fut})  # bounded by the connect timeout; a blocking connect can't be stopped
+            if not fut.cancelled():
+                fut.exception()  # retrieved: its OSError needs no report while stopping
+        if self._client.socket() is not None:
+            session = self._session = _Session(self._loop)
+            self._client.disconnect()  # queued; written by the writer callback, then paho closes the socket
+            try:
+                await asyncio.wait({session.lost}, timeout=CLOSE_TIMEOUT)
+            finally:  # also when cancelled a second time while waiting
+                self._force_close()
+        self.counters.connected = self.counters.subscribed = False
+
+    def _force_close(self) -> None:
+        """Close the socket now, through paho (so its state and our fd watches stay consistent)."""
+        assert self._client is not None
+        sock = self._client.socket()
+        if sock is None:
+            return
+        if isinstance(sock, socket.socket):  # plain TCP (paho's SocketLike protocol has no shutdown())
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        # Each loop_read handles one packet; bytes already received are still read (and delivered) before
+        # paho reaches EOF, closes the socket and calls on_disconnect.
+        for _ in range(100_000):
+            if self._client.socket() is None:
+                return
+            self._client.loop_read()
+        log.error("%s: MQTT socket to %s did not close", self._name, self._where)  # pragma: no cover
+
+    # --- state changes: logged once ----------------------------------------------------------------
+
+    def _link_up(self, session_present: bool) -> None:
+        c = self.counters
+        c.connected = True
+        c.connects += 1
+        if c.connects > 1:
+            c.reconnects += 1
+        if self._outage_since is not None:
+            c.last_outage = time.monotonic() - self._outage_since
+            log.info("%s: MQTT link to %s restored after %.1f s (%d failed attempts)", self._name,
+                     self._where, c.last_outage, self._outage_attempts)
+            self._outage_since = None
+        elif c.connects == 1:
+            log.info("%s: connected to MQTT broker %s as %r", self._name, self._where, self.client_id)
+        if not session_present and c.connects > 1:
+            log.warning("%s: broker %s kept no session for %r: QoS 1/2 messages published while the link was "
+                        "down are lost (broker restarted without persistence, or session expired)",
+                        self._name, self._where, self.client_id)
+
+    def _link_lost(self, reason: str, *, was_up: bool) -> None:
+        c = self.counters
+        c.connected = c.subscribed = False
+        if not was_up:
+            c.connect_failures += 1
+        if self._outage_since is not None:
+            self._outage_attempts += 1
+            log.debug("%s: MQTT broker %s still unavailable: %s", self._name, self._where, reason)
+            return
+        self._outage_since = time.monotonic()
+        self._outage_attempts = 0 if was_up else 1
+        what = "lost" if was_up else "unavailable"
+        log.warning("%s: MQTT link to %s %s: %s; reconnecting with backoff", self._name, self._where, what,
+                    reason)
+        self._emit_failure(self._channels, f"MQTT broker {self._where} {what}: {reason}")
+
+    def _emit_failure(self, channels: Sequence[Channel], reason: str) -> None:
+        """Evidence of a link failure in the historian: one COMM_FAILURE sample per affected channel."""
+        now = time.time()
+        self._deliver([Sample.bad(time=now, site=ch.site, channel=ch.id, unit=ch.unit,
+                                  quality=Quality.COMM_FAILURE, reason=reason) for ch in channels])
+
+    def _deliver(self, samples: Sequence[Sample]) -> bool:
+        """Hand samples to the sink. A sink that raises is a daemon bug: `run` stops with its exception
+        (re-raised by `_stopping`) rather than the exception vanishing inside a paho callback."""
+        assert self._sink is not None and self._stop is not None
+        try:
+            self._sink(samples)
+        except Exception as exc:
+            if self._stop.done():  # already stopping (samples read while closing): can only be logged
+                log.exception("%s: the sample sink failed while the MQTT driver was stopping", self._name)
+            else:
+                self._stop.set_exception(exc)
+            return False
+        return True
+
+    def _subscribe(self, session: _Session) -> None:
+        assert self._client is not None
+        topics = [(t, self._broker.qos) for t in self._decoder.topics]
+        rc, mid = self._client.subscribe(topics)
+        if rc == MQTTErrorCode.MQTT_ERR_SUCCESS:
+            session.subscribe_mid = mid
+        # otherwise the link is already gone: on_disconnect ends the session and the next one subscribes
+
+    # --- paho callbacks (all on the loop thread, except the socket ones, which may come from the executor)
+
+    def _new_client(self) -> mqtt.Client:
+        client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id=self.client_id,
+                             clean_session=False, protocol=MQTTProtocolVersion.MQTTv311,
+                             reconnect_on_failure=False, manual_ack=True)
+        client.connect_timeout = self._connect_timeout
+        if self._broker.username:
+            client.username_pw_set(self._broker.username, self._password or None)
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        client.on_subscribe = self._on_subscribe
+        client.on_message = self._on_message
+        client.connect_async(self._broker.host, self._broker.port, self._broker.keepalive)  # no I/O yet
+        return client
+
+    def _on_connect(self, _c: mqtt.Client, _u: Any, flags: Any, reason_code: Any, _p: Any) -> None:
+        s = self._session
+        if s is not None and not s.connack.done():
+            s.connack.set_result((reason_code, bool(flags.session_present)))
+
+    def _on_disconnect(self, _c: mqtt.Client, _u: Any, flags: Any, reason_code: Any, _p: Any) -> None:
+        self.counters.connected = self.counters.subscribed = False
+        s = self._session
+        if s is not None and not s.lost.done():
+            # paho reports a closed or reset socket as "Unspecified error"; say what it means.
+            name = str(reason_code)
+            if flags.is_disconnect_packet_from_server:
+                why = f"broker sent DISCONNECT ({name})"
+            elif name == "Unspecified error":
+                why = "connection closed by the broker or the network"
+            else:
+                why = name.lower()
+            s.lost.set_result(why)
+
+    def _on_subscribe(self, _c: mqtt.Client, _u: Any, mid: int, reason_codes: list[Any], _p: Any) -> None:
+        s = self._session
+        if s is None or mid != s.subscribe_mid:
+            return
+        refused = [t for t, rc in zip(self._decoder.topics, reason_codes, strict=False) if rc.is_failure]
+        downgraded = [t for t, rc in zip(self._decoder.topics, reason_codes, strict=False)
+                      if not rc.is_failure and rc.value < self._broker.qos]
+        if downgraded:
+            log.warning("%s: broker %s granted less than QoS %d on %s", self._name, self._where,
+                        self._broker.qos, downgraded)
+        self.counters.subscribed = not refused
+        if refused:
+            self.counters.subscribe_failures += len(refused)
+            log.error("%s: broker %s refused the subscription to %s (check its ACL)", self._name,
+                      self._where, refused)
+            lost = [ch for ch in self._channels if ch.topic in refused]
+            self._emit_failure(lost, f"MQTT broker {self._where} refused the subscription")
+
+    def _on_message(self, client: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
+        decoded = self._decode(msg, time.time())
+        if decoded is not None and not self._deliver(decoded.samples):
+            return  # not acknowledged: the broker delivers it again to the next session
+        if msg.qos > 0:
+            client.ack(msg.mid, msg.qos)
+
+    def _decode(self, msg: mqtt.MQTTMessage, received: float) -> Decoded | None:
+        try:
+            topic = msg.topic
+        except UnicodeDecodeError:  # paho raises for a topic that is not UTF-8; no channel can match it
+            self._unexpected(repr(msg._topic), unsubscribe=False)  # the raw bytes, for the log only
+            return None
+        decoder = self._decoder.decoders.get(topic)
+        if decoder is None:
+            self._unexpected(topic, unsubscribe=True)
+            return None
+        try:
+            decoded = decoder.decode(bytes(msg.payload), received=received, retained=bool(msg.retain))
+        except Exception as exc:  # pragma: no cover - the decoder is built (and fuzzed) never to raise
+            log.exception("%s: MQTT payload decoder failed on %r", self._name, topic)
+            decoded = decoder.failed(f"internal decoder error {exc!r}", received=received)
+        c = self.counters
+        c.messages += 1
+        c.last_message_at = received
+        c.time_fallbacks += bool(decoded.time_problem)
+        for s in decoded.samples:
+            c.samples += 1
+            c.bad_samples += not s.good
+            c.decode_errors += s.quality is Quality.DECODE_ERROR
+        return decoded
+
+    def _unexpected(self, topic: str, *, unsubscribe: bool) -> None:
+        """A message no channel listens to. This driver only ever subscribes exact topics, so it comes from
+        a subscription an earlier configuration left in the persistent session: drop that subscription."""
+        self.counters.unexpected_messages += 1
+        if topic in self._unexpected_topics:
+            return
+        self._unexpected_topics.add(topic)
+        log.warning("%s: message on %r, which no channel uses (subscription left in the broker session by an "
+                    "earlier configuration?); unsubscribing", self._name, topic)
+        if unsubscribe and self._client is not None:
+            self._client.unsubscribe(topic)
+
+
+def _read_password(broker: MqttBroker, name: str) -> str:
+    """The broker password from ``password_file`` (trailing newline stripped), read once at start-up."""
+    if not broker.password_file:
+        return ""
+    path = Path(broker.password_file)
+    try:
+        secret = path.read_text(encoding="utf-8").rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        detail = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ValueError(f"instrument {name}: cannot read MQTT password_file {path} ({detail})") from None
+    if not broker.username:
+        raise ValueError(f"instrument {name}: password_file is set but username is empty "
+                         "(MQTT 3.1.1 sends a password only with a user name)")
+    return secret
+
+
+def build_mqtt_drivers(config: SiteConfig) -> list[MqttDriver]:
+    """One `MqttDriver` per MQTT instrument of every site that has channels.
+
+    A relative ``password_file`` is resolved against the site file's folder (as serial ports are). Two
+    instruments with the same client id on the same broker would take each other's session over endlessly,
+    so that is refused here.
+    """
+    base = config.source.parent if config.source is not None else Path.cwd()
+    drivers: list[MqttDriver] = []
+    seen: dict[tuple[str, int, str], str] = {}
+    for site in config.sites:
+        for inst in site.instruments:
+            if inst.driver is not DriverKind.MQTT or inst.mqtt is None:
+                continue
+            channels = [ch for ch in site.channels if ch.instrument == inst.id]
+            if not channels:
+                log.warning("%s/%s: MQTT instrument has no channels; not subscribing", site.id, inst.id)
+                continue
+            broker = inst.mqtt
+            if broker.password_file and not Path(broker.password_file).is_absolute():
+                broker = dataclasses.replace(broker, password_file=str(base / broker.password_file))
+                inst = dataclasses.replace(inst, mqtt=broker)
+            driver = MqttDriver(instrument=inst, channels=channels)
+            key = (broker.host, broker.port, driver.client_id)
+            if key in seen:
+                raise ValueError(f"instruments {seen[key]} and {site.id}/{inst.id} use the same MQTT client "
+                                 f"id {driver.client_id!r} on {key[0]}:{key[1]}")
+            seen[key] = f"{site.id}/{inst.id}"
+            drivers.append(driver)
+    return drivers
