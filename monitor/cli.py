@@ -17,6 +17,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("monitor.app:add_arguments", "run the monitoring daemon"),
     "check-config": ("monitor.commands:add_check_config", "validate a site file and list every error"),
     "readings": ("monitor.export:add_arguments", "export recorded readings of one channel"),
+    "tail": ("monitor.tail:add_arguments", "follow readings as the daemon records them"),
+    "influx": ("monitor.influx_cli:add_arguments", "InfluxDB telemetry tools (backfill)"),
     "sim": ("simulators.cli:add_arguments", "serve simulated instruments of a site on loopback"),
     "replay": ("monitor.replay:add_arguments", "run the compliance checks over recorded readings (CSV)"),
 }

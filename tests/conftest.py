@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import Mosquitto
+from tests.support import Mosquitto, VictoriaMetrics
 
 
 @pytest.fixture
@@ -19,3 +19,14 @@ def mosquitto(tmp_path: Path) -> Iterator[Mosquitto]:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture
+def victoria(tmp_path: Path) -> Iterator[VictoriaMetrics]:
+    """A fresh VictoriaMetrics (InfluxDB write API) per test; tests stop/start it to simulate outages."""
+    server = VictoriaMetrics(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -6,13 +6,17 @@ wire-level tests really ran.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,3 +87,82 @@ class Mosquitto:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+
+class VictoriaMetrics:
+    """A real VictoriaMetrics (it implements InfluxDB's ``/api/v2/write``) on a free loopback port.
+
+    ``stop()``/``start()`` keep the data directory and the port, so a test can simulate an outage. Extra
+    command-line flags (``-httpAuth.username=…``, ``-dedup.minScrapeInterval=1ms`` to emulate InfluxDB's
+    overwrite of the same series and timestamp) go in ``extra_args``.
+    """
+
+    def __init__(self, workdir: Path, *, extra_args: tuple[str, ...] = ()) -> None:
+        self.binary = require_binary("victoria-metrics")
+        self.port = free_port()
+        self.workdir = workdir
+        self.data = workdir / "vmdata"
+        self.log = workdir / "victoria-metrics.log"
+        self.extra_args = extra_args
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 10.0) -> None:
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [self.binary, f"-httpListenAddr=127.0.0.1:{self.port}", f"-storageDataPath={self.data}",
+                 "-retentionPeriod=100y", "-search.latencyOffset=0s", "-search.disableCache",
+                 *self.extra_args],
+                stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"victoria-metrics exited at start; see {self.log}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=0.5) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        raise TimeoutError(f"victoria-metrics not healthy on port {self.port} after {timeout}s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def _get(self, path: str, auth: str | None = None) -> bytes:
+        req = urllib.request.Request(self.url + path)
+        if auth is not None:
+            req.add_header("Authorization", auth)
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return bytes(r.read())
+
+    def export(self, match: str, *, auth: str | None = None) -> list[dict[str, Any]]:
+        """Raw samples of every series matching a selector (e.g. ``{__name__=~"ph_.*"}``), after a flush.
+        Each item: ``{"metric": {labels}, "values": [...], "timestamps": [ms ...]}``."""
+        self._get("/internal/force_flush", auth)
+        # export's default range ends "now": ask up to two days ahead so no fresh point is cut off
+        query = {"match[]": match, "start": "0", "end": str(int(time.time()) + 2 * 86400)}
+        body = self._get("/api/v1/export?" + urllib.parse.urlencode(query), auth)
+        return [json.loads(line) for line in body.splitlines() if line.strip()]
+
+    def wait_for_points(self, match: str, count: int, *, timeout: float = 20.0,
+                        auth: str | None = None) -> list[dict[str, Any]]:
+        """Poll until the matching series hold at least ``count`` samples in total (new series can take a
+        few seconds to become searchable); returns the last export either way."""
+        deadline = time.monotonic() + timeout
+        while True:
+            series = self.export(match, auth=auth)
+            if sum(len(s["timestamps"]) for s in series) >= count or time.monotonic() > deadline:
+                return series
+            time.sleep(0.1)

@@ -1,0 +1,225 @@
+"""Benchmark of the InfluxDB sink against a real VictoriaMetrics on loopback (not a test).
+
+    .venv/bin/python bench/bench_influx.py [--points 1000000] [--runs 3]
+
+Measures, median of ``--runs`` runs each, and prints a markdown table with the machine it ran on:
+
+1. sustained: points/s end to end — `InfluxSink.submit` (1,000 samples per call, as a large site's polls
+   would arrive) until the server acknowledged the last point (durable queue included). Goal ≥ 50,000/s.
+2. backlog drain: a backlog of ``--points`` points queued on disk during an outage, drained after the
+   server is back (timed from the restarted sink's start to an empty queue). Goal ≥ 100,000/s.
+3. CPU of the durable queue: process CPU time (user + sys, all threads; the server's CPU excluded) to send
+   the same points through the sink vs. formatting them and writing them directly, synchronously, with the
+   same `LineWriter` and batch size (the cheapest possible path). Goal: < 20 % more. Paired, interleaved
+   runs; the queue's own operations (append, read back, acknowledge) are also timed alone, without the
+   network, because on a small machine shared with the server the end-to-end ratio is noisy.
+
+VictoriaMetrics runs on the same machine and competes for the same cores, so the numbers are a lower
+bound for a daemon writing to a remote server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import resource
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from config.influx import InfluxSettings  # noqa: E402
+from monitor.sample import Sample  # noqa: E402
+from monitor.stores.influx import InfluxSink  # noqa: E402
+from monitor.stores.influx_lines import SampleFormatter  # noqa: E402
+from monitor.stores.influx_writer import LineWriter  # noqa: E402
+from monitor.stores.outbox import Outbox  # noqa: E402
+from tests.support import VictoriaMetrics  # noqa: E402
+
+CHANNELS = 100  # ~25 instruments x 4 channels
+INSTRUMENTS = {("plant", f"ch{i:03d}"): (f"inst{i // 4:02d}", "flow") for i in range(CHANNELS)}
+CHUNK = 1000
+BATCH = 5000
+
+
+def make_samples(n: int, base: float) -> list[Sample]:
+    """n readings spread round-robin over CHANNELS channels, 10 ms apart per channel."""
+    return [Sample(time=base + (i // CHANNELS) * 0.01, site="plant", channel=f"ch{i % CHANNELS:03d}",
+                   value=float(i % 1000) / 10, unit="gpm") for i in range(n)]
+
+
+def cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def settings(vm: VictoriaMetrics, queue: Path) -> InfluxSettings:
+    return InfluxSettings(url=vm.url, bucket="bench", queue_path=queue, batch_size=BATCH, flush_interval=0.2,
+                          max_backoff=0.5, timeout=30.0, disk_budget_mb=4096)
+
+
+async def sustained(vm: VictoriaMetrics, work: Path, samples: list[Sample]) -> tuple[float, float]:
+    """(points/s, CPU seconds) from the first submit to the last acknowledgement."""
+    queue = work / f"q-{time.monotonic_ns()}.sqlite"
+    sink = InfluxSink(settings=settings(vm, queue), instruments=INSTRUMENTS, health_interval=None)
+    await sink.start()
+    c0, t0 = cpu(), time.perf_counter()
+    for i in range(0, len(samples), CHUNK):
+        sink.submit(samples[i:i + CHUNK])
+        await asyncio.sleep(0)
+    if not await sink.wait_drained(600):
+        raise RuntimeError("sink did not drain")
+    elapsed, used = time.perf_counter() - t0, cpu() - c0
+    await sink.close()
+    queue.unlink()
+    return len(samples) / elapsed, used
+
+
+def direct(vm: VictoriaMetrics, samples: list[Sample]) -> tuple[float, float]:
+    """The same points, formatted and written straight to the server: no queue, no threads."""
+    writer = LineWriter(settings=settings(vm, Path("/nonexistent")), token="")
+    fmt = SampleFormatter(instruments=INSTRUMENTS)
+    c0, t0 = cpu(), time.perf_counter()
+    for i in range(0, len(samples), BATCH):
+        result = writer.write("\n".join(fmt.lines(samples[i:i + BATCH])).encode())
+        if not result.ok:
+            raise RuntimeError(f"direct write failed: {result}")
+    elapsed, used = time.perf_counter() - t0, cpu() - c0
+    writer.close()
+    return len(samples) / elapsed, used
+
+
+async def drain(vm: VictoriaMetrics, work: Path, samples: list[Sample]) -> float:
+    """Queue ``samples`` while the server is down, restart it, time the drain. Returns points/s."""
+    queue = work / f"backlog-{time.monotonic_ns()}.sqlite"
+    await asyncio.to_thread(vm.stop)
+    sink = InfluxSink(settings=settings(vm, queue), instruments=INSTRUMENTS, health_interval=None)
+    await sink.start()
+    for i in range(0, len(samples), 10 * CHUNK):
+        sink.submit(samples[i:i + 10 * CHUNK])
+        await sink.flush()
+    await sink.close()
+    await asyncio.to_thread(vm.start)
+    again = InfluxSink(settings=settings(vm, queue), instruments=INSTRUMENTS, health_interval=None)
+    await again.start()
+    depth = again.counters.queue_depth
+    if depth != len(samples):
+        raise RuntimeError(f"backlog holds {depth} points, expected {len(samples)}")
+    t0 = time.perf_counter()
+    if not await again.wait_drained(600):
+        raise RuntimeError("backlog did not drain")
+    elapsed = time.perf_counter() - t0
+    await again.close()
+    queue.unlink()
+    return depth / elapsed
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    vm_version = "victoria-metrics (Debian package)"
+    return (f"{model}, {os.cpu_count()} cores; Python {platform.python_version()}; SQLite "
+            f"{sqlite3.sqlite_version}; influxdb-client {version('influxdb-client')}; {vm_version}; "
+            f"{platform.system()} {platform.release()}")
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def queue_only(work: Path, samples: list[Sample]) -> float:
+    """CPU seconds of the durable queue's own work for these points, without network: append the records
+    the sink would append, read them back, acknowledge them (the low-noise part of the comparison)."""
+    fmt = SampleFormatter(instruments=INSTRUMENTS)
+    records = [("\n".join(fmt.lines(samples[i:i + BATCH])).encode(), BATCH)
+               for i in range(0, len(samples), BATCH)]
+    box = Outbox(path=work / f"iso-{time.monotonic_ns()}.sqlite", budget_bytes=4 << 30)
+    c0 = cpu()
+    for i in range(0, len(records), 4):  # the writer appends ~4 records per flush at this rate
+        box.append_many(records[i:i + 4])
+        while batch := box.peek(max_items=BATCH):
+            box.ack(r.id for r in batch)
+    used = cpu() - c0
+    box.close()
+    return used
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--points", type=int, default=1_000_000, help="points per sustained run and backlog")
+    ap.add_argument("--cpu-points", type=int, default=500_000, help="points per CPU-comparison run")
+    ap.add_argument("--runs", type=int, default=3, help="runs of each measure (CPU: at least 5)")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-influx-"))
+    vm = VictoriaMetrics(work)
+    vm.start()
+    base = time.time() - 86400
+    try:
+        print(f"machine: {machine()}; load average before: {os.getloadavg()[0]:.2f}", flush=True)
+        samples = make_samples(args.points, base)
+        rates, drains = [], []
+        for run in range(args.runs):
+            rates.append((await sustained(vm, work, _shift(samples, run * 1000.0)))[0])
+            drains.append(await drain(vm, work, _shift(samples, run * 1000.0 + 500.0)))
+            print(f"run {run + 1}: sustained {rates[-1]:,.0f}/s, drain {drains[-1]:,.0f}/s", flush=True)
+        del samples
+        part = make_samples(args.cpu_points, base - 86400)
+        direct_cpu, sink_cpu, iso = [], [], []
+        for run in range(max(5, args.runs)):  # interleaved, so load from elsewhere hits both alike
+            direct_cpu.append(direct(vm, _shift(part, run * 1000.0))[1])
+            sink_cpu.append((await sustained(vm, work, _shift(part, run * 1000.0 + 500.0)))[1])
+            iso.append(queue_only(work, part))
+            print(f"CPU run {run + 1}: direct {direct_cpu[-1]:.3f} s, sink {sink_cpu[-1]:.3f} s, queue "
+                  f"alone {iso[-1]:.3f} s", flush=True)
+        _table(args, rates, drains, direct_cpu, sink_cpu, iso)
+    finally:
+        vm.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _shift(samples: list[Sample], dt: float) -> list[Sample]:
+    """The same readings at other times, so each run writes new points."""
+    return [Sample(time=s.time + dt, site=s.site, channel=s.channel, value=s.value, unit=s.unit)
+            for s in samples]
+
+
+def _table(args: argparse.Namespace, rates: list[float], drains: list[float], direct_cpu: list[float],
+           sink_cpu: list[float], iso: list[float]) -> None:
+    def runs(xs: list[float], f: str = ",.0f", unit: str = "") -> str:
+        return ", ".join(f"{x:{f}}{unit}" for x in xs)
+
+    overhead = [100 * (s / d - 1) for s, d in zip(sink_cpu, direct_cpu, strict=True)]
+    iso_pct = [100 * q / d for q, d in zip(iso, direct_cpu, strict=True)]
+    n = len(direct_cpu)
+    print()
+    print("| measure | median | goal | runs |")
+    print("|---|---|---|---|")
+    print(f"| sustained: submit → acknowledged, {args.points:,} points | {median(rates):,.0f} points/s "
+          f"| ≥ 50,000 | {runs(rates)} |")
+    print(f"| backlog drain, {args.points:,} points | {median(drains):,.0f} points/s | ≥ 100,000 "
+          f"| {runs(drains)} |")
+    print(f"| CPU, direct synchronous write, {args.cpu_points:,} points | {median(direct_cpu):.3f} s | "
+          f"| {runs(direct_cpu, '.3f')} |")
+    print(f"| CPU, through the sink and its durable queue | {median(sink_cpu):.3f} s | "
+          f"| {runs(sink_cpu, '.3f')} |")
+    print(f"| CPU added by the sink (median of {n} paired runs) | {median(overhead):+.1f} % | < 20 % "
+          f"| {runs(overhead, '+.1f', ' %')} |")
+    print(f"| CPU of the queue operations alone (append, read, ack) | {median(iso_pct):.1f} % of direct | "
+          f"< 20 % | {runs(iso_pct, '.1f', ' %')} |")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,413 @@
+"""InfluxDB telemetry sink with durable store-and-forward: no reading lost through outages and restarts.
+
+Data path::
+
+    submit(samples) ─► inbox (memory) ─(writer thread: format, one transaction per flush)─► Outbox (SQLite)
+    Outbox ─(sender thread: oldest first, ≤ batch_size points per request)─► POST /api/v2/write ─► ack
+
+- `submit` never blocks the event loop: it appends the sequence to a deque. The writer thread wakes every
+  ``flush_interval`` (or as soon as ``batch_size`` points wait), formats the lines (schema:
+  `monitor.stores.influx_lines`) and appends them to the durable queue as records of at most ``batch_size``
+  lines, in one SQLite transaction.
+- The sender thread takes the oldest records (so the queue drains in time order after an outage), writes
+  them with one synchronous request and removes them only after a 2xx. An outage (connection error, timeout,
+  429, 5xx), or a 401/403/404 during a run, keeps the queue and backs off (capped, jittered exponential);
+  the outage is logged once when it starts and once when it ends, and every failed request is counted. A
+  400/422/413 bisects the batch: the rejected lines are quarantined (kept in the queue file, logged,
+  counted) and the rest is written, so one bad point never blocks the queue.
+- The queue is bounded by ``disk_budget_mb``: past ``alarm_threshold_pct`` the queue alarm is raised
+  (logged once, ``on_queue_alarm`` called on the event loop); only when the budget is full are the oldest
+  points dropped, counted, and alarmed.
+- `close` moves everything submitted into the durable queue and stops; points not yet sent stay queued and
+  a restart resumes from them. After SIGKILL, everything the writer had committed is resumed the same way
+  (what was still in the inbox, at most ``flush_interval`` worth, is in the historian and can be backfilled).
+
+Delivery is at-least-once: a request the server applied but whose answer was lost is sent again; InfluxDB
+overwrites the same series and timestamp, so nothing is duplicated there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from config.influx import InfluxSettings, TokenError
+from monitor.sample import Sample
+from monitor.stores.influx_lines import EventRecord, SampleFormatter, event_line, health_record
+from monitor.stores.influx_writer import LineWriter, Outcome, WriteResult, deliver
+from monitor.stores.outbox import Outbox, OutboxError
+
+log = logging.getLogger(__name__)
+
+HEALTH_COMPONENT = "influx"
+_ALARM_HYSTERESIS_PCT = 5.0  # the queue alarm clears this far below the threshold (no flapping)
+
+
+class InfluxStartupError(Exception):
+    """The sink cannot start: credentials refused, bucket missing, token unreadable, queue unusable."""
+
+
+@dataclass(slots=True)
+class InfluxCounters:
+    """The sink's health counters (published with the daemon's other counters and as ``pretreat_health``)."""
+
+    queue_depth: int = 0  # points queued on disk, not yet acknowledged
+    queue_bytes: int = 0
+    queue_fill_pct: float = 0.0  # of the disk budget
+    oldest_unsent_age_s: float = 0.0  # since the oldest queued point was queued
+    pending_in_memory: int = 0  # submitted, not yet made durable (at most ~flush_interval worth)
+    points_submitted: int = 0  # samples and event records (the sink's own health points not included)
+    points_sent: int = 0
+    requests: int = 0
+    write_errors: int = 0  # failed requests (outage, 5xx, auth, rejected content)
+    dropped_over_budget: int = 0  # points dropped oldest-first because the disk budget was full (lifetime)
+    quarantined: int = 0  # points the server rejected as malformed (lifetime)
+    queue_errors: int = 0  # failed appends to the queue file (disk full, I/O error); retried
+    unknown_channels: int = 0  # samples of a channel missing from the instrument map (written as "other")
+    server_up: bool = False
+    queue_alarm: bool = False
+
+
+class Backoff:
+    """Capped exponential backoff with jitter: delay in [d/2, d], d = min(cap, base·2^n)."""
+
+    def __init__(self, *, cap: float, base: float = 0.25, rng: Callable[[], float] = random.random) -> None:
+        self.cap, self.base, self._rng, self.attempt = cap, base, rng, 0
+
+    def next(self, hint: float | None = None) -> float:
+        d = min(self.cap, self.base * 2 ** min(self.attempt, 30))
+        self.attempt += 1
+        delay = d / 2 + self._rng() * d / 2
+        return max(delay, min(hint, self.cap)) if hint else delay
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class InfluxSink:
+    """See the module docstring. ``instruments`` maps (site, channel) → (instrument id, channel kind)."""
+
+    def __init__(self, *, settings: InfluxSettings, instruments: Mapping[tuple[str, str], tuple[str, Any]],
+                 on_queue_alarm: Callable[[bool, str], None] | None = None,
+                 health_interval: float | None = 10.0, clock: Callable[[], float] = time.time) -> None:
+        self.settings = settings
+        self._formatter = SampleFormatter(instruments=instruments)
+        self._on_alarm = on_queue_alarm
+        self._health_interval = health_interval
+        self._clock = clock
+        self._inbox: deque[tuple[Sequence[Sample] | None, list[str] | None]] = deque()
+        self._c = InfluxCounters()  # fields each written by one thread only (see `counters`)
+        self._submitted = 0  # points submitted (event-loop thread)
+        self._durable = 0  # points appended to the queue (writer thread)
+        self._budget_lock = threading.Lock()
+        self._progress = asyncio.Event()  # set (via the loop) whenever a thread appended or acknowledged
+        self._wake_writer = threading.Event()
+        self._wake_sender = threading.Event()
+        self._stop_writer = threading.Event()
+        self._stop_sender = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._outbox: Outbox | None = None
+        self._writer: LineWriter | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._state = "new"
+        self._down_since: float | None = None
+        self._last_dropped = 0
+        self._dropping = False  # inside an episode of oldest-first drops (alarmed once)
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Open the queue, check the server with a real write, start the writer and sender threads.
+
+        Raises `InfluxStartupError` for a token that cannot be read, credentials the server refuses (401/403),
+        a missing bucket/org (404), a rejected write, or a queue file in use. An unreachable server is not
+        an error: the sink queues, and checks the credentials at first contact.
+        """
+        if self._state != "new":
+            raise RuntimeError("InfluxSink.start() called twice")
+        self._loop = asyncio.get_running_loop()
+        s = self.settings
+        try:
+            token = s.read_token()
+            self._outbox = await asyncio.to_thread(Outbox, path=s.queue_path, budget_bytes=s.budget_bytes)
+        except (TokenError, OutboxError) as exc:
+            raise InfluxStartupError(f"influx: {exc}") from None
+        self._last_dropped = self._outbox.stats().dropped_items
+        probe = event_line(EventRecord(measurement="pretreat_health", tags={"component": HEALTH_COMPONENT},
+                                       fields={"started": 1.0}, time=self._clock()))
+        try:
+            self._writer = LineWriter(settings=s, token=token)
+            result = await asyncio.to_thread(self._writer.write, probe.encode())
+        except BaseException:
+            await self._abort()
+            raise
+        finally:
+            del token
+        if not result.ok and result.outcome is not Outcome.UNAVAILABLE:
+            await self._abort()
+            raise InfluxStartupError(_startup_message(s, result))
+        self._c.server_up = result.ok
+        if not result.ok:
+            self._down_since = time.monotonic()
+            log.warning("influx: %s unreachable at start (%s); queueing in %s until it is back "
+                        "(credentials are checked at first contact)", s.url, result.message, s.queue_path)
+        depth = self._outbox.depth
+        if depth:
+            log.info("influx: resuming %d queued points from %s", depth, s.queue_path)
+        self._threads = [threading.Thread(target=self._writer_loop, name="influx-writer", daemon=True),
+                         threading.Thread(target=self._sender_loop, name="influx-sender", daemon=True)]
+        for t in self._threads:
+            t.start()
+        self._state = "running"
+
+    async def close(self) -> None:
+        """Make everything submitted durable, stop sending, close the queue. Safe to call twice."""
+        if self._state in ("closed", "new"):
+            self._state = "closed"
+            return
+        self._state = "closing"
+        self._stop_writer.set()
+        self._wake_writer.set()
+        await asyncio.to_thread(self._threads[0].join)
+        self._stop_sender.set()
+        self._wake_sender.set()
+        await asyncio.to_thread(self._threads[1].join)
+        await self._abort()
+        self._state = "closed"
+
+    async def _abort(self) -> None:
+        if self._writer is not None:
+            await asyncio.to_thread(self._writer.close)
+        if self._outbox is not None:
+            self._outbox.close()
+
+    # -- producers (event loop) ------------------------------------------------------------------------
+    def submit(self, samples: Sequence[Sample]) -> None:
+        """Queue samples for InfluxDB. Never blocks (a copy of the sequence is queued); durable on disk
+        within ``flush_interval``."""
+        if samples:
+            self._put(tuple(samples), None, len(samples))
+
+    def submit_events(self, records: Sequence[EventRecord]) -> None:
+        """Queue annotation/health records (episodes, alarm transitions …); see `influx_lines`.
+
+        A record without any writable field is a programming error and raises ValueError here, at the caller.
+        """
+        if records:
+            lines = [event_line(r) for r in records]
+            self._put(None, lines, len(lines))
+
+    def submit_health(self, component: str, counters: Mapping[str, Any], time: float | None = None) -> None:
+        """Queue one ``pretreat_health`` point for a component's numeric counters."""
+        rec = health_record(component=component, counters=counters,
+                            time=self._clock() if time is None else time)
+        if rec.fields:
+            self.submit_events([rec])
+
+    def _put(self, samples: Sequence[Sample] | None, lines: list[str] | None, n: int) -> None:
+        if self._state in ("closing", "closed"):
+            raise RuntimeError("InfluxSink is closed")
+        self._inbox.append((samples, lines))
+        self._submitted += n
+        if self._submitted - self._durable >= self.settings.batch_size:
+            self._wake_writer.set()
+
+    async def flush(self) -> None:
+        """Return once everything submitted so far is in the durable queue (or the writer has stopped)."""
+        target = self._submitted
+        while self._durable < target and self._threads and self._threads[0].is_alive():
+            self._progress.clear()
+            self._wake_writer.set()
+            with contextlib.suppress(TimeoutError):  # re-check liveness now and then
+                await asyncio.wait_for(self._progress.wait(), 0.5)
+
+    async def wait_drained(self, limit: float) -> bool:
+        """Flush, then wait until the server acknowledged everything queued; False after ``limit`` s."""
+        deadline = time.monotonic() + limit
+        await self.flush()
+        assert self._outbox is not None
+        while self._outbox.depth > 0 and time.monotonic() < deadline:
+            self._progress.clear()
+            self._wake_sender.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._progress.wait(), max(0.0, min(0.5, deadline - time.monotonic())))
+        return self._outbox.depth == 0
+
+    @property
+    def counters(self) -> InfluxCounters:
+        """A fresh snapshot (safe from any thread)."""
+        c = InfluxCounters(**asdict(self._c))
+        c.points_submitted, c.pending_in_memory = self._submitted, self._submitted - self._durable
+        if self._outbox is not None:
+            st = self._outbox.stats()
+            c.queue_depth, c.queue_bytes, c.queue_fill_pct = st.items, st.bytes, round(st.fill_pct, 2)
+            c.oldest_unsent_age_s = round(self._outbox.oldest_age(), 3)
+            c.dropped_over_budget, c.quarantined = st.dropped_items, st.quarantined_items
+        c.unknown_channels = self._formatter.unknown_channels
+        c.requests = self._writer.requests if self._writer is not None else 0
+        return c
+
+    # -- writer thread: inbox → durable queue ---------------------------------------------------------
+    def _writer_loop(self) -> None:
+        next_health = time.monotonic() + (self._health_interval or 0)
+        while True:
+            self._wake_writer.wait(self.settings.flush_interval)
+            self._wake_writer.clear()
+            stopping = self._stop_writer.is_set()
+            own: list[str] = []
+            if self._health_interval and time.monotonic() >= next_health and not stopping:
+                next_health = time.monotonic() + self._health_interval
+                own.append(event_line(health_record(
+                    component=HEALTH_COMPONENT, counters=asdict(self.counters), time=self._clock())))
+            self._write_pending(own)
+            if stopping and not self._inbox:
+                return
+
+    def _write_pending(self, own: list[str]) -> None:
+        """Format what the inbox holds and append it in one transaction. ``own`` lines (the sink's health
+        points) are not part of the submitted count. Lines are encoded a record (≤ batch_size lines) at a
+        time, so a large backlog never holds hundreds of thousands of line strings at once."""
+        taken: list[tuple[Sequence[Sample] | None, list[str] | None]] = []
+        inbox = self._inbox
+        while inbox:
+            taken.append(inbox.popleft())
+        if not taken and not own:
+            return
+        size, fmt = self.settings.batch_size, self._formatter.lines
+        records: list[tuple[bytes, int]] = []
+        chunk: list[str] = []
+        submitted = 0
+        for samples, pre in taken:
+            lines = pre if pre is not None else fmt(samples or ())
+            submitted += len(lines)
+            chunk.extend(lines)
+            while len(chunk) >= size:
+                records.append(("\n".join(chunk[:size]).encode(), size))
+                del chunk[:size]
+        chunk.extend(own)
+        if chunk:
+            records.append(("\n".join(chunk).encode(), len(chunk)))
+        assert self._outbox is not None
+        try:
+            self._outbox.append_many(records)
+        except Exception as exc:  # disk full, I/O error: keep the points in memory and retry next cycle
+            self._c.queue_errors += 1
+            if self._c.queue_errors == 1 or self._c.queue_errors % 100 == 0:
+                log.error("influx: cannot append to the queue %s (%s); holding %d points in memory",
+                          self.settings.queue_path, exc, submitted)
+            inbox.extendleft(reversed(taken))
+            return
+        self._durable += submitted
+        self._notify_progress()
+        self._check_budget()
+        self._wake_sender.set()
+
+    def _notify_progress(self) -> None:
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                self._loop.call_soon_threadsafe(self._progress.set)
+
+    def _check_budget(self) -> None:
+        """Raise/clear the queue alarm (called by both threads, hence the lock)."""
+        with self._budget_lock:
+            self._check_budget_locked()
+
+    def _check_budget_locked(self) -> None:
+        assert self._outbox is not None
+        st = self._outbox.stats()
+        threshold = self.settings.alarm_threshold_pct
+        if st.dropped_items > self._last_dropped:
+            n = st.dropped_items - self._last_dropped
+            self._last_dropped = st.dropped_items
+            if not self._dropping:  # once per episode; the counter has the running total
+                self._dropping = True
+                self._alarm(True, f"influx queue full ({st.bytes} bytes, budget {st.budget_bytes}): dropping "
+                                  f"the oldest unsent points ({n} so far, {st.dropped_items} in total)",
+                            force=True)
+        elif not self._c.queue_alarm and st.fill_pct >= threshold:
+            self._alarm(True, f"influx queue at {st.fill_pct:.0f}% of its disk budget "
+                              f"({st.items} points unsent for {self._outbox.oldest_age():.0f} s)")
+        elif self._c.queue_alarm and st.fill_pct < threshold - _ALARM_HYSTERESIS_PCT:
+            self._dropping = False
+            self._alarm(False, f"influx queue back to {st.fill_pct:.0f}% of its disk budget")
+
+    def _alarm(self, active: bool, message: str, *, force: bool = False) -> None:
+        if self._c.queue_alarm == active and not force:
+            return
+        self._c.queue_alarm = active
+        (log.warning if active else log.info)("%s", message)
+        if self._on_alarm is not None and self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                self._loop.call_soon_threadsafe(self._on_alarm, active, message)
+
+    # -- sender thread: durable queue → server ---------------------------------------------------------
+    def _sender_loop(self) -> None:
+        assert self._outbox is not None and self._writer is not None
+        outbox, writer = self._outbox, self._writer
+        backoff = Backoff(cap=self.settings.max_backoff)
+        while not self._stop_sender.is_set():
+            batch = outbox.peek(max_items=self.settings.batch_size)
+            if not batch:
+                self._wake_sender.wait(self.settings.flush_interval)
+                self._wake_sender.clear()
+                continue
+            result = deliver(writer.write, [r.payload for r in batch], self._quarantine)
+            if result.ok:
+                self._c.points_sent += outbox.ack(r.id for r in batch)
+                self._notify_progress()
+                backoff.reset()
+                self._up()
+                self._check_budget()
+                continue
+            self._c.write_errors += 1
+            self._down(result)
+            self._stop_sender.wait(backoff.next(result.retry_after))
+
+    def _quarantine(self, line: bytes, result: WriteResult) -> None:
+        assert self._outbox is not None
+        self._c.write_errors += 1
+        reason = f"HTTP {result.status}: {result.message}"
+        self._outbox.quarantine(line, reason=reason)
+        log.warning("influx: server rejected a point, quarantined in %s (%s): %.200s",
+                    self.settings.queue_path, reason, line.decode("utf-8", "replace"))
+
+    def _up(self) -> None:
+        if self._down_since is not None:
+            depth = self._outbox.depth if self._outbox is not None else 0
+            log.info("influx: %s is accepting writes again after %.1f s; %d points still queued",
+                     self.settings.url, time.monotonic() - self._down_since, depth)
+            self._down_since = None
+        self._c.server_up = True
+
+    def _down(self, result: WriteResult) -> None:
+        self._c.server_up = False
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            what = ("refuses our credentials or bucket" if result.outcome in (Outcome.AUTH, Outcome.NOT_FOUND)
+                    else "is unavailable")
+            log.warning("influx: %s %s (HTTP %s: %s); queueing in %s and retrying", self.settings.url, what,
+                        result.status, result.message, self.settings.queue_path)
+
+
+def _startup_message(s: InfluxSettings, result: WriteResult) -> str:
+    if result.outcome is Outcome.AUTH:
+        source = (f"token_file {s.token_file}" if s.token_file else
+                  f"credential {s.token_credential!r}" if s.token_credential else "no token configured")
+        return (f"influx: {s.url} refused the credentials (HTTP {result.status}, auth_scheme "
+                f"{s.auth_scheme.value}, {source}): {result.message}")
+    if result.outcome is Outcome.NOT_FOUND:
+        return (f"influx: {s.url} has no bucket {s.bucket!r} in org {s.org!r} or no /api/v2/write endpoint "
+                f"(HTTP 404): {result.message}")
+    return f"influx: {s.url} rejected the start-up write (HTTP {result.status}): {result.message}"
+
+
+def instruments_of(config: Any) -> dict[tuple[str, str], tuple[str, Any]]:
+    """The (site, channel) → (instrument, kind) map from a `config.schema.SiteConfig`."""
+    return {(c.site, c.id): (c.instrument, c.kind) for c in config.channels}

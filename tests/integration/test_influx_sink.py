@@ -1,0 +1,371 @@
+"""The InfluxDB sink against a real VictoriaMetrics (InfluxDB ``/api/v2/write``) on a free loopback port.
+
+VictoriaMetrics names series ``<measurement>_<field>`` and stores numbers only (a string field arrives as 0,
+which still marks the timestamp), and by default keeps duplicate samples — so a point sent twice shows up
+twice in ``/api/v1/export``, which is what lets these tests see duplicates at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.influx import AuthScheme, InfluxSettings
+from monitor.sample import Quality, Sample
+from monitor.stores.influx import InfluxSink, InfluxStartupError
+from monitor.stores.influx_lines import EventRecord
+from monitor.stores.outbox import Outbox
+from tests.support import VictoriaMetrics
+
+INSTRUMENTS = {("acme", "ph"): ("ph-meter", "ph"), ("acme", "flow"): ("flow meter #1", "flow")}
+REPO = Path(__file__).resolve().parents[2]
+
+
+_MADE: list[InfluxSink] = []
+
+
+@pytest.fixture(autouse=True)
+async def no_leaked_threads() -> AsyncIterator[None]:
+    """Every sink a test made is closed even when the test fails; then no sink thread may be left."""
+    yield
+    while _MADE:
+        await _MADE.pop().close()
+    leaked = [t.name for t in threading.enumerate() if t.name.startswith("influx-")]
+    assert leaked == [], f"sink threads left running: {leaked}"
+
+
+def settings(vm: VictoriaMetrics, tmp_path: Path, **kw: Any) -> InfluxSettings:
+    base: dict[str, Any] = dict(url=vm.url, bucket="pretreat", queue_path=tmp_path / "queue.sqlite",
+                                flush_interval=0.05, max_backoff=0.5, timeout=2.0)
+    base.update(kw)
+    return InfluxSettings(**base)
+
+
+def sink_for(s: InfluxSettings, **kw: Any) -> InfluxSink:
+    kw.setdefault("health_interval", None)
+    sink = InfluxSink(settings=s, instruments=INSTRUMENTS, **kw)
+    _MADE.append(sink)
+    return sink
+
+
+def by_name(series: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for s in series:
+        name = s["metric"]["__name__"]
+        assert name not in out, f"two series named {name}: {s['metric']} / {out[name]['metric']}"
+        out[name] = s
+    return out
+
+
+def ms(t: float) -> int:
+    return round(t * 1000)
+
+
+async def test_points_written_match_what_was_submitted_exactly(victoria: VictoriaMetrics,
+                                                                 tmp_path: Path) -> None:
+    base = round(time.time()) - 3600.0
+    ph = [Sample(time=base + i * 0.5, site="acme", channel="ph", value=round(6.5 + i * 0.001, 3), unit="pH")
+          if i % 25 else
+          Sample.bad(time=base + i * 0.5, site="acme", channel="ph", unit="pH", quality=Quality.COMM_FAILURE,
+                     reason=f"timeout #{i}")
+          for i in range(500)]
+    flow = [Sample(time=base + i, site="acme", channel="flow", value=100.0 + i / 8, unit="m³/h, total=x\\y")
+            for i in range(300)]
+    sink = sink_for(settings(victoria, tmp_path))
+    await sink.start()
+    for i in range(0, 500, 50):  # like polls: small batches, interleaved channels
+        sink.submit(ph[i:i + 50])
+        sink.submit(flow[i * 3 // 5:(i + 50) * 3 // 5])
+    assert await sink.wait_drained(20)
+    counters = sink.counters
+    await sink.close()
+    assert counters.points_sent == 800 and counters.queue_depth == 0 and counters.write_errors == 0
+
+    good = [s for s in ph if s.good]
+    bad = [s for s in ph if not s.good]
+    series = by_name(victoria.wait_for_points('{__name__=~"(ph|flow)_.*"}', 2 * 800))
+    assert set(series) == {"ph_value", "ph_quality", "ph_reason", "flow_value", "flow_quality"}
+    assert series["ph_value"]["metric"] == {"__name__": "ph_value", "site": "acme", "channel": "ph",
+                                            "instrument": "ph-meter", "unit": "pH"}
+    assert series["flow_value"]["metric"]["instrument"] == "flow meter #1"
+    assert series["flow_value"]["metric"]["unit"] == "m³/h, total=x\\y"  # separators and a backslash
+    assert series["ph_value"]["timestamps"] == [ms(s.time) for s in good]
+    assert series["ph_value"]["values"] == [s.value for s in good]
+    assert series["ph_quality"]["timestamps"] == [ms(s.time) for s in ph]  # good and bad, each once
+    assert series["ph_reason"]["timestamps"] == [ms(s.time) for s in bad]  # no value at a bad sample
+    assert series["flow_value"]["timestamps"] == [ms(s.time) for s in flow]
+    assert series["flow_value"]["values"] == [s.value for s in flow]
+
+
+async def _produce(sink: InfluxSink, stop: asyncio.Event, sent: list[Sample]) -> None:
+    """A simulated meter polled every 10 ms, as a driver would feed the sink."""
+    i = 0
+    while not stop.is_set():
+        s = Sample(time=time.time(), site="acme", channel="ph", value=float(i), unit="pH")
+        sink.submit([s])
+        sent.append(s)
+        i += 1
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("outage", [3.0, pytest.param(60.0, marks=pytest.mark.slow)])
+async def test_outage_every_point_arrives_once_in_order(victoria: VictoriaMetrics, tmp_path: Path,
+                                                        outage: float) -> None:
+    sink = sink_for(settings(victoria, tmp_path))
+    await sink.start()
+    stop, sent = asyncio.Event(), []
+    producer = asyncio.create_task(_produce(sink, stop, sent))
+    await asyncio.sleep(0.5)
+    await asyncio.to_thread(victoria.stop)
+    await asyncio.sleep(outage)
+    during = sink.counters
+    await asyncio.to_thread(victoria.start)
+    await asyncio.sleep(0.5)
+    stop.set()
+    await producer
+    assert await sink.wait_drained(30)
+    after = sink.counters
+    await sink.close()
+
+    assert not during.server_up and during.write_errors >= 1
+    assert during.queue_depth > 0 and during.oldest_unsent_age_s >= outage - 1.0
+    assert after.server_up and after.queue_depth == 0 and after.points_sent == len(sent)
+    series = by_name(victoria.wait_for_points('{__name__="ph_value"}', len(sent)))
+    # every point once (VictoriaMetrics keeps duplicates, so a re-send would show), in time order
+    assert series["ph_value"]["timestamps"] == [ms(s.time) for s in sent]
+    assert series["ph_value"]["values"] == [s.value for s in sent]
+
+
+_CHILD = r"""
+import asyncio, sys
+from pathlib import Path
+from config.influx import InfluxSettings
+from monitor.sample import Sample
+from monitor.stores.influx import InfluxSink
+
+async def main(url: str, queue: str, base: float) -> None:
+    s = InfluxSettings(url=url, bucket="pretreat", queue_path=Path(queue), flush_interval=0.05,
+                       max_backoff=0.5, timeout=1.0)
+    sink = InfluxSink(settings=s, instruments={("acme", "ph"): ("ph-meter", "ph")}, health_interval=None)
+    await sink.start()
+    i = 0
+    while True:
+        sink.submit([Sample(time=base + (i + k) * 0.01, site="acme", channel="ph", value=float(i + k),
+                            unit="pH") for k in range(10)])
+        i += 10
+        await sink.flush()
+        print(i, flush=True)  # everything below i is in the durable queue
+        await asyncio.sleep(0.005)
+
+asyncio.run(main(sys.argv[1], sys.argv[2], float(sys.argv[3])))
+"""
+
+
+async def test_sigkill_during_outage_resumes_from_the_persisted_queue(victoria: VictoriaMetrics,
+                                                                      tmp_path: Path) -> None:
+    s = settings(victoria, tmp_path)
+    base = round(time.time()) - 600.0
+    await asyncio.to_thread(victoria.stop)  # the outage
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _CHILD, victoria.url, str(s.queue_path), str(base),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=REPO, env=env)
+    durable = 0
+    try:
+        assert child.stdout is not None
+        async with asyncio.timeout(20):
+            while durable < 1500 and (line := await child.stdout.readline()):
+                durable = int(line)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        out, err = await child.communicate()
+    assert durable >= 1500, f"child made too little progress; stderr:\n{err.decode()}"
+    durable = max([durable, *(int(x) for x in out.split())])
+    assert child.returncode == -signal.SIGKILL
+
+    await asyncio.to_thread(victoria.start)
+    sink = sink_for(s)  # the restarted daemon, same queue file
+    await sink.start()
+    resumed = sink.counters.queue_depth
+    assert await sink.wait_drained(30)
+    await sink.close()
+    assert resumed >= durable
+    series = by_name(victoria.wait_for_points('{__name__="ph_value"}', resumed))
+    values = series["ph_value"]["values"]
+    assert values == [float(i) for i in range(len(values))]  # a gap-free prefix, nothing duplicated
+    assert len(values) == resumed >= durable
+    assert series["ph_value"]["timestamps"] == [ms(base + i * 0.01) for i in range(len(values))]
+
+
+async def test_malformed_point_is_quarantined_without_blocking_the_queue(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # VictoriaMetrics skips unparsable lines silently (204); what it rejects with a 400 is a line longer than
+    # -influx.maxLineSize (256 KiB by default; measured here: 300 KB passes, 600 KB is refused), after
+    # writing the lines before it (a partial write, like InfluxDB 1.8). Dedup at 1 ms makes it overwrite
+    # the same series+timestamp, as InfluxDB does, so the lines the bisection re-sends do not show twice.
+    vm = VictoriaMetrics(tmp_path, extra_args=("-dedup.minScrapeInterval=1ms",))
+    vm.start()
+    try:
+        sink = sink_for(settings(vm, tmp_path))
+        await sink.start()
+        base = round(time.time()) - 60.0
+        first = [Sample(time=base + i * 0.1, site="acme", channel="ph", value=float(i), unit="pH")
+                 for i in range(100)]
+        second = [Sample(time=base + 10 + i * 0.1, site="acme", channel="ph", value=float(100 + i),
+                         unit="pH") for i in range(100)]
+        huge = EventRecord(measurement="pretreat_note", tags={"site": "acme"},
+                           fields={"text": "x" * 1_000_000}, time=base + 5)
+        with caplog.at_level(logging.WARNING, logger="monitor.stores.influx"):
+            sink.submit(first)
+            sink.submit_events([huge])
+            sink.submit(second)
+            assert await sink.wait_drained(20)
+        counters = sink.counters
+        await sink.close()
+        assert counters.quarantined == 1 and counters.queue_depth == 0
+        assert counters.points_sent == 201  # acknowledged: 200 written + 1 quarantined
+        box = Outbox(path=tmp_path / "queue.sqlite", budget_bytes=1 << 20)
+        rows = box.quarantined()
+        box.close()
+        assert len(rows) == 1 and rows[0].payload.startswith(b"pretreat_note,site=acme text=\"xxx")
+        assert rows[0].reason.startswith("HTTP 400") and "too long line" in rows[0].reason
+        assert any("quarantined" in r.getMessage() for r in caplog.records)
+        series = by_name(vm.wait_for_points('{__name__="ph_value"}', 200))
+        assert series["ph_value"]["values"] == [float(i) for i in range(200)]
+    finally:
+        vm.stop()
+
+
+@pytest.fixture
+def guarded(tmp_path: Path) -> Iterator[VictoriaMetrics]:
+    """VictoriaMetrics that demands HTTP Basic auth. It has no bearer-token check of its own: InfluxDB 2.x
+    token checking is exercised here through auth_scheme = "basic" (the same 401 path)."""
+    vm = VictoriaMetrics(tmp_path, extra_args=("-httpAuth.username=pretreat",
+                                               "-httpAuth.password=correct-horse"))
+    vm.start()
+    try:
+        yield vm
+    finally:
+        vm.stop()
+
+
+@pytest.mark.parametrize(("scheme", "secret"), [
+    (AuthScheme.BASIC, "pretreat:wrong-password"),
+    (AuthScheme.TOKEN, "correct-horse"),  # a Token header where the server wants Basic: refused too
+])
+async def test_bad_credentials_are_a_clear_startup_error(guarded: VictoriaMetrics, tmp_path: Path,
+                                                         scheme: AuthScheme, secret: str) -> None:
+    token_file = tmp_path / "influx.token"
+    token_file.write_text(secret + "\n")
+    s = settings(guarded, tmp_path, token_file=token_file, auth_scheme=scheme)
+    sink = sink_for(s)
+    with pytest.raises(InfluxStartupError) as err:
+        await sink.start()
+    message = str(err.value)
+    assert "refused the credentials (HTTP 401" in message and str(token_file) in message
+    assert secret not in message and "horse" not in message
+    await sink.close()
+    Outbox(path=s.queue_path, budget_bytes=100).close()  # the failed start released the queue file
+
+
+async def test_good_basic_credentials_write(guarded: VictoriaMetrics, tmp_path: Path) -> None:
+    token_file = tmp_path / "influx.token"
+    token_file.write_text("pretreat:correct-horse\n")
+    sink = sink_for(settings(guarded, tmp_path, token_file=token_file, auth_scheme=AuthScheme.BASIC))
+    await sink.start()
+    t = round(time.time()) - 5.0
+    sink.submit([Sample(time=t, site="acme", channel="ph", value=7.5, unit="pH")])
+    assert await sink.wait_drained(10)
+    await sink.close()
+    auth = "Basic " + base64.b64encode(b"pretreat:correct-horse").decode()
+    series = by_name(guarded.wait_for_points('{__name__="ph_value"}', 1, auth=auth))
+    assert series["ph_value"]["values"] == [7.5] and series["ph_value"]["timestamps"] == [ms(t)]
+
+
+async def test_unreachable_at_start_then_restart_resumes_the_queue(tmp_path: Path) -> None:
+    vm = VictoriaMetrics(tmp_path)  # not started: nothing listens on its port
+    s = settings(vm, tmp_path)
+    base = round(time.time()) - 120.0
+    samples = [Sample(time=base + i * 0.1, site="acme", channel="ph", value=float(i), unit="pH")
+               for i in range(500)]
+    first = sink_for(s)
+    await first.start()  # not an error: store and forward
+    assert not first.counters.server_up
+    first.submit(samples[:300])
+    await first.flush()
+    await first.close()  # graceful stop during the outage: the queue stays on disk
+
+    vm.start()
+    try:
+        second = sink_for(s)
+        await second.start()
+        assert second.counters.queue_depth == 300
+        second.submit(samples[300:])
+        assert await second.wait_drained(20)
+        await second.close()
+        series = by_name(vm.wait_for_points('{__name__="ph_value"}', 500))
+        assert series["ph_value"]["values"] == [float(i) for i in range(500)]
+    finally:
+        vm.stop()
+
+
+async def test_disk_budget_drops_oldest_counted_and_alarmed(victoria: VictoriaMetrics,
+                                                             tmp_path: Path) -> None:
+    alarms: list[tuple[bool, str]] = []
+    s = settings(victoria, tmp_path, disk_budget_mb=0.02, alarm_threshold_pct=50.0)  # ~20 KiB of lines
+    sink = sink_for(s, on_queue_alarm=lambda active, msg: alarms.append((active, msg)))
+    await sink.start()
+    await asyncio.to_thread(victoria.stop)
+    base = round(time.time()) - 300.0
+    samples = [Sample(time=base + i * 0.1, site="acme", channel="ph", value=float(i), unit="pH")
+               for i in range(1000)]
+    for i in range(0, 1000, 20):
+        sink.submit(samples[i:i + 20])
+        await sink.flush()
+    await asyncio.sleep(0.05)  # let the loop run the alarm callbacks
+    full = sink.counters
+    assert full.dropped_over_budget > 0 and full.queue_bytes <= s.budget_bytes
+    assert full.queue_depth + full.dropped_over_budget == 1000
+    assert alarms[0][0] is True and "of its disk budget" in alarms[0][1]  # raised before anything dropped
+    drops = [msg for active, msg in alarms if active and "dropping the oldest" in msg]
+    assert len(drops) == 1  # alarmed once per episode, however many appends dropped points
+
+    await asyncio.to_thread(victoria.start)
+    assert await sink.wait_drained(20)
+    await asyncio.sleep(0.05)
+    assert alarms[-1][0] is False  # cleared once the queue drained
+    await sink.close()
+    series = by_name(victoria.wait_for_points('{__name__="ph_value"}', full.queue_depth))
+    kept = series["ph_value"]["values"]
+    # exactly the newest points survive: a contiguous suffix, and nothing else is missing
+    assert kept == [float(i) for i in range(full.dropped_over_budget, 1000)]
+
+
+async def test_health_counters_are_written_as_pretreat_health(victoria: VictoriaMetrics,
+                                                             tmp_path: Path) -> None:
+    sink = sink_for(settings(victoria, tmp_path), health_interval=0.1)
+    await sink.start()
+    sink.submit([Sample(time=time.time() - 1, site="acme", channel="ph", value=7.0, unit="pH")])
+    sink.submit_health("historian", {"samples_written": 42, "write_errors": 0, "path": "/x"})
+    await asyncio.sleep(0.35)
+    assert await sink.wait_drained(10)
+    await sink.close()
+    series = victoria.wait_for_points('{__name__=~"pretreat_health_.*"}', 8)
+    names = {(s["metric"]["__name__"], s["metric"]["component"]) for s in series}
+    assert ("pretreat_health_samples_written", "historian") in names
+    assert ("pretreat_health_path", "historian") not in names  # strings are not counters
+    assert {("pretreat_health_queue_depth", "influx"), ("pretreat_health_points_sent", "influx"),
+            ("pretreat_health_server_up", "influx"), ("pretreat_health_started", "influx")} <= names
+    written = next(s for s in series if s["metric"]["__name__"] == "pretreat_health_samples_written")
+    assert written["values"] == [42]
