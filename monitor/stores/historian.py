@@ -1,0 +1,406 @@
+"""The historian: the record of evidence. Every `Sample`, good and bad, with its quality and reason.
+
+Why a thread: SQLite calls block. The writer runs in one dedicated thread that owns its connection and is fed
+by an in-memory queue, so a slow or stalled disk never blocks the event loop that polls the instruments.
+`submit` only appends to the queue; the writer commits every ``commit_interval`` seconds, or at once when
+``_EARLY_COMMIT`` samples are waiting, in batches (one transaction per batch is what makes 50,000+
+samples/s possible; one transaction per sample would manage a few hundred).
+
+Nothing is dropped:
+- A failed write (disk full, file locked by another program, read-only file system) is logged once per
+  outage, counted in ``write_errors``, and the whole batch goes back to the head of the queue and is retried
+  with a capped back-off. When writes succeed again, that is logged once too.
+- A sample that can never be a row (NaN timestamp, a value of the wrong type, a good sample without a value)
+  is kept as text in the ``rejected_samples`` table with the error, counted and logged, so one bad sample
+  cannot block the queue behind it.
+- The queue is not capped by dropping: above ``max_queue`` samples `submit` still accepts (it must never
+  block the event loop, and losing a sample is a defect), but logs a warning once per episode and counts it
+  in ``queue_overflows``. Backpressure is applied in `flush`, which returns only once everything submitted
+  before it is committed: a producer that can wait (a bulk import, the scheduler's tick when `backlogged`)
+  awaits it, which bounds memory to what is produced meanwhile. A queued sample costs ~200 bytes.
+- The only way to lose samples is `close` with ``give_up_after`` while the file cannot be written; the number
+  lost is then logged as an error.
+
+Durability: see `historian_db.open_for_writing` (WAL, ``synchronous=NORMAL``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+from monitor.sample import Sample
+from monitor.stores.historian_db import (
+    QUALITY_CODES,
+    HistorianError,
+    HistorianReader,
+    open_for_writing,
+    read_channels,
+    read_readings,
+)
+
+__all__ = ["Historian", "HistorianCounters", "HistorianError", "HistorianReader", "read_channels",
+           "read_readings"]
+
+log = logging.getLogger(__name__)
+
+_EARLY_COMMIT = 20_000  # samples waiting: commit now instead of at the next commit_interval
+_MAX_BACKOFF = 5.0  # s between retries of a failing write
+_INSERT = "INSERT INTO readings (channel_id, time, seq, value, quality, reason) VALUES (?, ?, ?, ?, ?, ?)"
+# Errors about the data in one row (retrying cannot help); every other sqlite3.Error is about the file.
+_DATA_ERRORS = (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError, sqlite3.DataError,
+                OverflowError, TypeError, ValueError, AttributeError, KeyError)
+
+
+class HistorianCounters:
+    """Live counters, published as the daemon's health telemetry. Each field has one writing thread."""
+
+    __slots__ = ("batches", "queue_overflows", "samples_rejected", "samples_written", "submitted",
+                 "write_errors")
+
+    def __init__(self) -> None:
+        self.submitted = 0  # samples accepted by submit() (event-loop thread)
+        self.samples_written = 0  # committed to `readings` (writer thread, as are the next three)
+        self.samples_rejected = 0  # kept in `rejected_samples` instead: malformed, see module doc
+        self.batches = 0  # transactions committed
+        self.write_errors = 0  # failed write attempts (each batch retried, nothing dropped)
+        self.queue_overflows = 0  # times the queue grew past max_queue
+
+    @property
+    def queue_depth(self) -> int:
+        """Samples submitted and not yet committed."""
+        return self.submitted - self.samples_written - self.samples_rejected
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in (*self.__slots__, "queue_depth")}
+
+
+class Historian:
+    """Records samples in a SQLite file. Start before the drivers, close after them (close flushes)."""
+
+    def __init__(self, *, path: Path, commit_interval: float = 0.5, max_queue: int = 1_000_000,
+                 busy_timeout: float = 5.0) -> None:
+        """``busy_timeout`` (s): how long one write waits for another connection's lock (the episode store
+        shares the file) before the attempt counts as failed and is retried later."""
+        self.path = Path(path)
+        self.commit_interval = commit_interval
+        self.max_queue = max_queue
+        self.busy_timeout = busy_timeout
+        self.counters = HistorianCounters()
+        self._pending: deque[tuple[Sample, ...]] = deque()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._closed = False
+        self._stopping = False  # writer: exit once the queue is empty
+        self._abandon = False  # writer: exit now (close timed out)
+        self._fatal: BaseException | None = None
+        self._overflowing = False
+        self._ids: dict[tuple[str, str, str], int] = {}
+        self._next_seq = 1
+
+    # -- the API the daemon calls -----------------------------------------------------------------------
+    async def start(self) -> None:
+        """Open or create the file (raises `HistorianError` or `sqlite3.Error` if it cannot) and start
+        the writer thread."""
+        if self._thread is not None or self._closed:
+            raise HistorianError(f"historian {self.path} already started or closed")
+        self._loop = asyncio.get_running_loop()
+        opened: asyncio.Future[None] = self._loop.create_future()
+        self._thread = threading.Thread(target=self._run, args=(opened,), name="historian-writer",
+                                        daemon=True)
+        self._thread.start()
+        try:
+            await opened
+        except BaseException:
+            await asyncio.to_thread(self._thread.join)
+            self._thread = None
+            raise
+
+    def submit(self, samples: Sequence[Sample]) -> None:
+        """Queue samples for recording. Never blocks, never drops (see the module doc for overflow)."""
+        if self._closed:
+            raise HistorianError(f"historian {self.path} is closed; {len(samples)} samples not recorded")
+        if not samples:
+            return
+        self._pending.append(tuple(samples))  # a copy: the caller may reuse its list
+        c = self.counters
+        c.submitted += len(samples)
+        depth = c.queue_depth
+        if depth >= _EARLY_COMMIT:
+            self._wake.set()
+        if depth > self.max_queue and not self._overflowing:
+            self._overflowing = True
+            c.queue_overflows += 1
+            log.warning("historian queue holds %d samples (max_queue %d): the disk is not keeping up; "
+                        "accepting and holding them in memory", depth, self.max_queue)
+
+    @property
+    def backlogged(self) -> bool:
+        """True while more than ``max_queue`` samples wait: producers that can wait should `flush`."""
+        return self.counters.queue_depth > self.max_queue
+
+    async def flush(self) -> None:
+        """Return once everything submitted before this call is committed (or rejected, see module doc).
+
+        Waits as long as the file cannot be written: that is the backpressure. Raises `HistorianError` if
+        the writer stopped for good.
+        """
+        target = self.counters.submitted
+        if self._done() >= target:
+            return
+        if self._thread is None or self._loop is None:
+            raise HistorianError("historian not started: nothing can be flushed")
+        self._check_fatal()
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._waiters.append((target, fut))
+        self._wake.set()
+        await fut
+
+    async def close(self, *, give_up_after: float | None = None) -> None:
+        """Flush, then stop the writer and close the file. Safe to call twice.
+
+        With ``give_up_after`` (s), give up flushing after that long: what is still queued is then lost, and
+        logged as an error with its count. Without it, wait as long as the file cannot be written.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        thread = self._thread
+        if thread is None:
+            if self.counters.queue_depth:
+                log.error("historian closed before start: %d samples not recorded", self.counters.queue_depth)
+            return
+        try:
+            await asyncio.wait_for(self.flush(), give_up_after)
+        except TimeoutError:
+            log.error("historian: gave up flushing after %ss; %d samples NOT recorded",
+                      give_up_after, self.counters.queue_depth)
+            self._abandon = True
+        except HistorianError:
+            pass  # the writer already stopped for good and said why
+        self._stopping = True
+        self._wake.set()
+        await asyncio.to_thread(thread.join)
+        self._thread = None
+
+    def query(self, *, site: str, channel: str, start: float | None = None,
+              end: float | None = None) -> Iterator[Sample]:
+        """One channel's committed samples, time order, ``start`` inclusive, ``end`` exclusive. Opens its
+        own read-only connection (WAL readers do not block the writer)."""
+        return read_readings(self.path, site=site, channel=channel, start=start, end=end)
+
+    def channels(self) -> list[tuple[str, str, str]]:
+        """(site, channel, unit) of every series recorded so far."""
+        return read_channels(self.path)
+
+    @staticmethod
+    def read(*, path: Path, site: str, channel: str, start: float | None = None,
+             end: float | None = None) -> Iterator[Sample]:
+        """Read a historian file without a running `Historian` (tools, other processes)."""
+        return read_readings(Path(path), site=site, channel=channel, start=start, end=end)
+
+    @staticmethod
+    def open_readonly(path: Path) -> HistorianReader:
+        return HistorianReader(path=Path(path))
+
+    # -- event-loop side helpers -----------------------------------------------------------------------
+    def _done(self) -> int:
+        return self.counters.samples_written + self.counters.samples_rejected
+
+    def _check_fatal(self) -> None:
+        if self._fatal is not None:
+            raise HistorianError(f"historian writer stopped: {self._fatal!r}") from self._fatal
+
+    def _release_waiters(self) -> None:
+        done = self._done()
+        keep = []
+        for target, fut in self._waiters:
+            if fut.done():
+                continue
+            if self._fatal is not None:
+                fut.set_exception(HistorianError(f"historian writer stopped: {self._fatal!r}"))
+            elif done >= target:
+                fut.set_result(None)
+            else:
+                keep.append((target, fut))
+        self._waiters = keep
+
+    def _notify(self) -> None:
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is already closed: nobody is waiting
+                self._loop.call_soon_threadsafe(self._release_waiters)
+
+    # -- the writer thread -----------------------------------------------------------------------------
+    def _run(self, opened: asyncio.Future[None]) -> None:
+        assert self._loop is not None
+        try:
+            conn = open_for_writing(self.path, busy_timeout=self.busy_timeout)
+            self._next_seq = int(conn.execute(
+                "SELECT value FROM historian_meta WHERE key = 'next_seq'").fetchone()[0])
+            rows = conn.execute("SELECT id, site, channel, unit FROM channels")
+            self._ids = {(s, c, u): i for i, s, c, u in rows}
+        except BaseException as exc:
+            self._loop.call_soon_threadsafe(_settle, opened, exc)
+            return
+        self._loop.call_soon_threadsafe(_settle, opened, None)
+        try:
+            self._loop_forever(conn)
+        except BaseException as exc:  # a defect: make it loud and unblock every flush()
+            log.critical("historian writer stopped: %r; %d samples not recorded", exc,
+                         self.counters.queue_depth, exc_info=True)
+            self._fatal = exc
+        finally:
+            conn.close()
+            self._notify()
+
+    def _loop_forever(self, conn: sqlite3.Connection) -> None:
+        """Commit what is queued, then wait ``commit_interval`` (or until woken by a flush, a full batch or
+        close) so that a steady trickle of samples makes one transaction per interval, not one per sample."""
+        retry_at = 0.0
+        failures = 0
+        while not self._abandon and not (self._stopping and not self._pending):
+            now = time.monotonic()
+            if now < retry_at:
+                self._wake.wait(retry_at - now)
+                self._wake.clear()
+                continue
+            if self._pending:
+                try:
+                    self._write_pending(conn)
+                except sqlite3.Error as exc:
+                    failures += 1
+                    self.counters.write_errors += 1
+                    if failures == 1:
+                        log.error("historian: cannot write %s (%s); %d samples held in memory and retried",
+                                  self.path, exc, self.counters.queue_depth)
+                    backoff = max(0.05, self.commit_interval) * 2 ** failures
+                    retry_at = time.monotonic() + min(_MAX_BACKOFF, backoff)
+                    continue
+                if failures:
+                    log.warning("historian: writing %s again after %d failed attempts; nothing lost",
+                                self.path, failures)
+                    failures = 0
+                self._notify()
+                if self._overflowing and self.counters.queue_depth <= self.max_queue // 2:
+                    self._overflowing = False
+                    log.info("historian queue back to %d samples", self.counters.queue_depth)
+            if not self._stopping:
+                self._wake.wait(self.commit_interval)
+                self._wake.clear()
+
+    def _write_pending(self, conn: sqlite3.Connection) -> None:
+        """Commit every queued chunk, one transaction per ~_EARLY_COMMIT samples. On a file error the
+        transaction's chunks go back to the head of the queue, in order, and the error propagates."""
+        while self._pending:
+            chunks: list[tuple[Sample, ...]] = []
+            n = 0
+            while self._pending and n < _EARLY_COMMIT:
+                chunks.append(self._pending.popleft())
+                n += len(chunks[-1])
+            try:
+                self._commit(conn, list(chain.from_iterable(chunks)))
+            except BaseException:
+                self._pending.extendleft(reversed(chunks))
+                raise
+
+    def _commit(self, conn: sqlite3.Connection, batch: list[Sample]) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            ids = self._ids
+            try:
+                ids, rows = self._rows(conn, batch)
+                conn.executemany(_INSERT, rows)
+                written, rejected = len(rows), 0
+            except _DATA_ERRORS:
+                conn.execute("ROLLBACK")
+                conn.execute("BEGIN IMMEDIATE")
+                ids, written, rejected = self._commit_one_by_one(conn, batch)
+            conn.execute("UPDATE historian_meta SET value = ? WHERE key = 'next_seq'",
+                         (self._next_seq + len(batch),))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self._ids = ids  # channel ids created in a rolled-back transaction must not be remembered
+        self._next_seq += len(batch)
+        c = self.counters
+        c.samples_written += written
+        c.samples_rejected += rejected
+        c.batches += 1
+
+    def _rows(self, conn: sqlite3.Connection, batch: list[Sample]) -> tuple[dict[tuple[str, str, str], int],
+                                                                             list[tuple[Any, ...]]]:
+        """Rows for `batch`; seq numbers follow submission order. New channels are registered in the
+        current transaction, on a copy of the id map (kept only if the transaction commits)."""
+        ids, codes, seq0 = self._ids, QUALITY_CODES, self._next_seq
+        try:
+            return ids, [(ids[(s.site, s.channel, s.unit)], s.time, seq0 + i, s.value, codes[s.quality],
+                          s.reason) for i, s in enumerate(batch)]
+        except KeyError:
+            ids = dict(ids)
+            for key in dict.fromkeys((s.site, s.channel, s.unit) for s in batch):
+                if key not in ids:
+                    ids[key] = _register(conn, key)
+            return ids, [(ids[(s.site, s.channel, s.unit)], s.time, seq0 + i, s.value, codes[s.quality],
+                          s.reason) for i, s in enumerate(batch)]
+
+    def _commit_one_by_one(self, conn: sqlite3.Connection, batch: list[Sample]
+                           ) -> tuple[dict[tuple[str, str, str], int], int, int]:
+        """Slow path after a data error: insert each sample alone; keep the ones that fail as text.
+
+        A failed INSERT rolls back only itself (SQLite statement rollback), so the good ones stay.
+        File errors (sqlite3.OperationalError ...) still propagate and fail the whole batch.
+        """
+        ids = dict(self._ids)
+        written = rejected = 0
+        received = time.time()
+        for i, s in enumerate(batch):
+            try:
+                key = (s.site, s.channel, s.unit)
+                if key not in ids:
+                    ids[key] = _register(conn, key)
+                row = (ids[key], s.time, self._next_seq + i, s.value, QUALITY_CODES[s.quality], s.reason)
+                conn.execute(_INSERT, row)
+                written += 1
+            except _DATA_ERRORS as exc:
+                rejected += 1
+                conn.execute("INSERT INTO rejected_samples (received, sample, error) VALUES (?, ?, ?)",
+                             (received, _safe_repr(s), f"{type(exc).__name__}: {exc}"))
+                if rejected <= 10:
+                    log.error("historian: sample cannot be recorded as a reading (%s: %s); kept in "
+                              "rejected_samples: %s", type(exc).__name__, exc, _safe_repr(s))
+        return ids, written, rejected
+
+
+def _register(conn: sqlite3.Connection, key: tuple[str, str, str]) -> int:
+    conn.execute("INSERT OR IGNORE INTO channels (site, channel, unit) VALUES (?, ?, ?)", key)
+    row = conn.execute("SELECT id FROM channels WHERE site = ? AND channel = ? AND unit = ?", key).fetchone()
+    return int(row[0])
+
+
+def _safe_repr(obj: object) -> str:
+    try:
+        return repr(obj)[:4000]
+    except Exception as exc:  # a broken __repr__ must not block the queue either
+        return f"<{type(obj).__name__}: repr failed: {exc!r}>"
+
+
+def _settle(fut: asyncio.Future[None], exc: BaseException | None) -> None:
+    if fut.done():
+        return
+    if exc is None:
+        fut.set_result(None)
+    else:
+        fut.set_exception(exc)

@@ -1,0 +1,273 @@
+"""The historian's SQLite file: its layout, schema versioning, and the read side.
+
+Layout (schema version 1, kept in ``PRAGMA user_version``; the episode store shares the file with its own
+tables and must not touch ``user_version``):
+
+- ``channels(id, site, channel, unit)``, unique on (site, channel, unit). The unit is part of a series'
+  identity: if a site file changes a channel's unit, later readings start a new series and earlier ones keep
+  the unit they were recorded in (rewriting it would misstate old evidence). Readers merge the series of one
+  (site, channel) in time order.
+- ``readings(channel_id, time, seq, value, quality, reason)``: a ``WITHOUT ROWID`` table clustered on
+  (channel_id, time, seq), so one channel's readings over a time range are one contiguous run of pages
+  (a month export reads them sequentially; a separate index would cost a row look-up per reading).
+  ``time`` is REAL seconds since the epoch, UTC (the `Sample` float, stored exactly). ``seq`` is the
+  arrival order (a counter kept in ``historian_meta``): it keeps two readings of one channel with the same
+  timestamp (an MQTT redelivery, a device clock that did not move) apart, since silently dropping a duplicate
+  would lose evidence. ``value`` is NULL for bad readings. (SQLite stores a whole-valued REAL as an
+  integer, so ``-0.0`` reads back as ``0.0``; every other double reads back bit-identical.) ``quality``
+  is a small code, spelled out in the ``qualities`` table so plain ``sqlite3`` users can join it.
+- ``rejected_samples``: anything submitted that cannot be a row of ``readings`` (a NaN timestamp, a value
+  of the wrong type, a good reading without a value) is kept here as text with the error, counted and
+  logged, instead of blocking the queue or vanishing.
+
+Tables are ``STRICT``: a wrong type is an error, never a silent conversion. The read side opens the file
+read-only (``mode=ro``) through its own connection, so tools and other processes read beside a running
+daemon (WAL lets readers and the single writer proceed together).
+"""
+
+from __future__ import annotations
+
+import heapq
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+from monitor.sample import Quality, Sample
+
+SCHEMA_VERSION: Final = 1
+
+# Stable codes. Never renumber: they are in every file already written. Adding a quality needs a new code
+# here and a SCHEMA_VERSION bump (older readers would not know the code).
+QUALITY_CODES: Final[dict[Quality, int]] = {
+    Quality.GOOD: 0,
+    Quality.COMM_FAILURE: 1,
+    Quality.DEVICE_EXCEPTION: 2,
+    Quality.DECODE_ERROR: 3,
+    Quality.BAD_VALUE: 4,
+    Quality.OUT_OF_RANGE: 5,
+    Quality.STALE: 6,
+    Quality.DEVICE_FAULT: 7,
+}
+_missing_codes = set(Quality) - set(QUALITY_CODES)
+if _missing_codes:  # pragma: no cover - guards a future edit of Quality
+    raise RuntimeError(f"historian has no storage code for {_missing_codes}; add one to QUALITY_CODES")
+QUALITY_BY_CODE: Final[dict[int, Quality]] = {c: q for q, c in QUALITY_CODES.items()}
+
+_SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS channels (
+        id INTEGER PRIMARY KEY,
+        site TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        unit TEXT NOT NULL,
+        UNIQUE (site, channel, unit)
+    ) STRICT""",
+    "CREATE TABLE IF NOT EXISTS qualities (code INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE) STRICT",
+    """CREATE TABLE IF NOT EXISTS readings (
+        channel_id INTEGER NOT NULL REFERENCES channels (id),
+        time REAL NOT NULL,
+        seq INTEGER NOT NULL,
+        value REAL,
+        quality INTEGER NOT NULL,
+        reason TEXT NOT NULL,
+        PRIMARY KEY (channel_id, time, seq),
+        CHECK (quality != 0 OR value IS NOT NULL)
+    ) STRICT, WITHOUT ROWID""",
+    "CREATE TABLE IF NOT EXISTS historian_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) STRICT",
+    """CREATE TABLE IF NOT EXISTS rejected_samples (
+        id INTEGER PRIMARY KEY,
+        received REAL NOT NULL,
+        sample TEXT NOT NULL,
+        error TEXT NOT NULL
+    ) STRICT""",
+)
+_READINGS_COLUMNS: Final = ["channel_id", "time", "seq", "value", "quality", "reason"]
+
+
+class HistorianError(Exception):
+    """The historian file cannot be used (newer schema, not a historian, missing, unreadable)."""
+
+
+def open_for_writing(path: Path, *, busy_timeout: float) -> sqlite3.Connection:
+    """Open (creating if needed) the file for the single writer: WAL, ``synchronous=NORMAL``, schema checked.
+
+    Durability trade-off: in WAL mode with ``synchronous=NORMAL`` a committed batch survives the process
+    being killed, but the last batches since the previous checkpoint may be lost on a power cut or kernel
+    crash (the WAL is not fsynced at every commit). The file itself stays consistent. ``FULL`` would fsync
+    every commit (every ``commit_interval``), which a control-manhole PC with an SD card or a busy disk pays
+    for dearly; the daemon's own outage window is the smaller risk.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+    try:
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise HistorianError(f"{path}: cannot switch to WAL journal mode (got {mode!r})")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        _ensure_schema(conn, path)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = _check_version(conn, path)
+        if version == 0:
+            for ddl in _SCHEMA:
+                conn.execute(ddl)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        _check_layout(conn, path)
+        conn.executemany("INSERT OR IGNORE INTO qualities (code, name) VALUES (?, ?)",
+                         [(c, q.value) for q, c in QUALITY_CODES.items()])
+        conn.execute("INSERT OR IGNORE INTO historian_meta (key, value) VALUES ('next_seq', 1)")
+        _check_qualities(conn, path)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _check_version(conn: sqlite3.Connection, path: Path) -> int:
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise HistorianError(
+            f"{path} was written by a newer pretreat-monitor (historian schema {version}; this version "
+            f"understands up to {SCHEMA_VERSION}). Upgrade pretreat-monitor, or point [daemon].historian "
+            "at another file; the file was not modified."
+        )
+    return version
+
+
+def _check_layout(conn: sqlite3.Connection, path: Path) -> None:
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(readings)")]
+    if columns != _READINGS_COLUMNS:
+        raise HistorianError(f"{path} has a 'readings' table that is not a pretreat historian's "
+                             f"(columns {columns}, expected {_READINGS_COLUMNS})")
+
+
+def _check_qualities(conn: sqlite3.Connection, path: Path) -> None:
+    for code, name in conn.execute("SELECT code, name FROM qualities"):
+        known = QUALITY_BY_CODE.get(code)
+        if known is None or known.value != name:
+            raise HistorianError(f"{path}: quality code {code} is {name!r} in the file but "
+                                 f"{known.value if known else 'unknown'!r} here; refusing to mix them")
+
+
+def open_for_reading(path: Path) -> sqlite3.Connection:
+    """A read-only connection; raises `HistorianError` if the file is missing or from a newer version.
+
+    A file without historian tables yet (user_version 0, e.g. created by the episode store first) reads as
+    empty rather than failing: nothing has been recorded, which is a fact, not an error.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise HistorianError(f"no historian file at {path}")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+        version = _check_version(conn, path)
+    except sqlite3.Error as exc:
+        raise HistorianError(f"{path}: cannot read it as a historian ({exc})") from exc
+    if version == 0:
+        conn.close()
+        conn = sqlite3.connect(":memory:")
+        for ddl in _SCHEMA:
+            conn.execute(ddl)
+    return conn
+
+
+def list_channels(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    """Every recorded series as (site, channel, unit), sorted."""
+    return [(str(s), str(c), str(u)) for s, c, u in
+            conn.execute("SELECT site, channel, unit FROM channels ORDER BY site, channel, unit")]
+
+
+def series_of(conn: sqlite3.Connection, site: str, channel: str) -> list[tuple[int, str]]:
+    """(channel_id, unit) of every series of one channel, oldest first; empty if never recorded."""
+    return [(int(i), str(u)) for i, u in
+            conn.execute("SELECT id, unit FROM channels WHERE site = ? AND channel = ? ORDER BY id",
+                         (site, channel))]
+
+
+def time_bounds(start: float | None, end: float | None) -> tuple[str, tuple[float, ...]]:
+    """SQL condition and parameters for ``start <= time < end`` (either side may be open)."""
+    sql = ""
+    params: list[float] = []
+    if start is not None:
+        sql += " AND time >= ?"
+        params.append(float(start))
+    if end is not None:
+        sql += " AND time < ?"
+        params.append(float(end))
+    return sql, tuple(params)
+
+
+def iter_samples(conn: sqlite3.Connection, *, site: str, channel: str, start: float | None = None,
+                 end: float | None = None) -> Iterator[Sample]:
+    """Readings of one channel in time order (equal times in arrival order), ``start`` inclusive, ``end``
+    exclusive. Streams: memory stays constant however long the range."""
+    series = series_of(conn, site, channel)
+    streams = [_one_series(conn, cid, unit, site, channel, start, end) for cid, unit in series]
+    merged = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda r: (r[0], r[1]))
+    for _time, _seq, sample in merged:
+        yield sample
+
+
+def _one_series(conn: sqlite3.Connection, cid: int, unit: str, site: str, channel: str,
+                start: float | None, end: float | None) -> Iterator[tuple[float, int, Sample]]:
+    cond, params = time_bounds(start, end)
+    cur = conn.execute("SELECT time, seq, value, quality, reason FROM readings "
+                       f"WHERE channel_id = ?{cond} ORDER BY time, seq", (cid, *params))
+    by_code = QUALITY_BY_CODE
+    while rows := cur.fetchmany(2000):
+        for t, seq, value, code, reason in rows:
+            yield t, seq, Sample(time=t, site=site, channel=channel, value=value, unit=unit,
+                                 quality=by_code[code], reason=reason)
+
+
+class HistorianReader:
+    """A read-only view of a historian file, for tools (export, backfill, tail) and other processes."""
+
+    def __init__(self, *, path: Path) -> None:
+        self.path = Path(path)
+        self.conn = open_for_reading(self.path)
+
+    def channels(self) -> list[tuple[str, str, str]]:
+        return list_channels(self.conn)
+
+    def query(self, *, site: str, channel: str, start: float | None = None,
+              end: float | None = None) -> Iterator[Sample]:
+        return iter_samples(self.conn, site=site, channel=channel, start=start, end=end)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> HistorianReader:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def read_readings(path: Path, *, site: str, channel: str, start: float | None = None,
+                  end: float | None = None) -> Iterator[Sample]:
+    """Sync helper for tools and tests: open ``path`` read-only and stream one channel's samples.
+
+    The connection closes when the iterator is exhausted or closed.
+    """
+    conn = open_for_reading(path)
+    try:
+        yield from iter_samples(conn, site=site, channel=channel, start=start, end=end)
+    finally:
+        conn.close()
+
+
+def read_channels(path: Path) -> list[tuple[str, str, str]]:
+    """(site, channel, unit) of every series recorded in ``path``."""
+    conn = open_for_reading(path)
+    try:
+        return list_channels(conn)
+    finally:
+        conn.close()

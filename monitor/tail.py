@@ -1,0 +1,54 @@
+"""`pretreat tail`: follow readings as the daemon records them (what `make demo` shows a newcomer).
+
+Reads the historian through its own read-only connection, so it works beside a running daemon (SQLite WAL
+lets readers and the writer proceed together). One line per reading: time, site/channel, value and unit,
+or the quality and reason of a bad reading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from config.errors import ConfigErrors
+from config.loader import load_config
+from monitor.stores.historian import Historian
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, metavar="FILE", help="site file (TOML)")
+    p.add_argument("--duration", type=float, default=0.0, help="stop after S seconds (default: until Ctrl-C)")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between looks (default 1)")
+    p.set_defaults(func=_tail)
+
+
+def _tail(args: argparse.Namespace) -> int:
+    try:
+        cfg = load_config(args.config)
+    except ConfigErrors as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    db = cfg.daemon.historian
+    since = {(c.site, c.id): time.time() - 2 * args.interval for c in cfg.channels}
+    deadline = time.monotonic() + args.duration if args.duration else float("inf")
+    try:
+        while time.monotonic() < deadline:
+            if db.exists():
+                _show_new(db, since)
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _show_new(db: object, since: dict[tuple[str, str], float]) -> None:
+    rows = []
+    for (site, channel), t in since.items():
+        for s in Historian.read(path=db, site=site, channel=channel, start=t):  # type: ignore[arg-type]
+            rows.append(s)
+            since[(site, channel)] = s.time + 1e-6
+    for s in sorted(rows, key=lambda s: s.time):
+        stamp = s.utc.strftime("%H:%M:%S.%f")[:-3]
+        shown = f"{s.value:10.3f} {s.unit}" if s.good else f"{s.quality.value.upper()}: {s.reason}"
+        print(f"{stamp}Z  {s.site}/{s.channel:<22} {shown}", flush=True)

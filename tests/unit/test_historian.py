@@ -1,0 +1,255 @@
+"""The historian against a real SQLite file: what goes in comes out, exactly, whatever the disk does."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from monitor.sample import Quality, Sample
+from monitor.stores.historian import Historian, HistorianError, read_channels, read_readings
+
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def good(t: float, value: float, channel: str = "ph", unit: str = "pH") -> Sample:
+    return Sample(time=t, site="acme", channel=channel, value=value, unit=unit)
+
+
+def bad(t: float, reason: str, quality: Quality = Quality.COMM_FAILURE, channel: str = "ph") -> Sample:
+    return Sample.bad(time=t, site="acme", channel=channel, unit="pH", quality=quality, reason=reason)
+
+
+async def eventually(condition: Callable[[], bool], within: float = 5.0) -> None:
+    for _ in range(int(within / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not met in time")
+
+
+@pytest.fixture
+async def hist(tmp_path: Path) -> AsyncIterator[Historian]:
+    h = Historian(path=tmp_path / "var" / "h.sqlite", commit_interval=0.05)
+    await h.start()
+    try:
+        yield h
+    finally:
+        await h.close()
+
+
+def raw_count(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("SELECT count(*) FROM readings").fetchone()[0])
+
+
+async def test_round_trip_good_and_bad_samples_exactly(hist: Historian) -> None:
+    samples = [
+        good(T0 + 0.1, 7.01),
+        bad(T0 + 1.2, "ph-meter: no reply within 0.5 s"),
+        good(T0 + 2.3, 0.1 + 0.2),  # a double whose shortest text is long: must come back bit-identical
+        bad(T0 + 3.4, "exception code 2 (illegal address), reply 'x,\"y\"'", Quality.DEVICE_EXCEPTION),
+        Sample(time=T0 + 4.5, site="acme", channel="ph", value=-1e-300, unit="pH"),
+        bad(T0 + 5.6, "no good reading for 3 s", Quality.STALE),
+    ]
+    hist.submit(samples)
+    await hist.flush()
+    assert list(hist.query(site="acme", channel="ph")) == samples
+    assert hist.channels() == [("acme", "ph", "pH")]
+    c = hist.counters
+    assert (c.samples_written, c.queue_depth, c.write_errors, c.samples_rejected) == (6, 0, 0, 0)
+    assert c.batches >= 1
+
+
+async def test_time_order_equal_times_in_arrival_order_and_half_open_bounds(hist: Historian) -> None:
+    times = [T0 + s for s in (5, 1, 3, 0, 4, 2)]
+    hist.submit([good(t, t - T0) for t in times])
+    hist.submit([bad(T0 + 3, "second at 3"), good(T0 + 3, 33.0)])  # same time, later arrival
+    await hist.flush()
+    got = list(hist.query(site="acme", channel="ph"))
+    assert [s.time - T0 for s in got] == [0, 1, 2, 3, 3, 3, 4, 5]
+    assert [s.value for s in got if s.time == T0 + 3] == [3.0, None, 33.0]
+    window = list(hist.query(site="acme", channel="ph", start=T0 + 1, end=T0 + 4))
+    assert [s.time - T0 for s in window] == [1, 2, 3, 3, 3]  # start inclusive, end exclusive
+    assert list(hist.query(site="acme", channel="ph", start=T0 + 4, end=T0 + 4)) == []
+    assert list(hist.query(site="acme", channel="nope")) == []
+
+
+async def test_close_flushes_and_data_is_visible_from_another_connection(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    h = Historian(path=path, commit_interval=30.0)  # no timed commit would happen during this test
+    await h.start()
+    h.submit([good(T0 + i, float(i)) for i in range(100)])
+    await h.flush()
+    assert raw_count(path) == 100  # flush returned: committed, visible to a plain sqlite3 connection
+    h.submit([good(T0 + 100 + i, float(i)) for i in range(50)])
+    await h.close()
+    assert raw_count(path) == 150
+    await h.close()  # a second close is harmless
+    with pytest.raises(HistorianError, match="closed"):
+        h.submit([good(T0, 1.0)])
+    assert not [t for t in threading.enumerate() if t.name == "historian-writer"]
+
+
+async def test_readable_from_another_process_while_the_writer_runs(hist: Historian) -> None:
+    hist.submit([good(T0 + i, i * 0.5) for i in range(1000)] + [bad(T0 + 1000, "timeout")])
+    await hist.flush()
+    code = ("import sys; from pathlib import Path; from monitor.stores.historian import read_readings; "
+            "s = list(read_readings(Path(sys.argv[1]), site='acme', channel='ph', start=None, end=None)); "
+            "print(len(s), s[1].value, s[1000].quality.value, s[1000].reason, sep='|')")
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, str(hist.path), cwd=ROOT,
+                                                stdout=subprocess.PIPE)
+    hist.submit([good(T0 + 2000 + i, 1.0) for i in range(1000)])  # the writer keeps going meanwhile
+    out, _ = await proc.communicate()
+    assert proc.returncode == 0
+    n, value, quality, reason = out.decode().strip().split("|")
+    assert (int(n) in (1001, 2001), value, quality, reason) == (True, "0.5", "comm_failure", "timeout")
+    await hist.flush()
+    assert sum(1 for _ in hist.query(site="acme", channel="ph")) == 2001
+
+
+async def test_a_reader_holding_a_snapshot_does_not_block_the_writer(hist: Historian) -> None:
+    hist.submit([good(T0 + i, 1.0) for i in range(5000)])
+    await hist.flush()
+    reader = read_readings(hist.path, site="acme", channel="ph")
+    first = next(reader)  # statement open: the reader now holds its snapshot
+    hist.submit([good(T0 + 10_000 + i, 2.0) for i in range(5000)])
+    await asyncio.wait_for(hist.flush(), 5)  # WAL: the writer commits while the reader reads
+    rest = list(reader)
+    assert first.time == T0 and 1 + len(rest) == 5000  # the reader's snapshot: none of the later rows
+    assert raw_count(hist.path) == 10_000
+
+
+async def test_reopen_keeps_series_and_arrival_order(tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    for run in range(2):
+        h = Historian(path=path)
+        await h.start()
+        h.submit([good(T0, float(run)), good(T0 + 1, 10.0 + run, channel="flow", unit="gpm")])
+        await h.close()
+    assert read_channels(path) == [("acme", "flow", "gpm"), ("acme", "ph", "pH")]
+    assert [s.value for s in read_readings(path, site="acme", channel="ph")] == [0.0, 1.0]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM channels").fetchone()[0] == 2
+
+
+async def test_a_unit_change_starts_a_new_series_and_reads_merge_in_time_order(hist: Historian) -> None:
+    hist.submit([good(T0, 1.0, unit="gpm"), good(T0 + 2, 2.0, unit="gpm")])
+    hist.submit([good(T0 + 1, 3.0, unit="L/s"), good(T0 + 3, 4.0, unit="L/s")])
+    await hist.flush()
+    got = [(s.time - T0, s.value, s.unit) for s in hist.query(site="acme", channel="ph")]
+    assert got == [(0, 1.0, "gpm"), (1, 3.0, "L/s"), (2, 2.0, "gpm"), (3, 4.0, "L/s")]
+    assert hist.channels() == [("acme", "ph", "L/s"), ("acme", "ph", "gpm")]
+
+
+async def test_a_locked_file_delays_but_loses_nothing(tmp_path: Path,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "h.sqlite"
+    h = Historian(path=path, commit_interval=0.02, busy_timeout=0.02)
+    await h.start()
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")  # another program holds the write lock
+    try:
+        with caplog.at_level(logging.WARNING, logger="monitor.stores.historian"):
+            for i in range(10):
+                h.submit([good(T0 + i * 10 + k, float(k)) for k in range(10)])
+                await asyncio.sleep(0.01)
+            await eventually(lambda: h.counters.write_errors >= 3)
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(h.flush(), 0.1)  # backpressure: flush waits while the lock is held
+            assert h.counters.queue_depth == 100
+        blocker.execute("ROLLBACK")
+        await asyncio.wait_for(h.flush(), 10)
+    finally:
+        blocker.close()
+        await h.close()
+    assert [s.time - T0 for s in read_readings(path, site="acme", channel="ph")] == [
+        float(i * 10 + k) for i in range(10) for k in range(10)]
+    failures = [r for r in caplog.records if "cannot write" in r.getMessage()]
+    recoveries = [r for r in caplog.records if "again after" in r.getMessage()]
+    assert len(failures) == 1 and len(recoveries) == 1  # logged once per outage, not per attempt
+
+
+async def test_malformed_samples_are_kept_aside_and_do_not_block_the_rest(hist: Historian) -> None:
+    wrong = [
+        good(math.nan, 7.0),  # no usable time
+        Sample(time=T0 + 1, site="acme", channel="ph", value="7.1x", unit="pH"),  # type: ignore[arg-type]
+        Sample(time=T0 + 2, site="acme", channel="ph", value=None, unit="pH"),  # "good" without a value
+        Sample(time=T0 + 2.5, site="acme", channel="ph", value=object(), unit="pH"),  # type: ignore[arg-type]
+    ]
+    # (numeric text such as "7.1" would be stored as 7.1: STRICT tables convert losslessly, by design)
+    hist.submit([good(T0, 1.0), *wrong, good(T0 + 3, 2.0)])
+    hist.submit([good(T0 + 4, 3.0)])
+    await hist.flush()
+    assert [s.value for s in hist.query(site="acme", channel="ph")] == [1.0, 2.0, 3.0]
+    assert (hist.counters.samples_written, hist.counters.samples_rejected) == (3, 4)
+    with sqlite3.connect(hist.path) as conn:
+        kept = conn.execute("SELECT sample, error FROM rejected_samples ORDER BY id").fetchall()
+    assert len(kept) == 4 and "nan" in kept[0][0] and "'7.1x'" in kept[1][0]
+    assert "CHECK constraint" in kept[2][1] and "not supported" in kept[3][1]
+
+
+async def test_overflow_is_counted_and_logged_once_never_dropped(tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    h = Historian(path=tmp_path / "h.sqlite", max_queue=10)
+    with caplog.at_level(logging.WARNING, logger="monitor.stores.historian"):
+        for i in range(30):  # before start(): nothing is written yet, so the queue only grows
+            h.submit([good(T0 + i, float(i))])
+    assert h.backlogged and h.counters.queue_overflows == 1
+    assert len([r for r in caplog.records if "max_queue" in r.getMessage()]) == 1
+    await h.start()
+    await h.close()
+    assert not h.backlogged and h.counters.samples_written == 30
+
+
+async def test_a_newer_or_foreign_file_is_refused_untouched(tmp_path: Path) -> None:
+    newer = tmp_path / "newer.sqlite"
+    with sqlite3.connect(newer) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    with pytest.raises(HistorianError, match="newer pretreat-monitor"):
+        await Historian(path=newer).start()
+    with pytest.raises(HistorianError, match="newer"):
+        list(read_readings(newer, site="acme", channel="ph"))
+    foreign = tmp_path / "foreign.sqlite"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE readings (id INTEGER, payload TEXT)")
+    with pytest.raises(HistorianError, match="not a pretreat historian"):
+        await Historian(path=foreign).start()
+    with sqlite3.connect(foreign) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 0  # the failed start changed nothing
+    with pytest.raises(HistorianError, match="no historian file"):
+        read_channels(tmp_path / "missing.sqlite")
+
+
+async def test_a_file_shared_with_other_tables_reads_as_empty_before_first_write(tmp_path: Path) -> None:
+    shared = tmp_path / "shared.sqlite"
+    with sqlite3.connect(shared) as conn:  # e.g. the episode store created the file first
+        conn.execute("CREATE TABLE episodes (id INTEGER PRIMARY KEY)")
+    assert read_channels(shared) == []
+    h = Historian(path=shared)
+    await h.start()
+    h.submit([good(T0, 7.0)])
+    await h.close()
+    assert read_channels(shared) == [("acme", "ph", "pH")]
+
+
+async def test_flush_without_start_and_empty_submit(tmp_path: Path) -> None:
+    h = Historian(path=tmp_path / "h.sqlite")
+    h.submit([])
+    await h.flush()  # nothing submitted: nothing to wait for
+    h.submit([good(T0, 1.0)])
+    with pytest.raises(HistorianError, match="not started"):
+        await h.flush()
+    await h.start()
+    await h.flush()
+    await h.close()
+    assert h.counters.samples_written == 1
