@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from config.schema import Instrument
 from monitor.sample import Sample
 
 SampleSink = Callable[[Sequence[Sample]], None]
@@ -19,6 +20,7 @@ SampleSink = Callable[[Sequence[Sample]], None]
 class PolledDriver(Protocol):
     """An instrument read on a schedule (Modbus). One instance per configured instrument."""
 
+    instrument: Instrument
     instrument_id: str
 
     async def poll(self) -> list[Sample]:
@@ -31,6 +33,7 @@ class PolledDriver(Protocol):
 class StreamingDriver(Protocol):
     """An instrument that pushes readings (MQTT). Runs until cancelled, reconnecting by itself."""
 
+    instrument: Instrument
     instrument_id: str
 
     async def run(self, sink: SampleSink) -> None: ...

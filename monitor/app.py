@@ -29,6 +29,8 @@ from monitor.sample import Sample
 from monitor.staleness import StalenessTracker
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
+from monitor.stores.influx import InfluxSink, InfluxStartupError, instruments_of
+from monitor.stores.influx_lines import episode_record
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +62,15 @@ class Daemon:
         self.clock = clock
         self.historian = Historian(path=config.daemon.historian, commit_interval=config.daemon.commit_interval)
         self.episodes = EpisodeStore(path=config.daemon.historian)
+        # InfluxDB is a copy for dashboards, never the only one: the historian stays the record of evidence.
+        self.influx = (InfluxSink(settings=config.influx, instruments=instruments_of(config))
+                       if config.influx is not None else None)
         self.engine = CheckEngine.for_config(config)
         self.polled: list[PolledDriver]
         self.polled, self._links = build_modbus_drivers(config)  # type: ignore[assignment]
         self.streaming: list[StreamingDriver] = list(build_mqtt_drivers(config))
         self.staleness = StalenessTracker(config=config, now=clock())
-        self.stats: dict[str, PollStats] = {d.instrument_id: PollStats() for d in self.polled}
+        self.stats: dict[str, PollStats] = {_key(d): PollStats() for d in self.polled}
         self.episode_events = 0
         self._running = _Running()
         self.ready = asyncio.Event()
@@ -76,6 +81,8 @@ class Daemon:
         if not samples:
             return
         self.historian.submit(samples)
+        if self.influx is not None:
+            self.influx.submit(samples)
         self.staleness.observe(samples, self.clock())
         events = []
         process = self.engine.process
@@ -84,12 +91,14 @@ class Daemon:
         if events:
             self.episode_events += len(events)
             self.episodes.record(events)
+            if self.influx is not None:
+                self.influx.submit_events([episode_record(e) for e in events])
             for e in events:
                 log.warning("episode %s: %s/%s %s value=%s limit=%s (%s)", e.event, e.site, e.channel,
                             e.rule, e.value, e.limit, e.citation)
 
     async def _poll(self, driver: PolledDriver) -> None:
-        key = driver.instrument_id
+        key = _key(driver)
         stats = self.stats[key]
         if key in self._running.busy:
             stats.skipped += 1  # never overlap two polls of one device
@@ -111,44 +120,55 @@ class Daemon:
     # -- lifecycle -----------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         await self.historian.start()
+        health = HealthWriter(daemon=self)
+        if self.influx is not None:
+            try:
+                await self.influx.start()
+            except BaseException:
+                await self.historian.close()
+                raise
         scheduler = AsyncIOScheduler()
         try:
             for d in self.polled:
-                inst = self.config.instruments_by_id[_split(d.instrument_id)]
+                inst = d.instrument
                 # max_instances=2 lets our own guard see (and count) an overlapping poll instead of
                 # APScheduler logging a warning per skip; coalesce folds a backlog into one run.
                 scheduler.add_job(self._poll, "interval", args=[d], seconds=inst.poll_interval,
-                                  id=d.instrument_id, max_instances=2, coalesce=True, misfire_grace_time=None,
+                                  id=_key(d), max_instances=2, coalesce=True, misfire_grace_time=None,
                                   next_run_time=_now_dt())
             scheduler.add_job(self._tick, "interval", seconds=self.config.daemon.tick_interval, id="tick",
                               coalesce=True)
-            health = HealthWriter(daemon=self)
             scheduler.add_job(health.write, "interval", seconds=max(self.config.daemon.tick_interval, 1.0),
                               id="health", coalesce=True)
             scheduler.start()
             async with asyncio.TaskGroup() as tg:
                 for sd in self.streaming:
-                    tg.create_task(self._stream(sd, stop), name=f"stream:{sd.instrument_id}")
+                    tg.create_task(self._stream(sd, stop), name=f"stream:{_key(sd)}")
                 log.info("daemon running: %d polled instruments, %d streaming, historian %s",
                          len(self.polled), len(self.streaming), self.config.daemon.historian)
                 self.ready.set()
                 await stop.wait()
                 log.info("stopping: draining polls and flushing the historian")
-                scheduler.shutdown(wait=False)
         finally:
+            # Pause first so no new poll starts, let the ones in flight finish (APScheduler's shutdown would
+            # cancel them), then shut the scheduler down.
             if scheduler.running:
+                scheduler.pause()
+                await self._drain_polls()
                 scheduler.shutdown(wait=False)
-            await self._drain_polls()
             for sd in self.streaming:
                 await sd.close()
             for link in self._links:
                 await link.close()
             await self.historian.close()
+            if self.influx is not None:
+                await self.influx.close()
             self.episodes.close()
+            health.write()  # the final counters, matching what was recorded
             log.info("stopped; %d samples recorded", self.historian.counters.samples_written)
 
     async def _stream(self, driver: StreamingDriver, stop: asyncio.Event) -> None:
-        task = asyncio.create_task(driver.run(self.ingest), name=f"mqtt:{driver.instrument_id}")
+        task = asyncio.create_task(driver.run(self.ingest), name=f"mqtt:{_key(driver)}")
         await stop.wait()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -160,9 +180,8 @@ class Daemon:
             await asyncio.sleep(0.01)
 
 
-def _split(instrument_key: str) -> tuple[str, str]:
-    site, _, inst = instrument_key.partition("/")
-    return site, inst
+def _key(driver: PolledDriver | StreamingDriver) -> str:
+    return f"{driver.instrument.site}/{driver.instrument.id}"
 
 
 def _now_dt():  # type: ignore[no-untyped-def]
@@ -193,5 +212,9 @@ async def _serve(config: SiteConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await Daemon(config=config).run(stop)
+    try:
+        await Daemon(config=config).run(stop)
+    except InfluxStartupError as exc:
+        print(f"pretreat: cannot start the InfluxDB sink: {exc}", file=sys.stderr)
+        return 2
     return 0

@@ -40,6 +40,7 @@ class HealthWriter:
             "historian": {"samples_written": h.samples_written, "batches": h.batches,
                           "write_errors": h.write_errors, "queue_depth": h.queue_depth},
             "episode_events": d.episode_events,
+            "influx": asdict(d.influx.counters) if d.influx is not None else None,
             "stale_channels": ["/".join(k) for k in d.staleness.stale_channels()],
         }
 

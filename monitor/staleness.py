@@ -34,7 +34,9 @@ class StalenessTracker:
         self._watches: dict[tuple[str, str], _Watch] = {}
         for ch in config.channels:
             inst = config.instruments_by_id[(ch.site, ch.instrument)]
-            window = ch.stale_after or inst.poll_interval * polls
+            # A poll cannot report sooner than its reply timeout, so the window never undercuts one
+            # interval plus one timeout (a 10 ms poll of a device with a 1 s timeout is not stale at 30 ms).
+            window = ch.stale_after or max(inst.poll_interval * polls, inst.poll_interval + inst.timeout)
             self._watches[(ch.site, ch.id)] = _Watch(channel=ch, window=window, last_good=now)
 
     def window(self, site: str, channel: str) -> float:
