@@ -91,7 +91,7 @@ class SiteSimulator:
         }
         self._routes = [
             _Route(channel=c, instrument=config.instruments_by_id[(c.site, c.instrument)],
-                   point=point_of(config, c), device=self._device(c.site, c.instrument))
+                   point=point_of(config, c), device=self.device(c.site, c.instrument))
             for c in config.channels
         ]
         self.served: dict[tuple[str, str], Served] = {}
@@ -219,11 +219,11 @@ class SiteSimulator:
             elif ikey in self.publishers:
                 self.publishers[ikey].fault = _fault_value(type(self.publishers[ikey].fault), kind)
             else:
-                device = self._device(*ikey)
+                device = self.device(*ikey)
                 device.fault = _fault_value(type(device.fault), kind)
 
-    def _device(self, site: str, instrument: str) -> Any:
-        """The Modbus server's simulated device for an instrument (None for MQTT instruments)."""
+    def device(self, site: str, instrument: str) -> Any:
+        """The simulated Modbus device of an instrument (None for MQTT instruments): tests set its faults."""
         server = self._server_of.get((site, instrument))
         return None if server is None else server.device(f"{site}/{instrument}")
 

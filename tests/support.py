@@ -166,3 +166,21 @@ class VictoriaMetrics:
             if sum(len(s["timestamps"]) for s in series) >= count or time.monotonic() > deadline:
                 return series
             time.sleep(0.1)
+
+
+DEMO_SITE = Path(__file__).resolve().parents[1] / "config" / "sites" / "demo.toml"
+
+
+def demo_site_file(tmp_path: Path, broker_port: int) -> Path:
+    """A copy of the shipped demo site with free loopback ports, its pty and historian inside tmp_path."""
+    text = DEMO_SITE.read_text()
+    for old, new in (('historian = "../../var/demo/pretreat.sqlite"', 'historian = "pretreat.sqlite"'),
+                     ('"../../var/demo/ttyPH"', '"ttyPH"'),
+                     ("port = 15020", f"port = {free_port()}"),
+                     ("port = 15021", f"port = {free_port()}"),
+                     ("port = 18830", f"port = {broker_port}")):
+        assert old in text, f"demo.toml changed: {old!r} not found; update tests/support.py's copy of it"
+        text = text.replace(old, new)
+    site = tmp_path / "site.toml"
+    site.write_text(text)
+    return site

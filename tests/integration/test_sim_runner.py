@@ -22,24 +22,12 @@ from config.loader import load_config
 from config.schema import SiteConfig
 from simulators.runner import SiteSimulator
 from simulators.scenario import load_scenario
-from tests.support import Mosquitto, free_port, require_binary
-
-DEMO = Path(__file__).resolve().parents[2] / "config" / "sites" / "demo.toml"
+from tests.support import Mosquitto, demo_site_file, require_binary
 
 
 def demo_like(tmp_path: Path, broker_port: int) -> SiteConfig:
     """The demo site with free loopback ports, the pty in tmp_path, and no historian anywhere shared."""
-    text = DEMO.read_text()
-    for old, new in (('historian = "../../var/demo/pretreat.sqlite"', 'historian = "pretreat.sqlite"'),
-                     ('"../../var/demo/ttyPH"', '"ttyPH"'),
-                     ("port = 15020", f"port = {free_port()}"),
-                     ("port = 15021", f"port = {free_port()}"),
-                     ("port = 18830", f"port = {broker_port}")):
-        assert old in text, f"demo.toml changed: {old!r} not found; update this test's copy of it"
-        text = text.replace(old, new)
-    site = tmp_path / "site.toml"
-    site.write_text(text)
-    return load_config(site)
+    return load_config(demo_site_file(tmp_path, broker_port))
 
 
 class Reader:
