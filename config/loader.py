@@ -15,7 +15,10 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from config.errors import ConfigError, ConfigErrors
+from config.influx import parse_influx
+from config.limits import parse_permit
 from config.reader import Reader
+from config.rules import select_rules
 from config.schema import (
     ByteOrder,
     Channel,
@@ -24,6 +27,7 @@ from config.schema import (
     DataType,
     DriverKind,
     Instrument,
+    MeasuringPoint,
     MqttBroker,
     PayloadFormat,
     RegisterMap,
@@ -40,7 +44,7 @@ _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ID_EXPECTED = "an id of letters, digits, '_', '-' or '.' (at most 64 characters)"
 
 _DAEMON_KEYS = {"historian", "commit_interval", "tick_interval", "stale_after_polls"}
-_SITE_KEYS = {"id", "name", "jurisdiction", "timezone", "instrument", "channel", "permit"}
+_SITE_KEYS = {"id", "name", "jurisdiction", "timezone", "instrument", "channel", "permit", "rules"}
 _INSTRUMENT_KEYS = {
     "id", "driver", "poll_interval", "timeout", "unit_id", "host", "port", "register_map",
     "serial_port", "baudrate", "bytesize", "parity", "stopbits", "inter_frame_delay",
@@ -48,7 +52,7 @@ _INSTRUMENT_KEYS = {
 }
 _CHANNEL_KEYS = {
     "id", "instrument", "kind", "unit", "scale", "offset", "valid_min", "valid_max",
-    "point", "topic", "field", "payload", "stale_after", "description",
+    "point", "topic", "field", "payload", "stale_after", "description", "location",
 }
 _POINT_KEYS = {"name", "table", "address", "type", "byte_order", "word_order", "description"}
 
@@ -123,8 +127,9 @@ def load_config(path: str | Path) -> SiteConfig:
     data = _read_toml(path, reader)
     if data is None:
         raise ConfigErrors(reader.errors)
-    reader.unknown_keys(data, "", {"daemon", "site"})
+    reader.unknown_keys(data, "", {"daemon", "site", "influx"})
     daemon = _daemon(reader.table(data, "daemon", ""), reader, path.parent)
+    influx = parse_influx(data, reader, path.parent, historian=daemon.historian)
     maps: dict[Path, RegisterMap | None] = {}
     sites: list[Site] = []
     site_ids: set[str] = set()
@@ -141,7 +146,7 @@ def load_config(path: str | Path) -> SiteConfig:
     if reader.errors:
         raise ConfigErrors(reader.errors)
     by_id = {(i.site, i.id): i for s in sites for i in s.instruments}
-    return SiteConfig(daemon=daemon, sites=tuple(sites), source=path, instruments_by_id=by_id)
+    return SiteConfig(daemon=daemon, sites=tuple(sites), source=path, instruments_by_id=by_id, influx=influx)
 
 
 MISSING_SITES: list[Any] = []
@@ -178,9 +183,14 @@ def _site(raw: dict[str, Any], p: str, reader: Reader, base: Path,
     if not channels:
         reader.error(f"{p}.channel", [], "at least one [[site.channel]]")
     _check_mqtt_topics(list(channels.values()), instruments, p, reader)
+    jurisdiction = reader.str(raw, "jurisdiction", p, default="")
+    permit = parse_permit(reader.table(raw, "permit", p), f"{p}.permit", reader)
+    checks = select_rules(site=site_id, jurisdiction=jurisdiction, timezone=tz or "UTC",
+                          channels=list(channels.values()), permit=permit,
+                          raw_rules=reader.table(raw, "rules", p), p=p, reader=reader)
     return Site(id=site_id, name=reader.str(raw, "name", p, default=site_id), timezone=tz,
-                jurisdiction=reader.str(raw, "jurisdiction", p, default=""),
-                instruments=tuple(instruments.values()), channels=tuple(channels.values()))
+                jurisdiction=jurisdiction, instruments=tuple(instruments.values()),
+                channels=tuple(channels.values()), permit=permit, checks=checks)
 
 
 def _valid_tz(name: str) -> bool:
@@ -283,6 +293,7 @@ def _channel(raw: dict[str, Any], p: str, site: str, instruments: dict[str, Inst
         field=reader.str(raw, "field", p, default=""),
         payload=reader.enum(raw, "payload", p, PayloadFormat, default="json"),
         stale_after=reader.number(raw, "stale_after", p, default=0.0, minimum=0.0),
+        location=reader.enum(raw, "location", p, MeasuringPoint) if "location" in raw else None,
     )
 
 

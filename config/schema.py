@@ -10,6 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # config.limits / config.rules import this module at run time
+    from config.influx import InfluxSettings
+    from config.limits import Permit
+    from config.rules import RuleBinding
 
 
 class DriverKind(str, Enum):
@@ -74,6 +80,15 @@ class ChannelKind(str, Enum):
     LEVEL = "level"
     CONDUCTIVITY = "conductivity"
     OTHER = "other"
+
+
+class MeasuringPoint(str, Enum):
+    """Where a temperature channel measures: the limit depends on the point (the plant's influent sensor, the
+    industry's discharge at the control manhole, or wastewater entering a grease interceptor)."""
+
+    INFLUENT = "influent"
+    DISCHARGE = "discharge"
+    GREASE_INTERCEPTOR = "grease_interceptor"
 
 
 class PayloadFormat(str, Enum):
@@ -188,6 +203,7 @@ class Channel:
     field: str = ""  # mqtt JSON payloads: the field carrying the value (dots descend into objects)
     payload: PayloadFormat = PayloadFormat.JSON
     stale_after: float = 0.0
+    location: MeasuringPoint | None = None  # temperature channels: which limit applies (temperature_high)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +216,8 @@ class Site:
     jurisdiction: str = ""
     instruments: tuple[Instrument, ...] = ()
     channels: tuple[Channel, ...] = ()
+    permit: Permit | None = None  # the site's discharge permit: its own cited limits (config.limits)
+    checks: tuple[RuleBinding, ...] = ()  # compliance rules selected and compiled at load (config.rules)
 
     def channel(self, channel_id: str) -> Channel:
         for ch in self.channels:
@@ -222,6 +240,7 @@ class SiteConfig:
     sites: tuple[Site, ...]
     source: Path | None = None
     instruments_by_id: dict[tuple[str, str], Instrument] = field(default_factory=dict)
+    influx: InfluxSettings | None = None  # the optional InfluxDB telemetry sink ([influx] table)
 
     def site(self, site_id: str) -> Site:
         for s in self.sites:

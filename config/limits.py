@@ -1,0 +1,302 @@
+"""Cited limits: jurisdiction profiles, discharge permits, and the units their numbers are printed in.
+
+A *limit* is a number the law states, with the citation an enforcement notice quotes. A site names its
+jurisdiction (a profile in ``config/jurisdictions/<key>.toml``, built from the seed ordinance, each limit with
+its seed line and a verbatim quote) and may carry a discharge permit whose limits override or add to the
+profile's, each with the permit's own citation; a permit may also adopt federal limits by name
+(``federal.toml``: 40 CFR 401.17). Where an ordinance is silent the profile says so (``stated = false``), and
+``required = true`` marks an alarm the ordinance demands without printing its number (Pawling's pH alarm).
+`config.rules` decides from these which rules run.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from config.errors import ConfigError
+from config.reader import Reader
+
+JURISDICTIONS_DIR = Path(__file__).parent / "jurisdictions"
+FEDERAL = "federal"
+OPERATORS = ("<", "<=", ">", ">=")
+
+# Numeric fields of each limit key: name -> (required, exclusive lower bound). A temperature limit needs at
+# least one of max_c / max_f; a sampler temperature at least one unit pair.
+_FIELDS: dict[str, dict[str, bool]] = {
+    "ph_min": {"value": True},
+    "ph_max": {"value": True},
+    "ph_excursion_single": {"minutes": True},
+    "ph_excursion_monthly": {"minutes": True},
+    "temperature_influent": {"max_c": False, "max_f": False},
+    "temperature_discharge": {"max_c": False, "max_f": False},
+    "temperature_grease_interceptor": {"max_c": False, "max_f": False},
+    "lel_successive": {"percent": True, "readings": True},
+    "lel_single": {"percent": True},
+    "slug": {"multiplier": True, "minutes": True, "baseline_hours": False},
+    "sampler_temperature": {
+        "setpoint_c": False,
+        "tolerance_c": False,
+        "setpoint_f": False,
+        "tolerance_f": False,
+    },
+    "sampler_interval": {"minutes": True},
+}
+_TEXT_KEYS = {
+    "stated",
+    "required",
+    "cite",
+    "line",
+    "line_end",
+    "quote",
+    "wording",
+    "note",
+    "operator",
+    "duration_operator",
+    "baseline",
+    "normal_sewage",
+    "normal_sewage_unit",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """One limit as stated (numbers in the units printed), or a record that the law is silent on it.
+
+    ``operator`` is the violation condition, ``reading OPERATOR value``: "less than 5.0" is ``<`` (5.0
+    complies), Vestal's "between 6 and 9" is ``<`` 6 and ``>`` 9 (6 and 9 comply).
+    """
+
+    key: str
+    citation: str
+    stated: bool = True
+    required: bool = (
+        False  # the law requires this alarm but prints no number: refuse unless a permit states it
+    )
+    numbers: Mapping[str, float] = field(default_factory=dict)
+    operator: str = ">"
+    duration_operator: str = (
+        ">"  # slug: "longer than 15 minutes" is ">", "for a duration of 15 minutes" is ">="
+    )
+    baseline: str = (
+        "trailing"  # slug: "trailing" (24 h of normal operation) or "normal_sewage" (fixed strength)
+    )
+    normal_sewage: Mapping[str, float] = field(default_factory=dict)
+    wording: str = ""
+    note: str = ""
+    line: int = 0  # seed line (profiles), for the record and the seed-text tests
+    line_end: int = 0
+    quote: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    key: str
+    name: str
+    seed: str
+    limits: Mapping[str, Limit]
+
+
+@dataclass(frozen=True, slots=True)
+class Permit:
+    """A site's discharge permit: its id, its own cited limits, and the federal limits it adopts."""
+
+    id: str
+    limits: Mapping[str, Limit]
+    adopt: tuple[str, ...] = ()
+
+
+def known_jurisdictions() -> list[str]:
+    return sorted(p.stem for p in JURISDICTIONS_DIR.glob("*.toml") if p.stem != FEDERAL)
+
+
+_PROFILES: dict[str, tuple[Profile | None, list[ConfigError]]] = {}
+
+
+def load_profile(key: str) -> tuple[Profile | None, list[ConfigError]]:
+    """A jurisdiction profile (with its parent's limits merged under its own), and the errors found in it."""
+    if key not in _PROFILES:
+        _PROFILES[key] = _load_profile(key, ())
+    return _PROFILES[key]
+
+
+def _load_profile(key: str, seen: tuple[str, ...]) -> tuple[Profile | None, list[ConfigError]]:
+    path = JURISDICTIONS_DIR / f"{key}.toml"
+    reader = Reader(str(path))
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        reader.error("(file)", str(path), f"a readable TOML profile ({exc})")
+        return None, reader.errors
+    reader.unknown_keys(data, "", {"key", "name", "seed", "parent", "limits"})
+    limits: dict[str, Limit] = {}
+    parent = reader.str(data, "parent", "", default="")
+    if parent:
+        if parent in seen or parent == key:
+            reader.error("parent", parent, "a profile that does not include this one")
+        else:
+            base, errors = _load_profile(parent, (*seen, key))
+            reader.errors.extend(errors)
+            limits.update(base.limits if base else {})
+    for name, raw in reader.table(data, "limits", "").items():
+        limit = parse_limit(raw, name, f"limits.{name}", reader, default_cite="")
+        if limit is not None:
+            limits[name] = limit
+    profile = Profile(
+        key=reader.str(data, "key", ""),
+        name=reader.str(data, "name", ""),
+        seed=reader.str(data, "seed", "", default=""),
+        limits=limits,
+    )
+    if profile.key != key:
+        reader.error("key", profile.key, f"the file's own name {key!r}")
+    return (None if reader.errors else profile), reader.errors
+
+
+def parse_limit(raw: Any, key: str, p: str, reader: Reader, *, default_cite: str) -> Limit | None:
+    """Validate one limit table (profile or permit); every number must be finite and positive.
+
+    ``default_cite`` is the permit's own citation ("Permit <id>"); profile limits must cite their source,
+    except an unstated limit that is not required (there is nothing to cite).
+    """
+    if key not in _FIELDS:
+        reader.error(p, key, f"a limit key, one of {sorted(_FIELDS)}")
+        return None
+    if not isinstance(raw, dict):
+        reader.error(p, raw, "a table")
+        return None
+    reader.unknown_keys(raw, p, _TEXT_KEYS | set(_FIELDS[key]))
+    common = _record(raw, key, p, reader, default_cite)
+    if not common["stated"]:
+        return Limit(**common)
+    if common["required"]:
+        reader.error(f"{p}.required", True, "required only on an unstated limit (stated = false)")
+    numbers = {
+        name: reader.number(raw, name, p, minimum=0, exclusive_min=True)
+        for name, needed in _FIELDS[key].items()
+        if needed or name in raw
+    }
+    _check_number_sets(key, numbers, p, reader)
+    baselines = ("trailing", "normal_sewage")
+    baseline = reader.str(raw, "baseline", p, default="trailing", check=baselines.__contains__,
+                          expected="'trailing' or 'normal_sewage'")
+    sewage_raw = reader.table(raw, "normal_sewage", p)
+    sewage = {
+        str(k): reader.number(sewage_raw, k, f"{p}.normal_sewage", minimum=0, exclusive_min=True)
+        for k in sewage_raw
+    }
+    if key == "slug" and baseline == "normal_sewage" and not sewage:
+        reader.error(f"{p}.normal_sewage", {}, "each constituent's normal-sewage strength: { bod = 240 }")
+    operator = reader.str(raw, "operator", p, default="<" if key == "ph_min" else ">",
+                          check=OPERATORS.__contains__, expected=f"one of {list(OPERATORS)}")
+    duration_operator = reader.str(raw, "duration_operator", p, default=">", check=(">", ">=").__contains__,
+                                   expected="'>' or '>='")
+    return Limit(**common, numbers=numbers, baseline=baseline, normal_sewage=sewage, operator=operator,
+                 duration_operator=duration_operator)
+
+
+def _record(raw: dict[str, Any], key: str, p: str, reader: Reader, default_cite: str) -> dict[str, Any]:
+    """The fields every limit has, stated or not: stated or required, its citation, its seed text."""
+    stated = _bool(raw, "stated", p, reader, default=True)
+    required = _bool(raw, "required", p, reader, default=False)
+    expected = "the citation (section as printed, or seed file and line)"
+    if not default_cite and (stated or required):
+        cite = reader.str(raw, "cite", p, expected=expected)
+    else:
+        cite = reader.str(raw, "cite", p, default=default_cite, expected=expected)
+    return dict(
+        key=key, citation=cite, stated=stated, required=required,
+        wording=reader.str(raw, "wording", p, default=""), note=reader.str(raw, "note", p, default=""),
+        line=reader.integer(raw, "line", p, default=0, minimum=0),
+        line_end=reader.integer(raw, "line_end", p, default=0, minimum=0),
+        quote=reader.str(raw, "quote", p, default=""),
+    )
+
+
+def _check_number_sets(key: str, numbers: dict[str, float], p: str, reader: Reader) -> None:
+    if key.startswith("temperature_") and not numbers:
+        reader.error(p, {}, "max_c and/or max_f (each as printed)")
+    if key == "sampler_temperature":
+        pairs = [("setpoint_c", "tolerance_c"), ("setpoint_f", "tolerance_f")]
+        if not any(a in numbers and b in numbers for a, b in pairs) or any(
+            (a in numbers) != (b in numbers) for a, b in pairs
+        ):
+            reader.error(p, sorted(numbers), "setpoint_c with tolerance_c and/or setpoint_f with tolerance_f")
+    readings = numbers.get("readings", 2.0)
+    if key == "lel_successive" and (readings != int(readings) or readings < 2):
+        reader.error(f"{p}.readings", readings, "a whole number of successive readings (>= 2)")
+
+
+def parse_permit(raw: dict[str, Any], p: str, reader: Reader) -> Permit | None:
+    """``[site.permit]``: ``id``, ``adopt`` (federal limit keys), ``[site.permit.limits.<key>]``."""
+    if not raw:
+        return None
+    reader.unknown_keys(raw, p, {"id", "adopt", "limits", "description"})
+    permit_id = reader.str(raw, "id", p, expected="the permit number, e.g. 'IU-2024-017'")
+    adopt = raw.get("adopt", [])
+    federal, _ = load_profile(FEDERAL)
+    known = sorted(federal.limits) if federal else []
+    if not isinstance(adopt, list) or any(a not in known for a in adopt):
+        reader.error(f"{p}.adopt", adopt, f"a list of federal limits, from {known}")
+        adopt = []
+    limits: dict[str, Limit] = {}
+    for key, table in reader.table(raw, "limits", p).items():
+        limit = parse_limit(table, key, f"{p}.limits.{key}", reader, default_cite=f"Permit {permit_id}")
+        if limit is not None and not limit.stated:
+            reader.error(f"{p}.limits.{key}.stated", False, "a permit limit that states its number (omit it)")
+        elif limit is not None:
+            limits[key] = limit
+    return Permit(id=permit_id, limits=limits, adopt=tuple(adopt))
+
+
+def _bool(raw: dict[str, Any], key: str, p: str, reader: Reader, *, default: bool) -> bool:
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        reader.error(f"{p}.{key}", value, "true or false")
+        return default
+    return value
+
+
+def fahrenheit_to_celsius(f: float) -> float:
+    return (f - 32.0) * 5.0 / 9.0
+
+
+def celsius_to_fahrenheit(c: float) -> float:
+    return c * 9.0 / 5.0 + 32.0
+
+
+_CELSIUS = {"degc", "°c", "c", "celsius", "deg c"}
+_FAHRENHEIT = {"degf", "°f", "f", "fahrenheit", "deg f"}
+
+
+def temperature_unit(unit: str) -> str:
+    """'c', 'f', or '' for a unit no temperature limit can be expressed in."""
+    u = unit.strip().lower()
+    return "c" if u in _CELSIUS else "f" if u in _FAHRENHEIT else ""
+
+
+def in_unit(limit: Limit, prefix: str, unit: str) -> tuple[float, str] | None:
+    """A temperature figure of ``limit`` (``max``, ``setpoint``, ``tolerance``) in the channel's unit.
+
+    The figure printed in that unit is used as printed (Mineola's "150° F (65° C)" do not convert exactly, and
+    each is law as printed); when only the other unit is printed, it is converted and the citation says so.
+    """
+    want = temperature_unit(unit)
+    if not want:
+        return None
+    printed = limit.numbers.get(f"{prefix}_{want}")
+    if printed is not None:
+        return printed, ""
+    other = "f" if want == "c" else "c"
+    value = limit.numbers.get(f"{prefix}_{other}")
+    if value is None:
+        return None
+    if prefix == "tolerance":  # a temperature difference: scale only
+        converted = value * 5.0 / 9.0 if want == "c" else value * 9.0 / 5.0
+    else:
+        converted = fahrenheit_to_celsius(value) if want == "c" else celsius_to_fahrenheit(value)
+    return converted, f" (converted from {value:g} °{other.upper()} as printed)"

@@ -1,0 +1,206 @@
+"""The check engine: compiled rule bindings in, samples through, episode transitions out.
+
+`CheckEngine.for_config` builds one `Processor` per configured channel and attaches to it the rules that read
+that channel (`config.rules` selected and validated them at load). The daemon calls `CheckEngine.process` with
+every sample, good or bad; `pretreat replay` calls the same processors through `CheckEngine.inputs` without
+building `Sample` objects. Both paths run the same code, so live and replayed events are identical.
+
+Per channel, samples must come in time order: a sample older than the channel's last one is rejected (counted,
+not judged), as a replayed row out of order is. Samples of different channels may interleave freely; only the
+rules that read two channels (``sampler_interval``, mass-loading ``slug``) see the order in which they arrive.
+
+The hot path: a good reading inside the channel's *quiet band* (the intersection of its rules' bands, see
+`monitor.checks.base`) returns after two comparisons, or three and an addition when a slug baseline is
+accumulating. Everything else takes the slow path, which runs every rule and recomputes the band.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from config.rules import RuleBinding
+from config.schema import Channel, SiteConfig
+from monitor.checks.base import INF, Rule
+from monitor.checks.events import EpisodeEvent
+from monitor.checks.excursion import ExcursionDuration, MonthlyExcursion
+from monitor.checks.quality import BadSampleRule, Flatline
+from monitor.checks.slug import LoadingSlug, SlugDetector
+from monitor.checks.threshold import SamplerInterval, SamplerTemperature, ThresholdRule
+from monitor.sample import Quality, Sample
+
+_MAX = sys.float_info.max
+RuleFactory = Callable[..., Rule]
+
+
+def _slug(*, binding: RuleBinding, out: list[EpisodeEvent]) -> Rule:
+    if len(binding.inputs) == 2:
+        return LoadingSlug(binding=binding, out=out)
+    return SlugDetector(binding=binding, out=out)
+
+
+RULE_FACTORIES: dict[str, RuleFactory] = {
+    "ph_low": ThresholdRule,
+    "ph_high": ThresholdRule,
+    "temperature_high": ThresholdRule,
+    "lel_single": ThresholdRule,
+    "lel_successive": ThresholdRule,
+    "ph_excursion_duration": ExcursionDuration,
+    "ph_monthly_excursion": MonthlyExcursion,
+    "slug": _slug,
+    "sampler_temperature": SamplerTemperature,
+    "sampler_interval": SamplerInterval,
+    "stale": BadSampleRule,
+    "sensor_fault": BadSampleRule,
+    "flatline": Flatline,
+}
+
+
+class Processor:
+    """One channel's input: the time-order check, the quiet band, and the rules reading this channel.
+
+    ``good(t, v)`` / ``bad(t, quality)`` return True when the sample was rejected (older than the last one).
+    A good reading outside the channel's valid range, NaN or infinite, is judged as the bad sample a driver
+    would have made of it (``out_of_range`` / ``bad_value``): never a number.
+
+    The fast path of `good` is also inlined in `monitor.replay`'s loop (a function call is a measurable share
+    of the per-row budget there); the two must stay identical, which the live-vs-replay property test checks.
+    ``acc`` is the slug detector whose baseline minute an in-band reading adds to (None unless it is idle).
+    """
+
+    __slots__ = ("acc", "fast", "hi", "last", "linked", "lo", "rules", "slug", "until", "vmax", "vmin")
+
+    def __init__(self, *, channel: Channel, fast: bool = True) -> None:
+        self.vmin = channel.valid_min if channel.valid_min is not None else -_MAX
+        self.vmax = channel.valid_max if channel.valid_max is not None else _MAX
+        self.rules: list[tuple[Rule, int]] = []
+        self.linked: list[Processor] = [self]  # processors whose bands a slow path here can change
+        self.slug: SlugDetector | None = None  # a slug accumulating on this channel's own readings
+        self.acc: SlugDetector | None = None
+        self.fast = fast
+        self.last = -INF
+        self.lo, self.hi, self.until = -INF, -INF, -INF
+
+    def good(self, t: float, v: float) -> bool:
+        if t < self.last:
+            return True
+        self.last = t
+        if t < self.until and self.lo <= v <= self.hi:
+            acc = self.acc
+            if acc is not None:
+                acc.cur_sum += v
+                acc.cur_cnt += 1
+            return False
+        self.slow_good(t, v)
+        return False
+
+    def bad(self, t: float, quality: str) -> bool:
+        if t < self.last:
+            return True
+        self.last = t
+        self._bad(t, quality)
+        return False
+
+    def slow_good(self, t: float, v: float) -> None:
+        if not self.vmin <= v <= self.vmax:
+            self._bad(t, "bad_value" if v != v or v in (INF, -INF) else "out_of_range")
+            return
+        for rule, port in self.rules:
+            rule.good(t, v, port)
+        self.refresh()
+
+    def _bad(self, t: float, quality: str) -> None:
+        for rule, port in self.rules:
+            rule.bad(t, quality, port)
+        self.refresh()
+
+    def refresh(self) -> None:
+        for p in self.linked:
+            p.rebuild()
+
+    def rebuild(self) -> None:
+        lo, hi, until = self.vmin, self.vmax, INF
+        for rule, port in self.rules:
+            a, b, u = rule.band(port)
+            lo, hi, until = max(lo, a), min(hi, b), min(until, u)
+        if not self.fast:
+            lo, hi = INF, -INF
+        self.lo, self.hi, self.until = lo, hi, until
+        self.acc = self.slug if self.slug is not None and self.slug.accumulating else None
+
+
+class CheckEngine:
+    """All sites' rules. Not thread-safe: one caller feeds it (the daemon's ingest path, or a replay).
+
+    Rule state lives in memory. After a restart the daemon can rebuild it by feeding a fresh engine the
+    recorded samples since the start of the current month (the longest memory: the monthly pH total; a slug
+    baseline needs the last 24 h) and recording what it emits: `EpisodeStore.record` ignores transitions
+    already stored.
+    """
+
+    def __init__(
+        self, *, channels: Iterable[Channel], bindings: Iterable[RuleBinding], fast: bool = True
+    ) -> None:
+        self.events: list[EpisodeEvent] = []
+        self.rejected = 0  # samples older than their channel's last sample
+        self.unknown = 0  # samples of channels not in the configuration
+        self._procs = {(ch.site, ch.id): Processor(channel=ch, fast=fast) for ch in channels}
+        self.rules: list[tuple[RuleBinding, Rule]] = []
+        for b in bindings:
+            self._attach(b)
+        for p in self._procs.values():
+            p.rebuild()
+
+    def _attach(self, b: RuleBinding) -> None:
+        rule = RULE_FACTORIES[b.rule](binding=b, out=self.events)
+        self.rules.append((b, rule))
+        procs = [self._procs[(b.site, ch)] for ch in b.inputs]
+        for port, proc in enumerate(procs):
+            proc.rules.append((rule, port))
+            if isinstance(rule, SlugDetector) and len(b.inputs) == 1:
+                proc.slug = rule
+            for other in procs:
+                if other not in proc.linked:
+                    proc.linked.append(other)
+
+    @classmethod
+    def for_config(cls, config: SiteConfig, *, fast: bool = True) -> CheckEngine:
+        """The engine for every site of a loaded configuration (rules as `config.rules` compiled them)."""
+        return cls(channels=config.channels, bindings=[b for s in config.sites for b in s.checks], fast=fast)
+
+    def inputs(self, site: str) -> Mapping[str, Processor]:
+        """Channel id → processor for one site: the replay's direct path (same code as `process`)."""
+        return {ch: p for (s, ch), p in self._procs.items() if s == site}
+
+    def process(self, sample: Sample) -> list[EpisodeEvent]:
+        """Judge one sample; returns the transitions it caused (usually none)."""
+        proc = self._procs.get((sample.site, sample.channel))
+        if proc is None:
+            self.unknown += 1
+            return []
+        if sample.quality is Quality.GOOD and sample.value is not None:
+            rejected = proc.good(sample.time, float(sample.value))
+        else:  # a good sample without a value breaks the Sample contract: judge it as undecodable
+            quality = sample.quality.value if sample.quality is not Quality.GOOD else "decode_error"
+            rejected = proc.bad(sample.time, quality)
+        if rejected:
+            self.rejected += 1
+        return self.drain()
+
+    def process_many(self, samples: Iterable[Sample]) -> list[EpisodeEvent]:
+        out: list[EpisodeEvent] = []
+        for s in samples:
+            out.extend(self.process(s))
+        return out
+
+    def drain(self) -> list[EpisodeEvent]:
+        """Events emitted since the last drain, in emission order."""
+        if not self.events:
+            return []
+        out = self.events[:]
+        self.events.clear()
+        return out
+
+    def open_episodes(self) -> Sequence[tuple[str, str, str]]:
+        """(site, channel, rule) of every episode open now; for health pages and tests."""
+        return [(b.site, b.channel, b.rule) for b, r in self.rules if r.active()]

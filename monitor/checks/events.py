@@ -1,0 +1,92 @@
+"""Episode transitions: what the check engine emits, the episode store keeps, and `pretreat replay` prints.
+
+An exceedance *episode* is a pair of transitions on one rule and channel: ``start`` at the sample that made
+the rule fire, ``end`` at the sample that cleared it (an episode still open has no ``end`` yet). Both carry
+the reading at that sample, the threshold in force and the citation an enforcement notice quotes; the ``end``
+also carries the episode's ``peak``. Times are sample times, never a wall clock, so live and replayed runs
+agree.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+START = "start"
+END = "end"
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeEvent:
+    """One transition of one rule on one channel.
+
+    ``time``: epoch seconds UTC of the sample that caused it. ``value``: that sample's reading in the
+    channel's unit (None for data-quality starts, which are caused by bad samples). ``limit``: the threshold
+    in force, in the channel's unit, or seconds for duration rules (for a slug: multiplier × the frozen
+    baseline).
+    ``peak`` (``end`` only): the extreme of the compared quantity over the episode: the highest (or, for low
+    limits, lowest) reading; for a sampler temperature the reading furthest from the set point; for duration
+    rules the duration in seconds (the excursion's length, the month's total, the time without a sample).
+    """
+
+    time: float
+    site: str
+    channel: str
+    rule: str
+    event: str  # START or END
+    value: float | None
+    limit: float | None
+    citation: str
+    peak: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "time": iso_utc(self.time),
+            "site": self.site,
+            "channel": self.channel,
+            "rule": self.rule,
+            "event": self.event,
+            "value": self.value,
+            "limit": self.limit,
+            "citation": self.citation,
+        }
+        if self.event == END:
+            out["peak"] = self.peak
+        return out
+
+    def to_json(self) -> str:
+        """One JSON Lines record; keys in the documented order, UTF-8 text (citations carry '§')."""
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EpisodeEvent:
+        return cls(
+            time=parse_iso(d["time"]),
+            site=d["site"],
+            channel=d["channel"],
+            rule=d["rule"],
+            event=d["event"],
+            value=d["value"],
+            limit=d["limit"],
+            citation=d["citation"],
+            peak=d.get("peak"),
+        )
+
+
+def iso_utc(t: float) -> str:
+    """ISO 8601 UTC with 'Z'; milliseconds only when the time has a fraction (as `pretreat readings`
+    writes)."""
+    ms_total = round(t * 1000)
+    secs, ms = divmod(ms_total, 1000)
+    text = datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{text}.{ms:03d}Z" if ms else f"{text}Z"
+
+
+def parse_iso(text: str) -> float:
+    """Epoch seconds of an ISO 8601 time with an offset or 'Z' (naive times are refused: ambiguous)."""
+    dt = datetime.fromisoformat(text)
+    if dt.tzinfo is None:
+        raise ValueError(f"time without offset: {text!r}")
+    return dt.timestamp()

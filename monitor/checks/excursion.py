@@ -1,0 +1,168 @@
+"""pH excursion time, 40 CFR 401.17: no single excursion over 60 minutes, at most 7 h 26 min per calendar
+month.
+
+An *excursion* is a continuous period with the pH outside the site's range (low or high, uninterrupted: going
+straight from too low to too high is one excursion). Its time is measured from the first out-of-range reading
+to the first in-range reading; bad samples and gaps in the data neither end nor interrupt it (the data-quality
+rules cover those), so an excursion that spans a gap counts the whole gap.
+
+Calendar months are those of the site's time zone: the month ends at local midnight of the 1st, whatever its
+UTC offset (DST changes inside the month only change how many real seconds the month has; excursion time is
+always real elapsed seconds). Time of an excursion that spans a month boundary is split at the boundary.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from config.rules import RuleBinding
+from monitor.checks.base import EMPTY, INF, MARGIN, VIOLATES, Band, Rule, complies_band, violates_band
+from monitor.checks.events import EpisodeEvent
+
+
+class _Excursions(Rule):
+    """Shared range test; ``side`` only chooses which out-of-range interval the quiet band covers."""
+
+    __slots__ = (
+        "in_band",
+        "is_open",
+        "limit",
+        "max",
+        "max_band",
+        "max_viol",
+        "min",
+        "min_band",
+        "min_viol",
+        "side",
+        "start_time",
+    )
+
+    def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
+        super().__init__(binding=binding, out=out)
+        p = binding.params
+        self.limit = float(p["limit"])  # seconds
+        self.min, self.max = float(p["min"]), float(p["max"])
+        self.min_viol, self.max_viol = VIOLATES[str(p["min_operator"])], VIOLATES[str(p["max_operator"])]
+        lo = complies_band(str(p["min_operator"]), self.min)[0] if math.isfinite(self.min) else -INF
+        hi = complies_band(str(p["max_operator"]), self.max)[1] if math.isfinite(self.max) else INF
+        self.in_band = (lo, hi)
+        self.min_band = violates_band(str(p["min_operator"]), self.min)
+        self.max_band = violates_band(str(p["max_operator"]), self.max)
+        self.start_time: float | None = None  # first out-of-range reading of the excursion in progress
+        self.side = 0  # -1 low, +1 high: the side of the last out-of-range reading
+        self.is_open = False
+
+    def outside(self, v: float) -> bool:
+        if self.min_viol(v, self.min):
+            self.side = -1
+            return True
+        if self.max_viol(v, self.max):
+            self.side = 1
+            return True
+        return False
+
+    def value_band(self) -> tuple[float, float]:
+        if self.start_time is None:
+            return self.in_band
+        return self.min_band if self.side < 0 else self.max_band
+
+
+class ExcursionDuration(_Excursions):
+    """``ph_excursion_duration``: starts at the first reading more than ``limit`` s into an excursion, ends
+    with it.
+
+    When that first reading is the in-range one that ends the excursion (sparse readings: out of range at
+    08:00, back in range at 09:30), the excursion was still longer than the limit: a start and an end at that
+    reading record it, peak = the excursion's length.
+    """
+
+    __slots__ = ()
+
+    def good(self, t: float, v: float, port: int) -> None:
+        if self.outside(v):
+            if self.start_time is None:
+                self.start_time = t
+            if not self.is_open and t - self.start_time > self.limit:
+                self.is_open = True
+                self.start(t, v, self.limit)
+        elif self.start_time is not None:
+            length = t - self.start_time
+            if not self.is_open and length > self.limit:  # sparse readings: too long, known only now
+                self.start(t, v, self.limit)
+                self.is_open = True
+            if self.is_open:
+                self.is_open = False
+                self.end(t, v, self.limit, length)
+            self.start_time = None
+
+    def band(self, port: int) -> Band:
+        lo, hi = self.value_band()
+        if self.start_time is not None and not self.is_open:
+            return lo, hi, self.start_time + self.limit - MARGIN
+        return lo, hi, INF
+
+
+class MonthlyExcursion(_Excursions):
+    """``ph_monthly_excursion``: the month's excursion time over ``limit`` s starts an episode at that
+    reading.
+
+    The episode ends with the first reading at or after the month's end. When the total is only known to have
+    passed the limit at the first reading after the month's end (sparse readings across the boundary), the
+    exceedance is still recorded: a start and an end at that reading, peak = the month's total.
+    """
+
+    __slots__ = ("acc", "month_end", "zone")
+
+    def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
+        super().__init__(binding=binding, out=out)
+        self.zone = ZoneInfo(str(binding.params.get("timezone", "UTC")))
+        self.month_end: float | None = None
+        self.acc = 0.0  # excursion seconds already counted in the current month
+
+    def good(self, t: float, v: float, port: int) -> None:
+        self._roll(t, v)
+        if self.outside(v):
+            if self.start_time is None:
+                self.start_time = t
+        elif self.start_time is not None:
+            self.acc += t - self.start_time
+            self.start_time = None
+        total = self.acc + (t - self.start_time if self.start_time is not None else 0.0)
+        if not self.is_open and total > self.limit:
+            self.is_open = True
+            self.start(t, v, self.limit)
+
+    def _roll(self, t: float, v: float) -> None:
+        if self.month_end is None:
+            self.month_end = next_month_start(t, self.zone)
+        while t >= self.month_end:
+            boundary = self.month_end
+            if self.start_time is not None:  # split the excursion in progress at the boundary
+                self.acc += boundary - self.start_time
+                self.start_time = boundary
+            if not self.is_open and self.acc > self.limit:
+                self.start(t, v, self.limit)
+                self.is_open = True
+            if self.is_open:
+                self.is_open = False
+                self.end(t, v, self.limit, self.acc)
+            self.acc = 0.0
+            self.month_end = next_month_start(boundary, self.zone)
+
+    def band(self, port: int) -> Band:
+        lo, hi = self.value_band()
+        if self.month_end is None:
+            return EMPTY
+        until = self.month_end if (self.is_open or self.start_time is not None) else INF
+        if self.start_time is not None and not self.is_open:
+            until = min(until, self.start_time + (self.limit - self.acc) - MARGIN)
+        return lo, hi, until
+
+
+def next_month_start(t: float, zone: ZoneInfo) -> float:
+    """Epoch seconds of local midnight on the 1st of the month after the one containing ``t`` in ``zone``."""
+    local = datetime.fromtimestamp(t, zone)
+    year, month = (local.year + 1, 1) if local.month == 12 else (local.year, local.month + 1)
+    return datetime(year, month, 1, tzinfo=zone).timestamp()

@@ -1,0 +1,173 @@
+"""Per-reading limit rules: pH low/high, temperature, LEL (single and successive) and the sampler's fridge and
+pacing.
+
+Inclusivity follows the ordinance's words through the binding's ``operator`` (the violation condition): "less
+than 5.0" is ``<`` so 5.0 complies; "more than 5 %" is ``>`` so exactly 5 % complies. An episode starts at the
+first violating reading and ends at the first complying one; bad samples are ignored (see `base.Rule.bad`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from config.rules import RuleBinding
+from monitor.checks.base import EMPTY, INF, MARGIN, VIOLATES, Band, Rule, complies_band, violates_band
+from monitor.checks.events import EpisodeEvent
+
+
+class ThresholdRule(Rule):
+    """``ph_low``, ``ph_high``, ``temperature_high``, ``lel_single``: one reading past the limit starts an
+    episode.
+
+    With ``readings = N > 1`` (``lel_successive``) it takes N successive good readings past the limit: the Nth
+    starts the episode, the first complying reading ends it. "Successive" counts good readings only: a bad
+    sample between two readings over 5 % LEL does not break the succession (it neither starts nor interrupts).
+    """
+
+    __slots__ = ("high", "is_open", "limit", "needed", "op", "peak", "run", "run_peak", "violates")
+
+    def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
+        super().__init__(binding=binding, out=out)
+        self.limit = float(binding.params["limit"])
+        self.op = str(binding.params["operator"])
+        self.violates = VIOLATES[self.op]
+        self.high = self.op in (">", ">=")
+        self.needed = int(float(binding.params.get("readings", 1.0)))
+        self.run = 0  # successive violating readings so far, capped at `needed`
+        self.run_peak = 0.0
+        self.is_open = False
+        self.peak = 0.0
+
+    def _more_extreme(self, v: float, than: float) -> bool:
+        return v > than if self.high else v < than
+
+    def good(self, t: float, v: float, port: int) -> None:
+        if not self.violates(v, self.limit):
+            self.run = 0
+            if self.is_open:
+                self.is_open = False
+                self.end(t, v, self.limit, self.peak)
+            return
+        self.run_peak = v if self.run == 0 or self._more_extreme(v, self.run_peak) else self.run_peak
+        self.run = min(self.run + 1, self.needed)
+        if self.is_open:
+            if self._more_extreme(v, self.peak):
+                self.peak = v
+        elif self.run >= self.needed:
+            self.is_open = True
+            self.peak = self.run_peak
+            self.start(t, v, self.limit)
+
+    def band(self, port: int) -> Band:
+        if self.is_open:  # further violating readings short of a new peak change nothing
+            lo, hi = violates_band(self.op, self.limit)
+            return (lo, self.peak, INF) if self.high else (self.peak, hi, INF)
+        if self.run:
+            return EMPTY  # every reading either extends or breaks the succession
+        lo, hi = complies_band(self.op, self.limit)
+        return lo, hi, INF
+
+
+class SamplerTemperature(Rule):
+    """The composite sampler's fridge outside set point ± tolerance (Pawling: 4 °C ± 2 °C, so 2 and 6
+    comply)."""
+
+    __slots__ = ("high", "is_open", "low", "mid", "peak")
+
+    def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
+        super().__init__(binding=binding, out=out)
+        self.low = float(binding.params["low"])
+        self.high = float(binding.params["high"])
+        self.mid = (self.low + self.high) / 2.0
+        self.is_open = False
+        self.peak = 0.0  # the reading furthest from the set point
+
+    def _side_limit(self, v: float) -> float:
+        return self.high if v > self.mid else self.low
+
+    def good(self, t: float, v: float, port: int) -> None:
+        outside = v < self.low or v > self.high
+        if self.is_open:
+            if not outside:
+                self.is_open = False
+                self.end(t, v, self._side_limit(self.peak), self.peak)
+            elif abs(v - self.mid) > abs(self.peak - self.mid):
+                self.peak = v
+        elif outside:
+            self.is_open = True
+            self.peak = v
+            self.start(t, v, self._side_limit(v))
+
+    def band(self, port: int) -> Band:
+        if not self.is_open:
+            return self.low, self.high, INF
+        if self.peak > self.high:
+            return math.nextafter(self.high, INF), self.peak, INF
+        return self.peak, math.nextafter(self.low, -INF), INF
+
+
+class SamplerInterval(Rule):
+    """No new sample (the sampler's count did not increase) for more than 15 minutes of flow above zero.
+
+    Port 0 is the sample count, port 1 the flow rate. The interval counts only time during which the latest
+    flow reading is good and above zero: a flow-paced sampler legitimately waits while nothing flows, and
+    while the flow reading is bad, flow > 0 cannot be shown (that time is not counted; the stale/sensor_fault
+    rules cover the meter). The episode starts at the first reading of either channel once more than the limit
+    has been counted, its value being the sampler's count; the next increase of the count (a new sample) ends
+    it. A count that goes down is a counter reset, not a sample.
+    """
+
+    __slots__ = ("acc", "count", "flow_since", "flowing", "is_open", "limit")
+
+    def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
+        super().__init__(binding=binding, out=out)
+        self.limit = float(binding.params["limit"])
+        self.count: float | None = None
+        self.flowing: bool | None = None  # None: no good flow reading in force
+        self.flow_since = 0.0
+        self.acc = 0.0  # counted seconds before `flow_since`, since the last sample
+        self.is_open = False
+
+    def _counted(self, t: float) -> float:
+        return self.acc + (t - self.flow_since if self.flowing else 0.0)
+
+    def good(self, t: float, v: float, port: int) -> None:
+        if port == 0:
+            if self.count is None or v > self.count:
+                if self.is_open:
+                    self.is_open = False
+                    self.end(t, v, self.limit, self._counted(t))
+                self.acc, self.flow_since = 0.0, t
+            self.count = v
+        else:
+            self._set_flowing(t, v > 0.0)
+        if not self.is_open and self.count is not None and self._counted(t) > self.limit:
+            self.is_open = True
+            self.start(t, self.count, self.limit)
+
+    def bad(self, t: float, quality: str, port: int) -> None:
+        if port == 1:
+            self._set_flowing(t, None)
+
+    def _set_flowing(self, t: float, flowing: bool | None) -> None:
+        if flowing == self.flowing:
+            return
+        if self.flowing:
+            self.acc += t - self.flow_since
+        self.flowing = flowing
+        self.flow_since = t
+
+    def band(self, port: int) -> Band:
+        until = INF
+        if not self.is_open and self.count is not None:
+            if self.flowing:
+                until = self.flow_since + (self.limit - self.acc) - MARGIN
+            elif self.acc > self.limit:  # already overdue (flow then went bad or zero): due at any reading
+                until = -INF
+        if port == 0:
+            return EMPTY if self.count is None else (self.count, self.count, until)
+        if self.flowing is None:
+            return EMPTY
+        if self.flowing:
+            return math.nextafter(0.0, INF), INF, until
+        return -INF, 0.0, until

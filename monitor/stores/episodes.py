@@ -1,0 +1,242 @@
+"""The episode store: every episode transition, in SQLite, in the historian's file beside the readings.
+
+Tables (its own; ``PRAGMA user_version`` belongs to the historian and is never touched here):
+
+- ``episode_events(id, time, site, channel, rule, event, value, limit_value, peak, citation, data_quality)``,
+  ``STRICT``, unique on (site, channel, rule, event, time). Recording is idempotent: after a restart the
+  daemon can replay recent history through a fresh engine to rebuild rule state (a slug baseline needs 24 h,
+  the monthly pH rule the month so far) and record what it emits; transitions already stored are ignored, not
+  duplicated. ``data_quality`` (0/1) keeps instrument faults apart from discharge exceedances in queries.
+- ``episode_meta(key, value)``: ``schema_version``; a file written by a newer version is refused.
+
+Own connection, WAL (readers, the historian's writer and this one proceed together), ``synchronous=FULL``:
+episodes are rare and they are the evidence an enforcement notice rests on, so each commit is fsynced.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from config.rules import is_data_quality
+from monitor.checks.events import END, START, EpisodeEvent
+
+SCHEMA_VERSION = 1
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS episode_events (
+        id INTEGER PRIMARY KEY,
+        time REAL NOT NULL,
+        site TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        rule TEXT NOT NULL,
+        event TEXT NOT NULL CHECK (event IN ('start', 'end')),
+        value REAL,
+        limit_value REAL,
+        peak REAL,
+        citation TEXT NOT NULL,
+        data_quality INTEGER NOT NULL,
+        UNIQUE (site, channel, rule, event, time)
+    ) STRICT""",
+    "CREATE INDEX IF NOT EXISTS episode_events_time ON episode_events (time)",
+    "CREATE INDEX IF NOT EXISTS episode_events_site_rule ON episode_events (site, rule, time)",
+    "CREATE TABLE IF NOT EXISTS episode_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) STRICT",
+)
+_COLUMNS = "time, site, channel, rule, event, value, limit_value, citation, peak"
+
+
+class EpisodeStoreError(Exception):
+    """The file cannot hold episodes (written by a newer version, or not a database)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    """A start paired with its end (``end`` None while open): what an exceedance report lists."""
+
+    site: str
+    channel: str
+    rule: str
+    start: float
+    end: float | None
+    start_value: float | None
+    end_value: float | None
+    limit: float | None
+    peak: float | None
+    citation: str
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.end is None else self.end - self.start
+
+
+class EpisodeStore:
+    """Records and queries episode transitions. Thread-safe (one lock); each `record` is one transaction."""
+
+    def __init__(self, *, path: Path, busy_timeout: float = 10.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = sqlite3.connect(
+            self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._ensure_schema()
+        except BaseException:
+            self._conn.close()
+            self._conn = None
+            raise
+
+    def _ensure_schema(self) -> None:
+        conn = self._db()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for ddl in _SCHEMA:
+                conn.execute(ddl)
+            conn.execute(
+                "INSERT OR IGNORE INTO episode_meta (key, value) VALUES ('schema_version', ?)",
+                (SCHEMA_VERSION,),
+            )
+            version = conn.execute("SELECT value FROM episode_meta WHERE key = 'schema_version'").fetchone()[
+                0
+            ]
+            if version > SCHEMA_VERSION:
+                raise EpisodeStoreError(
+                    f"{self.path}: episode tables are version {version}, newer than this "
+                    f"program understands ({SCHEMA_VERSION}); upgrade pretreat-monitor"
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise EpisodeStoreError(f"{self.path}: episode store is closed")
+        return self._conn
+
+    def record(self, events: Sequence[EpisodeEvent]) -> None:
+        """Store transitions in one transaction; ones already stored (same site/channel/rule/event/time) are
+        kept."""
+        if not events:
+            return
+        rows = [
+            (
+                e.time,
+                e.site,
+                e.channel,
+                e.rule,
+                e.event,
+                e.value,
+                e.limit,
+                e.citation,
+                e.peak,
+                int(is_data_quality(e.rule)),
+            )
+            for e in events
+        ]
+        with self._lock:
+            conn = self._db()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(
+                    f"INSERT OR IGNORE INTO episode_events ({_COLUMNS}, data_quality) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def events(
+        self,
+        *,
+        site: str | None = None,
+        rule: str | None = None,
+        channel: str | None = None,
+        start: float | None = None,
+        end: float | None = None,
+    ) -> list[EpisodeEvent]:
+        """Transitions in time order (then recording order); ``start`` inclusive, ``end`` exclusive."""
+        where, args = _filters(site=site, rule=rule, channel=channel, start=start, end=end)
+        with self._lock:
+            rows = (
+                self._db()
+                .execute(f"SELECT {_COLUMNS} FROM episode_events{where} ORDER BY time, id", args)
+                .fetchall()
+            )
+        return [EpisodeEvent(*r) for r in rows]
+
+    def episodes(
+        self,
+        *,
+        site: str | None = None,
+        rule: str | None = None,
+        start: float | None = None,
+        end: float | None = None,
+    ) -> list[Episode]:
+        """Episodes that started in [start, end), each paired with its end if recorded, in start order."""
+        where, args = _filters(site=site, rule=rule, channel=None, start=None, end=None)
+        with self._lock:
+            rows = (
+                self._db()
+                .execute(
+                    f"SELECT {_COLUMNS} FROM episode_events{where} ORDER BY site, channel, rule, time, id",
+                    args,
+                )
+                .fetchall()
+            )
+        out: list[Episode] = []
+        open_: dict[tuple[str, str, str], EpisodeEvent] = {}
+        for e in (EpisodeEvent(*r) for r in rows):
+            key = (e.site, e.channel, e.rule)
+            if e.event == START:
+                open_[key] = e
+            elif e.event == END and key in open_:
+                out.append(_episode(open_.pop(key), e))
+        out.extend(_episode(s, None) for s in open_.values())
+        out = [ep for ep in out if (start is None or ep.start >= start) and (end is None or ep.start < end)]
+        return sorted(out, key=lambda ep: (ep.start, ep.site, ep.channel, ep.rule))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def _episode(s: EpisodeEvent, e: EpisodeEvent | None) -> Episode:
+    return Episode(
+        site=s.site,
+        channel=s.channel,
+        rule=s.rule,
+        start=s.time,
+        end=e.time if e else None,
+        start_value=s.value,
+        end_value=e.value if e else None,
+        limit=s.limit,
+        peak=e.peak if e else None,
+        citation=s.citation,
+    )
+
+
+def _filters(
+    *, site: str | None, rule: str | None, channel: str | None, start: float | None, end: float | None
+) -> tuple[str, list[object]]:
+    clauses: list[str] = []
+    args: list[object] = []
+    for column, value in (("site", site), ("rule", rule), ("channel", channel)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            args.append(value)
+    if start is not None:
+        clauses.append("time >= ?")
+        args.append(start)
+    if end is not None:
+        clauses.append("time < ?")
+        args.append(end)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", args

@@ -1,0 +1,113 @@
+"""Helpers for the check-engine tests: small site files and readings, built in code (no tests here)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from config.loader import load_config
+from config.schema import SiteConfig
+from monitor.checks.engine import CheckEngine
+from monitor.checks.events import EpisodeEvent, iso_utc
+from monitor.replay import replay
+from monitor.sample import Quality, Sample
+
+T0 = datetime(2025, 3, 3, tzinfo=UTC).timestamp()  # a Monday, well away from month ends and DST changes
+
+KINDS = {
+    "ph": ("ph", "pH", 0, 14),
+    "lel": ("lel", "%LEL", 0, 100),
+    "flow": ("flow", "gpm", 0, 5000),
+    "temperature": ("temperature", "degC", -10, 300),
+    "sampler_temperature": ("sampler_temperature", "degC", -20, 50),
+    "sampler_count": ("sampler_count", "count", 0, None),
+    "cod": ("concentration", "mg/l", 0, 100000),
+}
+
+
+def channel(cid: str, kind: str | None = None, *, unit: str | None = None, **extra: object) -> str:
+    """One [[site.channel]] table on the test instrument; ``kind`` defaults from the id (see KINDS)."""
+    k, u, lo, hi = KINDS[kind or cid]
+    lines = [
+        "[[site.channel]]",
+        f'id = "{cid}"',
+        'instrument = "m"',
+        f'topic = "t/{cid}"',
+        'payload = "number"',
+        f'kind = "{k}"',
+        f'unit = "{unit or u}"',
+        f"valid_min = {lo}",
+    ]
+    if hi is not None:
+        lines.append(f"valid_max = {hi}")
+    lines += [f"{key} = {_toml(v)}" for key, v in extra.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _toml(v: object) -> str:
+    return f'"{v}"' if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def site_toml(
+    *channels: str,
+    jurisdiction: str = "southeast",
+    timezone: str = "UTC",
+    extra: str = "",
+    site: str = "acme",
+) -> str:
+    """A complete site file: one MQTT instrument, the given channel tables, then ``extra`` (permit, rules)."""
+    head = (
+        f'[daemon]\nhistorian = "db.sqlite"\n\n[[site]]\nid = "{site}"\njurisdiction = "{jurisdiction}"\n'
+        f'timezone = "{timezone}"\n\n[[site.instrument]]\nid = "m"\ndriver = "mqtt"\nhost = "127.0.0.1"\n\n'
+    )
+    return head + "\n".join(channels) + "\n" + extra
+
+
+def load(tmp_path: Path, text: str, name: str = "site.toml") -> SiteConfig:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return load_config(path)
+
+
+Row = tuple[float, str, float | None, str]  # time, channel, value (None when bad), quality
+
+
+def samples(rows: Iterable[Row], site: str = "acme") -> list[Sample]:
+    out = []
+    for t, ch, v, q in rows:
+        if q == "good":
+            assert v is not None
+            out.append(Sample(time=t, site=site, channel=ch, value=v, unit=""))
+        else:
+            out.append(Sample.bad(time=t, site=site, channel=ch, unit="", quality=Quality(q), reason=q))
+    return out
+
+
+def live(config: SiteConfig, rows: Iterable[Row], *, fast: bool = True) -> list[EpisodeEvent]:
+    engine = CheckEngine.for_config(config, fast=fast)
+    return engine.process_many(samples(rows, config.sites[0].id))
+
+
+def csv_text(rows: Sequence[Row], *, with_quality: bool) -> str:
+    lines = ["time,channel,value" + (",quality" if with_quality else "")]
+    for t, ch, v, q in rows:
+        value = "" if v is None else repr(v)
+        lines.append(f"{iso_utc(t)},{ch},{value}" + (f",{q}" if with_quality else ""))
+    return "\n".join(lines) + "\n"
+
+
+def replayed(config: SiteConfig, text: str) -> tuple[list[dict[str, object]], str]:
+    """(JSON objects written, stderr text) of replaying CSV text."""
+    import json
+
+    out, err = io.StringIO(), io.StringIO()
+    stats = replay(config, io.StringIO(text), out, source="test.csv", err=err)
+    err.write(stats.summary())
+    return [json.loads(line) for line in out.getvalue().splitlines()], err.getvalue()
+
+
+def brief(events: Iterable[EpisodeEvent]) -> list[tuple[float, str, str, str, float | None]]:
+    """(seconds after T0, channel, rule, event, value): compact expectations."""
+    return [(e.time - T0, e.channel, e.rule, e.event, e.value) for e in events]

@@ -1,0 +1,226 @@
+"""Per-reading rules at their boundaries: pH, temperature per measuring point, LEL, sampler, data quality."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from config.schema import SiteConfig
+from tests.unit.test_checks_helpers import T0, Row, brief, channel, live, load, site_toml
+
+PAWLING_PERMIT = """
+[site.permit]
+id = "PJSC-IU-7"
+[site.permit.limits.ph_min]
+value = 6.0
+cite = "Permit PJSC-IU-7 Part I.A"
+[site.permit.limits.ph_max]
+value = 10.0
+cite = "Permit PJSC-IU-7 Part I.A"
+"""
+
+
+def rows_of(
+    ch: str, values: list[float | None], *, step: float = 60.0, bad: str = "comm_failure"
+) -> list[Row]:
+    return [(T0 + step * i, ch, v, "good" if v is not None else bad) for i, v in enumerate(values)]
+
+
+def config(tmp_path: Path, *channels: str, jurisdiction: str = "southeast", extra: str = "") -> SiteConfig:
+    return load(tmp_path, site_toml(*channels, jurisdiction=jurisdiction, extra=extra))
+
+
+@pytest.mark.parametrize(
+    ("jurisdiction", "extra", "complies", "violates_low", "violates_high"),
+    [
+        ("southeast", "", [5.0, 9.0], 4.99, 9.01),  # "less than 5.0 or higher than 9.0"
+        ("vestal_endicott", "", [6.0, 9.0], 5.99, 9.01),  # "between six (6) and nine (9)": ends comply
+        ("wilson", "", [5.5, 9.5], 5.49, 9.51),  # "lower than 5.5", "in excess of 9.5"
+        ("pawling", PAWLING_PERMIT, [6.0, 10.0], 5.99, 10.01),  # only the permit states the range
+    ],
+)
+def test_ph_boundaries_follow_the_ordinance_words(
+    tmp_path: Path,
+    jurisdiction: str,
+    extra: str,
+    complies: list[float],
+    violates_low: float,
+    violates_high: float,
+) -> None:
+    c = config(tmp_path, channel("ph"), jurisdiction=jurisdiction, extra=extra)
+    values = [7.0, complies[0], complies[1], violates_low, complies[0], violates_high, complies[1]]
+    got = [(e.rule, e.event, e.value) for e in live(c, rows_of("ph", values))]
+    assert got == [
+        ("ph_low", "start", violates_low),
+        ("ph_low", "end", complies[0]),
+        ("ph_high", "start", violates_high),
+        ("ph_high", "end", complies[1]),
+    ]
+
+
+def test_mineola_has_no_ph_maximum(tmp_path: Path) -> None:
+    c = config(tmp_path, channel("ph"), jurisdiction="mineola")
+    got = [(e.rule, e.event, e.value) for e in live(c, rows_of("ph", [7.0, 13.5, 5.5, 5.4, 7.0]))]
+    assert got == [("ph_low", "start", 5.4), ("ph_low", "end", 7.0)]
+    assert "Village of Mineola § 46.53(3)" in live(c, rows_of("ph", [5.0]))[0].citation
+
+
+def test_bad_samples_neither_start_end_nor_interrupt_an_episode(tmp_path: Path) -> None:
+    c = config(tmp_path, channel("ph"))
+    values: list[float | None] = [7.0, 4.0, None, None, 3.5, None, 7.0]
+    events = live(c, rows_of("ph", values))
+    assert [(e.rule, e.event, e.value, e.peak) for e in events if e.rule == "ph_low"] == [
+        ("ph_low", "start", 4.0, None),
+        ("ph_low", "end", 7.0, 3.5),
+    ]
+    assert [e.rule for e in events if e.rule != "ph_low"] == []  # comm_failure is not a sensor fault
+
+
+@pytest.mark.parametrize(
+    ("jurisdiction", "location", "unit", "limit", "cite"),
+    [
+        ("southeast", "influent", "degC", 40.0, "Town of Southeast § 112-5A(1)(i)"),
+        ("southeast", "influent", "degF", 104.0, "Town of Southeast § 112-5A(1)(i)"),
+        ("mineola", "discharge", "degC", 65.0, "Village of Mineola § 46.54A(1)"),  # printed pair, not 65.6
+        ("mineola", "influent", "degC", 40.0, "converted from 104 °F as printed"),  # °C cut off in the seed
+        ("wilson", "discharge", "degF", 150.0, "Town of Wilson § 105-5C(13)"),
+        ("vestal_endicott", "discharge", "degC", 40.0, "subsection (a)(1)"),
+        ("vestal", "grease_interceptor", "degC", 60.0, "section 18-29(i)(6)"),
+        (
+            "vestal_endicott",
+            "grease_interceptor",
+            "degF",
+            140.0,
+            "section 18-29(i)(6)",
+        ),  # inherited town-wide
+    ],
+)
+def test_temperature_limit_depends_on_the_measuring_point(
+    tmp_path: Path, jurisdiction: str, location: str, unit: str, limit: float, cite: str
+) -> None:
+    c = config(tmp_path, channel("temperature", unit=unit, location=location), jurisdiction=jurisdiction)
+    events = live(c, rows_of("temperature", [20.0, limit, limit + 0.1, limit, 20.0]))
+    assert [(e.event, e.value, e.limit) for e in events] == [
+        ("start", limit + 0.1, limit),
+        ("end", limit, limit),
+    ]
+    assert cite in events[0].citation
+
+
+def test_temperature_without_location_is_not_judged_and_unstated_points_are_skipped(tmp_path: Path) -> None:
+    c = config(tmp_path, channel("temperature"), channel("t2", "temperature", location="discharge"))
+    assert [
+        b.channel for b in c.sites[0].checks if b.rule == "temperature_high"
+    ] == []  # Southeast: no discharge
+
+
+def test_lel_exactly_five_percent_twice_is_compliant(tmp_path: Path) -> None:
+    c = config(tmp_path, channel("lel"))
+    events = live(c, rows_of("lel", [5.0, 5.0, 5.0, 5.1, 4.0, 5.1, 5.1, 5.0], step=1.0))
+    assert [(e.rule, e.event, e.time - T0, e.value) for e in events] == [
+        ("lel_successive", "start", 6.0, 5.1),
+        ("lel_successive", "end", 7.0, 5.0),
+    ]
+
+
+def test_lel_single_reading_over_ten_percent(tmp_path: Path) -> None:
+    c = config(tmp_path, channel("lel"))
+    events = live(c, rows_of("lel", [10.0, 0.0, 10.5, 10.0], step=1.0))
+    assert [(e.rule, e.event, e.value) for e in events] == [
+        ("lel_single", "start", 10.5),
+        ("lel_successive", "start", 10.0),
+        ("lel_single", "end", 10.0),
+    ]
+
+
+def test_lel_succession_spans_a_bad_sample(tmp_path: Path) -> None:
+    c = config(tmp_path, channel("lel"))
+    events = live(c, rows_of("lel", [6.0, None, 6.5, 1.0], step=1.0, bad="decode_error"))
+    assert [(e.rule, e.event) for e in events if e.rule == "lel_successive"] == [
+        ("lel_successive", "start"),
+        ("lel_successive", "end"),
+    ]
+
+
+def test_sampler_temperature_four_plus_or_minus_two(tmp_path: Path) -> None:
+    c = config(tmp_path, channel("sampler_temperature"), jurisdiction="pawling")
+    events = live(c, rows_of("sampler_temperature", [4.0, 2.0, 6.0, 6.1, 9.0, 0.5, 5.0, 1.9, 2.0]))
+    assert [(e.event, e.value, e.limit, e.peak) for e in events] == [
+        ("start", 6.1, 6.0, None),
+        ("end", 5.0, 6.0, 9.0),  # peak: furthest from 4 °C (9.0, not 0.5)
+        ("start", 1.9, 2.0, None),
+        ("end", 2.0, 2.0, 1.9),
+    ]
+    assert "lines 146-149" in events[0].citation
+
+
+def test_sampler_interval_counts_only_flowing_time(tmp_path: Path) -> None:
+    c = config(tmp_path, channel("sampler_count"), channel("flow"), jurisdiction="pawling")
+    rows: list[Row] = [
+        (T0, "sampler_count", 1.0, "good"),
+        (T0, "flow", 5.0, "good"),
+        (T0 + 900, "sampler_count", 1.0, "good"),  # exactly 15 minutes: complies
+        (T0 + 901, "flow", 0.0, "good"),  # 901 s counted: starts here
+        (T0 + 5000, "flow", 5.0, "good"),
+        (T0 + 5100, "sampler_count", 2.0, "good"),
+        (T0 + 5200, "flow", 0.0, "good"),
+        (T0 + 9000, "flow", 5.0, "good"),  # idle: not counted
+        (T0 + 9800, "sampler_count", 2.0, "good"),
+        (T0 + 9800, "flow", None, "comm_failure"),
+        (T0 + 20000, "sampler_count", 2.0, "good"),
+    ]  # flow unknown: not counted either
+    events = live(c, rows)
+    assert [
+        (e.rule, e.event, e.time - T0, e.value, e.peak) for e in events if e.rule == "sampler_interval"
+    ] == [("sampler_interval", "start", 901.0, 1.0, None), ("sampler_interval", "end", 5100.0, 2.0, 1001.0)]
+
+
+def test_sampler_interval_needs_a_flow_channel(tmp_path: Path) -> None:
+    from config.errors import ConfigErrors
+
+    with pytest.raises(ConfigErrors, match=r"rules\.sampler_interval\.flow"):
+        config(tmp_path, channel("sampler_count"), jurisdiction="pawling")
+
+
+def test_stale_row_starts_and_next_good_reading_ends(tmp_path: Path) -> None:
+    c = config(tmp_path, channel("ph"))
+    rows = rows_of("ph", [7.0, None, None, 7.1], bad="stale")
+    assert [(e.rule, e.event, e.time - T0, e.value) for e in live(c, rows)] == [
+        ("stale", "start", 60.0, None),
+        ("stale", "end", 180.0, 7.1),
+    ]
+
+
+@pytest.mark.parametrize(
+    "quality", ["out_of_range", "bad_value", "device_exception", "decode_error", "device_fault"]
+)
+def test_sensor_fault_qualities(tmp_path: Path, quality: str) -> None:
+    c = config(tmp_path, channel("lel"))
+    events = live(c, rows_of("lel", [1.0, None, None, 1.0], bad=quality))
+    assert [(e.rule, e.event) for e in events] == [("sensor_fault", "start"), ("sensor_fault", "end")]
+    assert "not a discharge exceedance" in events[0].citation
+
+
+def test_flatline_is_opt_in_and_counts_identical_readings(tmp_path: Path) -> None:
+    c = config(tmp_path, channel("ph"), extra='[site.rules.flatline]\nchannels = ["ph"]\nreadings = 3\n')
+    events = live(c, rows_of("ph", [7.0, 7.0, 7.01, 7.01, None, 7.01, 7.01, 7.02]))
+    assert brief(events) == [(300.0, "ph", "flatline", "start", 7.01), (420.0, "ph", "flatline", "end", 7.02)]
+    assert not [b for b in config(tmp_path, channel("ph")).sites[0].checks if b.rule == "flatline"]
+
+
+def test_sampler_interval_overdue_when_flow_turns_bad_starts_at_the_next_reading(tmp_path: Path) -> None:
+    """Found by the fast-path property test: 3600 s of flow counted, then the flow reading goes bad; the next
+    count reading (unchanged) must start the episode in the fast path as in the slow one."""
+    c = config(tmp_path, channel("sampler_count"), channel("flow"), jurisdiction="pawling")
+    rows: list[Row] = [
+        (T0, "flow", 10.0, "good"),
+        (T0, "sampler_count", 5.0, "good"),
+        (T0 + 3600, "flow", 6000.0, "good"),  # above valid_max: out_of_range, flow unknown
+        (T0 + 3600, "sampler_count", 5.0, "good"),
+    ]
+    for fast in (True, False):
+        events = [
+            (e.rule, e.event, e.time - T0) for e in live(c, rows, fast=fast) if e.rule == "sampler_interval"
+        ]
+        assert events == [("sampler_interval", "start", 3600.0)]

@@ -1,0 +1,143 @@
+"""The episode store: SQLite beside the historian, idempotent recording, queries, pairing."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from monitor.checks.events import EpisodeEvent
+from monitor.stores.episodes import EpisodeStore, EpisodeStoreError
+
+CITE = "Town of Southeast § 112-5A(1)(c)"
+
+
+def ev(
+    t: float,
+    event: str,
+    *,
+    rule: str = "ph_low",
+    channel: str = "ph",
+    site: str = "acme",
+    value: float | None = 4.0,
+    peak: float | None = None,
+) -> EpisodeEvent:
+    return EpisodeEvent(t, site, channel, rule, event, value, 5.0, CITE, peak)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> EpisodeStore:
+    s = EpisodeStore(path=tmp_path / "var" / "pretreat.sqlite")
+    yield s  # type: ignore[misc]
+    s.close()
+
+
+def test_round_trip_in_time_order(store: EpisodeStore) -> None:
+    events = [
+        ev(20.0, "end", value=7.0, peak=3.5),
+        ev(10.0, "start"),
+        ev(15.0, "start", rule="lel_single", channel="lel", value=12.0),
+    ]
+    store.record(events)
+    assert store.events() == sorted(events, key=lambda e: e.time)
+
+
+def test_recording_is_idempotent(store: EpisodeStore) -> None:
+    store.record([ev(10.0, "start")])
+    store.record([ev(10.0, "start"), ev(20.0, "end", value=7.0, peak=3.0)])  # replayed after a restart
+    assert [(e.time, e.event) for e in store.events()] == [(10.0, "start"), (20.0, "end")]
+
+
+def test_filters(store: EpisodeStore) -> None:
+    store.record(
+        [
+            ev(10.0, "start"),
+            ev(11.0, "start", rule="stale", value=None),
+            ev(12.0, "start", site="other"),
+            ev(30.0, "end", value=7.0),
+        ]
+    )
+    assert [e.time for e in store.events(site="acme", rule="ph_low")] == [10.0, 30.0]
+    assert [e.time for e in store.events(start=10.0, end=30.0)] == [10.0, 11.0, 12.0]  # end exclusive
+    assert [e.rule for e in store.events(channel="ph", site="acme", start=11.0)] == ["stale", "ph_low"]
+
+
+def test_episodes_pair_starts_with_ends(store: EpisodeStore) -> None:
+    store.record([ev(10.0, "start"), ev(70.0, "end", value=7.0, peak=3.0), ev(100.0, "start", value=4.5)])
+    eps = store.episodes(site="acme")
+    assert [(e.start, e.end, e.duration, e.peak, e.start_value, e.end_value) for e in eps] == [
+        (10.0, 70.0, 60.0, 3.0, 4.0, 7.0),
+        (100.0, None, None, None, 4.5, None),
+    ]
+    assert store.episodes(start=50.0)[0].start == 100.0
+
+
+def test_data_quality_is_kept_apart_in_the_table(store: EpisodeStore) -> None:
+    store.record([ev(10.0, "start"), ev(11.0, "start", rule="sensor_fault", value=None)])
+    with sqlite3.connect(store.path) as conn:
+        rows = conn.execute("SELECT rule, data_quality FROM episode_events ORDER BY time").fetchall()
+    assert rows == [("ph_low", 0), ("sensor_fault", 1)]
+
+
+def test_shares_the_historian_file_without_touching_user_version(store: EpisodeStore) -> None:
+    store.record([ev(10.0, "start")])
+    with sqlite3.connect(store.path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_newer_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    EpisodeStore(path=path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE episode_meta SET value = 99 WHERE key = 'schema_version'")
+    with pytest.raises(EpisodeStoreError, match="newer"):
+        EpisodeStore(path=path)
+
+
+def test_reopen_keeps_events_and_close_is_idempotent(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    s = EpisodeStore(path=path)
+    s.record([ev(10.0, "start")])
+    s.close()
+    s.close()
+    with pytest.raises(EpisodeStoreError, match="closed"):
+        s.record([ev(11.0, "end")])
+    s2 = EpisodeStore(path=path)
+    assert len(s2.events()) == 1
+    s2.close()
+
+
+def test_concurrent_writers_from_threads(store: EpisodeStore, tmp_path: Path) -> None:
+    def work(k: int) -> None:
+        store.record([ev(float(k * 100 + i), "start", channel=f"c{k}") for i in range(50)])
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(store.events()) == 200
+
+
+async def test_lives_beside_a_running_historian_in_one_file(tmp_path: Path) -> None:
+    from monitor.sample import Sample
+    from monitor.stores.historian import Historian
+
+    path = tmp_path / "pretreat.sqlite"
+    episodes = EpisodeStore(path=path)  # created first, as the daemon does
+    historian = Historian(path=path, commit_interval=0.05)
+    await historian.start()
+    try:
+        historian.submit(
+            [Sample(time=float(i), site="acme", channel="ph", value=7.0, unit="pH") for i in range(100)]
+        )
+        episodes.record([ev(5.0, "start")])
+        await historian.flush()
+        assert len(list(historian.query(site="acme", channel="ph"))) == 100
+        assert len(episodes.events()) == 1
+    finally:
+        await historian.close()
+        episodes.close()

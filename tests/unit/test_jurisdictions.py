@@ -1,0 +1,249 @@
+"""Jurisdiction profiles: checked against the seed ordinances, what each enables, and what is refused."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from config.errors import ConfigErrors
+from config.limits import JURISDICTIONS_DIR, known_jurisdictions, load_profile
+from tests.support import IN_CI
+from tests.unit.test_checks_helpers import channel, load, site_toml
+
+SEEDS = (
+    Path(__file__).resolve().parents[3] / "shared" / "seeds"
+)  # beside the repository, as the issue cites it
+PROFILES = ["mineola", "pawling", "southeast", "vestal", "vestal_endicott", "wilson"]
+WORDS = {
+    2: "two",
+    4: "four",
+    5: "five",
+    6: "six",
+    9: "nine",
+    10: "ten",
+    15: "fifteen",
+    24: "twenty-four",
+    40: "forty",
+    60: "sixty",
+    104: "one hundred four",
+}
+
+ALL_CHANNELS = [
+    channel("ph"),
+    channel("lel"),
+    channel("flow"),
+    channel("t_in", "temperature", location="influent"),
+    channel("t_out", "temperature", location="discharge"),
+    channel("t_grease", "temperature", location="grease_interceptor"),
+    channel("sampler_temperature"),
+    channel("sampler_count"),
+]
+PAWLING_PH = (
+    '[site.permit]\nid = "PJSC-9"\n[site.permit.limits.ph_min]\nvalue = 6.0\n[site.permit.limits.ph_max]\n'
+    "value = 9.5\n"
+)
+
+
+def test_every_seed_jurisdiction_has_a_profile() -> None:
+    assert known_jurisdictions() == PROFILES
+    for key in [*PROFILES, "federal"]:
+        profile, errors = load_profile(key)
+        assert errors == [] and profile is not None and profile.key == key
+
+
+def _normalize(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).replace("\u2011", "-")
+    return re.sub(r"\s+", " ", text).strip()
+
+
+@pytest.mark.parametrize("key", PROFILES)
+def test_each_stated_limit_quotes_its_seed_line_and_contains_its_numbers(key: str) -> None:
+    if not SEEDS.is_dir():
+        # CI lays shared/ beside the clone, so there a missing seed folder is a failure, not a skip
+        (pytest.fail if IN_CI else pytest.skip)(
+            f"seed ordinances not found at {SEEDS} (they live beside the repository, not in it)")
+    profile, _ = load_profile(key)
+    assert profile is not None
+    lines = (SEEDS / profile.seed).read_text(encoding="utf-8").splitlines()
+    checked = 0
+    for limit in profile.limits.values():
+        if not limit.quote:
+            continue
+        text = _normalize(" ".join(lines[limit.line - 1 : (limit.line_end or limit.line)]))
+        assert _normalize(limit.quote) in text, f"{key}.{limit.key}: quote not at line {limit.line}"
+        if not limit.stated:
+            continue
+        for name, number in limit.numbers.items():
+            if name in ("baseline_hours", "readings") and number in (24.0, 2.0):
+                spelled = [WORDS[int(number)], f"{number:g}"]
+            else:
+                spelled = [f"{number:g}"] + ([WORDS[int(number)]] if number in WORDS else [])
+            assert any(s in _normalize(limit.quote).lower() for s in spelled), (
+                f"{key}.{limit.key}.{name}={number}"
+            )
+        assert str(limit.line) in limit.citation or "§" in limit.citation, f"{key}.{limit.key}: no cite"
+        checked += 1
+    assert checked >= 1
+
+
+ENABLED = {
+    "southeast": {
+        ("ph_low", "ph"),
+        ("ph_high", "ph"),
+        ("lel_successive", "lel"),
+        ("lel_single", "lel"),
+        ("slug", "flow"),
+        ("temperature_high", "t_in"),
+    },
+    "mineola": {
+        ("ph_low", "ph"),
+        ("slug", "flow"),
+        ("temperature_high", "t_in"),
+        ("temperature_high", "t_out"),
+    },
+    "wilson": {
+        ("ph_low", "ph"),
+        ("ph_high", "ph"),
+        ("temperature_high", "t_in"),
+        ("temperature_high", "t_out"),
+    },
+    "vestal": {("temperature_high", "t_grease")},
+    "vestal_endicott": {
+        ("ph_low", "ph"),
+        ("ph_high", "ph"),
+        ("temperature_high", "t_out"),
+        ("temperature_high", "t_grease"),
+    },
+    "pawling": {
+        ("ph_low", "ph"),
+        ("ph_high", "ph"),
+        ("sampler_temperature", "sampler_temperature"),
+        ("sampler_interval", "sampler_count"),
+    },
+}
+
+
+@pytest.mark.parametrize("key", PROFILES)
+def test_what_each_profile_enables_on_a_full_control_manhole(tmp_path: Path, key: str) -> None:
+    config = load(
+        tmp_path, site_toml(*ALL_CHANNELS, jurisdiction=key, extra=PAWLING_PH if key == "pawling" else "")
+    )
+    selected = {
+        (b.rule, b.channel) for b in config.sites[0].checks if b.rule not in ("stale", "sensor_fault")
+    }
+    assert selected == ENABLED[key]
+    assert {b.channel for b in config.sites[0].checks if b.rule == "stale"} == {
+        "ph",
+        "lel",
+        "flow",
+        "t_in",
+        "t_out",
+        "t_grease",
+        "sampler_temperature",
+        "sampler_count",
+    }
+
+
+def test_pawling_ph_without_a_permit_range_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigErrors) as info:
+        load(tmp_path, site_toml(channel("ph"), jurisdiction="pawling"))
+    messages = [str(e) for e in info.value.errors]
+    assert len(messages) == 2  # ph_min and ph_max
+    assert "site[0].permit.limits.ph_min" in messages[0]
+    assert "neither jurisdiction 'pawling' nor the permit states it" in messages[0]
+    assert "lines 160-162" in messages[0]
+    assert "never another jurisdiction's number" in messages[0]
+
+
+def test_pawling_ph_uses_the_permit_number_and_citation(tmp_path: Path) -> None:
+    config = load(tmp_path, site_toml(channel("ph"), jurisdiction="pawling", extra=PAWLING_PH))
+    low = next(b for b in config.sites[0].checks if b.rule == "ph_low")
+    assert (low.params["limit"], low.citation) == (6.0, "Permit PJSC-9")
+
+
+def test_an_explicitly_requested_rule_with_no_stated_limit_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigErrors, match=r"site\[0\]\.rules\.ph_high: .*neither jurisdiction 'mineola'"):
+        load(tmp_path, site_toml(channel("ph"), jurisdiction="mineola", extra="[site.rules.ph_high]\n"))
+
+
+def test_a_permit_overrides_the_jurisdiction_with_its_own_citation(tmp_path: Path) -> None:
+    extra = (
+        '[site.permit]\nid = "SE-IU-2024-017"\n[site.permit.limits.ph_min]\nvalue = 6.0\n'
+        'cite = "Permit SE-IU-2024-017, Part I.A.1"\n'
+    )
+    config = load(tmp_path, site_toml(channel("ph"), extra=extra))
+    by_rule = {b.rule: b for b in config.sites[0].checks}
+    assert (by_rule["ph_low"].params["limit"], by_rule["ph_low"].citation) == (
+        6.0,
+        "Permit SE-IU-2024-017, Part I.A.1",
+    )
+    assert by_rule["ph_high"].citation == "Town of Southeast § 112-5A(1)(c)"  # not overridden: the town's
+
+
+def test_vestal_endicott_slug_runs_on_mapped_constituents_against_normal_sewage(tmp_path: Path) -> None:
+    extra = '[site.rules.slug]\nconstituents = { tss = "suspended_solids" }\n'
+    config = load(
+        tmp_path,
+        site_toml(
+            channel("flow"), channel("tss", "cod", unit="ppm"), jurisdiction="vestal_endicott", extra=extra
+        ),
+    )
+    slugs = [b for b in config.sites[0].checks if b.rule == "slug"]
+    assert [(b.channel, b.params["baseline"], b.params["duration_operator"]) for b in slugs] == [
+        ("tss", 400.0, ">=")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "path"),
+    [
+        ('[site.permit]\nadopt = ["ph_excursion_single"]\n', "site[0].permit.id"),
+        ('[site.permit]\nid = "P"\nadopt = ["nonsense"]\n', "site[0].permit.adopt"),
+        (
+            '[site.permit]\nid = "P"\n[site.permit.limits.ph_mid]\nvalue = 7.0\n',
+            "site[0].permit.limits.ph_mid",
+        ),
+        (
+            '[site.permit]\nid = "P"\n[site.permit.limits.ph_min]\nvalue = -1.0\n',
+            "site[0].permit.limits.ph_min.value",
+        ),
+        (
+            '[site.permit]\nid = "P"\n[site.permit.limits.ph_min]\nvalue = 6.0\noperator = "=="\n',
+            "site[0].permit.limits.ph_min.operator",
+        ),
+        ("[site.rules.ph_lo]\n", "site[0].rules.ph_lo"),
+        ('[site.rules.flatline]\nchannels = ["lel"]\n', "site[0].rules.flatline.channels"),
+        ('[site.rules.flatline]\nchannels = ["ph"]\nreadings = 1\n', "site[0].rules.flatline.readings"),
+        ("[site.rules.ph_low]\nenable = false\n", "site[0].rules.ph_low.enable"),
+    ],
+)
+def test_rule_and_permit_mistakes_name_their_key_path(tmp_path: Path, extra: str, path: str) -> None:
+    with pytest.raises(ConfigErrors) as info:
+        load(tmp_path, site_toml(channel("ph"), extra=extra))
+    assert any(e.path == path for e in info.value.errors), [str(e) for e in info.value.errors]
+
+
+def test_unknown_jurisdiction_lists_the_shipped_profiles(tmp_path: Path) -> None:
+    with pytest.raises(ConfigErrors, match="one of the shipped profiles"):
+        load(tmp_path, site_toml(channel("ph"), jurisdiction="gotham"))
+
+
+def test_a_rule_can_be_switched_off(tmp_path: Path) -> None:
+    config = load(tmp_path, site_toml(channel("ph"), extra="[site.rules.ph_high]\nenabled = false\n"))
+    assert "ph_high" not in {b.rule for b in config.sites[0].checks}
+
+
+def test_check_config_reports_the_refusal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from monitor.cli import main
+
+    path = tmp_path / "site.toml"
+    path.write_text(site_toml(channel("ph"), jurisdiction="pawling"), encoding="utf-8")
+    assert main(["check-config", str(path)]) == 2
+    assert "permit.limits.ph_max" in capsys.readouterr().err
+
+
+def test_profiles_are_data_files_shipped_with_the_package() -> None:
+    assert sorted(p.stem for p in JURISDICTIONS_DIR.glob("*.toml")) == sorted([*PROFILES, "federal"])
