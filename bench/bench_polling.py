@@ -1,11 +1,11 @@
 """Benchmark: Modbus TCP device polls per second sustained by one `pretreat run` process.
 
 What it measures, each in fresh processes, median of --runs runs:
-1. **paced**: 100 simulated devices (10 holding registers each, 10 channels per device) polled every 0.1 s,
-   i.e. a demand of 1,000 polls/s; the achieved rate is read from the daemon's own health counters, and
+1. **paced**: 100 simulated devices (10 holding registers each, 10 channels per device) polled every
+   0.1 s, i.e. a demand of 1,000 polls/s; the achieved rate is read from the daemon's own health counters, and
    every reading is checked to be in the SQLite historian afterwards.
-2. **flat out**: the same devices with a 10 ms poll interval (the shortest the config allows), so each device is polled back to back (the
-   daemon skips and counts polls that would overlap): the daemon's ceiling.
+2. **flat out**: the same devices with a 10 ms poll interval (the shortest the config allows), so each
+   device is polled back to back (the daemon skips and counts polls that would overlap): its ceiling.
 3. **bare pymodbus**: one process running 100 `AsyncModbusTcpClient`s, each reading the same 10 registers
    in a loop, storing nothing: the library's own ceiling at the same concurrency.
 The ratio (2)/(3) is what the daemon's decoding, checks and storage cost relative to the Modbus round trip.
@@ -16,7 +16,6 @@ VmHWM. Usage: `python bench/bench_polling.py [--runs 3] [--seconds 15] [--device
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import platform

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Callable
 from enum import Enum
@@ -61,7 +62,7 @@ class Reader:
             return ""
         return value
 
-    def number(self, t: dict[str, Any], key: str, path: str, *, default: Any = MISSING,
+    def number(self, t: dict[builtins.str, Any], key: builtins.str, path: builtins.str, *, default: Any = MISSING,
                minimum: float | None = None, exclusive_min: bool = False,
                maximum: float | None = None) -> float:
         expected = "a number" + _bounds(minimum, exclusive_min, maximum)
@@ -78,7 +79,7 @@ class Reader:
             return float(minimum or 0.0) + (1.0 if exclusive_min else 0.0)
         return float(value)
 
-    def integer(self, t: dict[str, Any], key: str, path: str, *, default: Any = MISSING,
+    def integer(self, t: dict[builtins.str, Any], key: builtins.str, path: builtins.str, *, default: Any = MISSING,
                 minimum: int | None = None, maximum: int | None = None) -> int:
         expected = "an integer" + _bounds(minimum, False, maximum)
         value = t.get(key, default)
@@ -90,8 +91,9 @@ class Reader:
             return minimum or 0
         return value
 
-    def enum(self, t: dict[str, Any], key: str, path: str, kind: type[E], *, default: Any = MISSING) -> E:
-        choices = [m.value for m in kind]  # type: ignore[attr-defined]
+    def enum(self, t: dict[builtins.str, Any], key: builtins.str, path: builtins.str, kind: type[E], *,
+             default: Any = MISSING) -> E:
+        choices = [m.value for m in kind]
         value = t.get(key, default)
         if isinstance(value, kind):
             return value

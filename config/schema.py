@@ -8,7 +8,7 @@ objects: nothing downstream parses options. All durations are seconds (float); a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # config.limits / config.rules import this module at run time
     from config.rules import RuleBinding
 
 
-class DriverKind(str, Enum):
+class DriverKind(StrEnum):
     MODBUS_TCP = "modbus_tcp"
     MODBUS_RTU = "modbus_rtu"  # RS-485 serial line (or a pty in tests)
     MODBUS_RTU_OVER_TCP = "modbus_rtu_over_tcp"  # RTU frames through a serial-to-Ethernet gateway
@@ -29,7 +29,7 @@ class DriverKind(str, Enum):
         return self is not DriverKind.MQTT
 
 
-class Table(str, Enum):
+class Table(StrEnum):
     """The four Modbus data tables."""
 
     HOLDING = "holding"  # function code 3
@@ -42,7 +42,7 @@ class Table(str, Enum):
         return self in (Table.COIL, Table.DISCRETE)
 
 
-class DataType(str, Enum):
+class DataType(StrEnum):
     INT16 = "int16"
     UINT16 = "uint16"
     INT32 = "int32"
@@ -59,12 +59,12 @@ class DataType(str, Enum):
         ]
 
 
-class ByteOrder(str, Enum):
+class ByteOrder(StrEnum):
     BIG = "big"
     LITTLE = "little"
 
 
-class ChannelKind(str, Enum):
+class ChannelKind(StrEnum):
     """What a channel measures. Checks (pH, temperature, LEL, slug, sampler) select channels by kind."""
 
     FLOW = "flow"  # rate of flow
@@ -82,7 +82,7 @@ class ChannelKind(str, Enum):
     OTHER = "other"
 
 
-class MeasuringPoint(str, Enum):
+class MeasuringPoint(StrEnum):
     """Where a temperature channel measures: the limit depends on the point (the plant's influent sensor, the
     industry's discharge at the control manhole, or wastewater entering a grease interceptor)."""
 
@@ -91,7 +91,7 @@ class MeasuringPoint(str, Enum):
     GREASE_INTERCEPTOR = "grease_interceptor"
 
 
-class PayloadFormat(str, Enum):
+class PayloadFormat(StrEnum):
     JSON = "json"  # an object; the channel names the field holding its value
     NUMBER = "number"  # the whole payload is one number in ASCII
 

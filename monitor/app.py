@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from config.errors import ConfigErrors
 from config.loader import load_config
@@ -104,11 +104,16 @@ class Daemon:
             stats.skipped += 1  # never overlap two polls of one device
             return
         self._running.busy.add(key)
+        task = asyncio.current_task()
+        if task is not None:
+            self._running.tasks.add(task)
         started = time.monotonic()
         try:
             samples = await driver.poll()
         finally:
             self._running.busy.discard(key)
+            if task is not None:
+                self._running.tasks.discard(task)
         stats.polls += 1
         stats.last_duration = time.monotonic() - started
         stats.bad_samples += sum(1 for s in samples if not s.good)
@@ -175,9 +180,9 @@ class Daemon:
             await task
 
     async def _drain_polls(self) -> None:
-        deadline = time.monotonic() + 5.0
-        while self._running.busy and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        """Wait (at most 5 s: longer than any reply timeout) for the polls in flight to record their samples."""
+        if self._running.tasks:
+            await asyncio.wait(set(self._running.tasks), timeout=5.0)
 
 
 def _key(driver: PolledDriver | StreamingDriver) -> str:

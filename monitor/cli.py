@@ -27,7 +27,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The full parser, or (``only``) one with just the named subcommand's module imported: each `pretreat`
     call then pays only for what it runs (pymodbus and influxdb-client cost ~0.6 s and ~70 MB to import)."""
-    parser = argparse.ArgumentParser(prog="pretreat", description="pretreat-monitor: industrial pretreatment monitoring")
+    parser = argparse.ArgumentParser(prog="pretreat",
+                                     description="pretreat-monitor: industrial pretreatment monitoring")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (target, help_text) in SUBCOMMANDS.items():

@@ -55,6 +55,6 @@ def _counters(obj: object) -> dict[str, Any]:
     if stats is None:
         return {}
     try:
-        return asdict(stats)  # type: ignore[call-overload, no-any-return]
+        return asdict(stats)
     except TypeError:
         return {k: v for k, v in vars(stats).items() if isinstance(v, int | float | str | bool)}

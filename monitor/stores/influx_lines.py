@@ -163,14 +163,22 @@ class SampleFormatter:
 class EpisodeLike(Protocol):
     """What the check engine's EpisodeEvent carries (duck-typed so this module does not depend on it)."""
 
-    time: float
-    site: str
-    channel: str
-    rule: str
-    event: str
-    value: float | None
-    limit: float | None
-    citation: str
+    @property
+    def time(self) -> float: ...
+    @property
+    def site(self) -> str: ...
+    @property
+    def channel(self) -> str: ...
+    @property
+    def rule(self) -> str: ...
+    @property
+    def event(self) -> str: ...
+    @property
+    def value(self) -> float | None: ...
+    @property
+    def limit(self) -> float | None: ...
+    @property
+    def citation(self) -> str: ...
 
 
 def episode_record(e: EpisodeLike) -> EventRecord:
