@@ -5,7 +5,6 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
-DEBS   := mosquitto socat victoria-metrics
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test test-fast test-slow lint bench system-deps clean
@@ -15,12 +14,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	@touch $@
 
-# Debian packages the demo and the wire-level tests use (mosquitto, socat, victoria-metrics).
+# Debian packages the demo and the wire-level tests use (mosquitto, socat, victoria-metrics, poppler-utils).
 system-deps:
 	@missing=""; \
 	command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ] || missing="$$missing mosquitto"; \
 	command -v socat >/dev/null || missing="$$missing socat"; \
 	command -v victoria-metrics >/dev/null || missing="$$missing victoria-metrics"; \
+	command -v pdftoppm >/dev/null || missing="$$missing poppler-utils"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \

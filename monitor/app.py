@@ -25,6 +25,8 @@ from config.schema import SiteConfig
 from drivers.base import PolledDriver, StreamingDriver
 from monitor.checks.engine import CheckEngine
 from monitor.health import HealthWriter
+from monitor.reports.aggregates import DailyAggregator
+from monitor.reports.schedule import schedule_reports
 from monitor.sample import Sample
 from monitor.staleness import StalenessTracker
 from monitor.stores.episodes import EpisodeStore
@@ -62,6 +64,7 @@ class Daemon:
         self.clock = clock
         self.historian = Historian(path=config.daemon.historian, commit_interval=config.daemon.commit_interval)
         self.episodes = EpisodeStore(path=config.daemon.historian)
+        self.aggregates = DailyAggregator(path=config.daemon.historian, config=config)  # daily report figures
         # InfluxDB is a copy for dashboards, never the only one: the historian stays the record of evidence.
         self.influx = (InfluxSink(settings=config.influx, instruments=instruments_of(config))
                        if config.influx is not None else None)
@@ -81,6 +84,7 @@ class Daemon:
         if not samples:
             return
         self.historian.submit(samples)
+        self.aggregates.observe(samples)
         if self.influx is not None:
             self.influx.submit(samples)
         self.staleness.observe(samples, self.clock())
@@ -145,6 +149,8 @@ class Daemon:
                               coalesce=True)
             scheduler.add_job(health.write, "interval", seconds=max(self.config.daemon.tick_interval, 1.0),
                               id="health", coalesce=True)
+            schedule_reports(scheduler, self.config, self.config.daemon.historian.parent / "reports",
+                             aggregator=self.aggregates)
             scheduler.start()
             async with asyncio.TaskGroup() as tg:
                 for sd in self.streaming:
@@ -166,6 +172,7 @@ class Daemon:
             for link in self._links:
                 await link.close()
             await self.historian.close()
+            self.aggregates.close()
             if self.influx is not None:
                 await self.influx.close()
             self.episodes.close()

@@ -19,6 +19,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "readings": ("monitor.export:add_arguments", "export recorded readings of one channel"),
     "tail": ("monitor.tail:add_arguments", "follow readings as the daemon records them"),
     "influx": ("monitor.influx_cli:add_arguments", "InfluxDB telemetry tools (backfill)"),
+    "report": ("monitor.reports.cli:add_report",
+               "compliance reports, daily summaries, pH accounting, episode annotations"),
+    "labs": ("monitor.reports.cli:add_labs", "import composite-sample lab results (CSV)"),
+    "snc": ("monitor.reports.cli:add_snc", "significant noncompliance screen over lab results"),
     "sim": ("simulators.cli:add_arguments", "serve simulated instruments of a site on loopback"),
     "replay": ("monitor.replay:add_arguments", "run the compliance checks over recorded readings (CSV)"),
 }

@@ -1,0 +1,237 @@
+"""The periodic compliance report for one site and period: everything the renderers print, assembled once.
+
+Contents (40 CFR 403.12(e),(h) periodic reports; Town of Pawling's report dates, see `periods`): the permit
+and jurisdiction limits with their citations, the daily summary table, every exceedance episode with the
+cause and corrective action the industry entered (`annotations`), data completeness and instrument downtime
+per channel (the flow meter must be kept in continuous operation), the monthly 401.17 pH accounting, lab
+results with the SNC screen where there are any, the data behind the charts, and the journal head (sequence
+and hash) at the time of the report, so a reader can later check that the journal was not cut short.
+
+Everything comes from the per-day aggregates, the episode store, the annotations and lab tables: a six-month
+report reads a few hundred aggregate rows, never the raw readings.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from config.limits import load_profile
+from config.rules import DATA_QUALITY_RULES, RuleBinding
+from config.schema import ChannelKind, Site, SiteConfig
+from monitor.reports.aggregates_db import connect
+from monitor.reports.annotations import Annotation, episode_id, latest_annotations
+from monitor.reports.daily import DailySummary, summarize
+from monitor.reports.days import day_bounds, zone
+from monitor.reports.labs import LabResult, read_results
+from monitor.reports.periods import Period
+from monitor.reports.ph_accounting import MonthAccount, monthly_accounts
+from monitor.reports.plan import compile_plans
+from monitor.reports.pollutants import limits_for
+from monitor.reports.snc import SncScreen, screen, window_ending
+from monitor.stores.episodes import EpisodeStore
+
+RULE_LABELS = {
+    "ph_low": "pH low", "ph_high": "pH high", "ph_excursion_duration": "pH single excursion",
+    "ph_monthly_excursion": "pH monthly excursion time", "temperature_high": "Temperature",
+    "lel_successive": "Explosive vapour (successive)", "lel_single": "Explosive vapour (single)",
+    "slug": "Slug load", "sampler_temperature": "Sampler refrigeration", "sampler_interval": "Sampling interval",
+    "stale": "No data", "sensor_fault": "Sensor fault", "flatline": "Flat-lined signal",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LimitLine:
+    subject: str
+    condition: str  # when it is violated, in words
+    citation: str
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeLine:
+    id: str
+    channel: str
+    rule: str
+    start: float
+    end: float | None
+    peak: float | None
+    limit: float | None
+    citation: str
+    data_quality: bool
+    annotation: Annotation | None
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.end is None else self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelTotal:
+    channel: str
+    kind: str
+    unit: str
+    received: int
+    good: int
+    expected: int
+    downtime: float  # s
+    days_incomplete: int  # days under 90 % complete
+
+    @property
+    def completeness(self) -> float:
+        return min(100.0, 100.0 * self.good / self.expected) if self.expected else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ComplianceReport:
+    site: Site
+    jurisdiction: str
+    period: Period
+    generated: float
+    limits: tuple[LimitLine, ...]
+    days: tuple[DailySummary, ...]
+    months: tuple[MonthAccount, ...]
+    episodes: tuple[EpisodeLine, ...]
+    completeness: tuple[ChannelTotal, ...]
+    labs: tuple[LabResult, ...]
+    snc: SncScreen | None
+    journal_head: tuple[int, str] | None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def exceedances(self) -> tuple[EpisodeLine, ...]:
+        return tuple(e for e in self.episodes if not e.data_quality)
+
+    @property
+    def faults(self) -> tuple[EpisodeLine, ...]:
+        return tuple(e for e in self.episodes if e.data_quality)
+
+    def bounds(self) -> tuple[float, float]:
+        tz = _tz(self.site)
+        return day_bounds(self.period.first, tz)[0], day_bounds(self.period.last, tz)[1]
+
+
+def _tz(site: Site) -> ZoneInfo:
+    return zone(site.timezone)
+
+
+def describe(b: RuleBinding, unit: str) -> str:
+    """When the rule is violated, in words, with the numbers it runs on."""
+    p = b.params
+    if b.rule in ("ph_low", "ph_high", "temperature_high", "lel_single"):
+        return f"{b.channel}: a reading {p['operator']} {float(p['limit']):g} {unit}"
+    if b.rule == "lel_successive":
+        n = int(float(p["readings"]))
+        return f"{b.channel}: {n} successive readings {p['operator']} {float(p['limit']):g} {unit}"
+    if b.rule in ("ph_excursion_duration", "ph_monthly_excursion"):
+        rng = f"pH {float(p['min']):g}–{float(p['max']):g}"
+        what = "one excursion" if b.rule == "ph_excursion_duration" else "total excursion time in a calendar month"
+        return f"{b.channel}: {what} outside {rng} longer than {float(p['limit']) / 60:g} min"
+    if b.rule == "sampler_temperature":
+        return f"{b.channel}: fridge outside {float(p['low']):g}–{float(p['high']):g} {unit}"
+    if b.rule == "sampler_interval":
+        return f"{b.channel}: no sample for more than {float(p['limit']) / 60:g} min while flow > 0"
+    if b.rule == "slug":
+        return (f"{b.channel}: over {float(p['multiplier']):g}× the baseline for {p['duration_operator']} "
+                f"{float(p['duration']) / 60:g} min")
+    return b.channel
+
+
+def permit_limits(site: Site) -> list[LimitLine]:
+    units = {c.id: c.unit for c in site.channels}
+    seen: dict[tuple[str, str], LimitLine] = {}
+    for b in site.checks:
+        if b.rule in DATA_QUALITY_RULES:
+            continue
+        seen.setdefault((b.rule, b.channel), LimitLine(RULE_LABELS.get(b.rule, b.rule),
+                                                        describe(b, units.get(b.inputs[0], "")), b.citation))
+    lines = list(seen.values())
+    for lim in limits_for(site).values():
+        lines.append(LimitLine(f"{lim.label} (lab)", f"a composite result > {lim.max} {lim.unit}", lim.citation))
+    return lines
+
+
+def _completeness(days: list[DailySummary]) -> list[ChannelTotal]:
+    acc: dict[str, list[int | float | str]] = {}
+    for d in days:
+        for c in d.channels:
+            a = acc.setdefault(c.channel, [c.kind, c.unit, 0, 0, 0, 0.0, 0])
+            a[2] = int(a[2]) + c.received
+            a[3] = int(a[3]) + c.good
+            a[4] = int(a[4]) + c.expected
+            a[5] = float(a[5]) + c.downtime
+            a[6] = int(a[6]) + (1 if c.completeness < 90.0 else 0)
+    return [ChannelTotal(ch, str(a[0]), str(a[1]), int(a[2]), int(a[3]), int(a[4]), float(a[5]), int(a[6]))
+            for ch, a in acc.items()]
+
+
+def build_report(config: SiteConfig, site_id: str, period: Period, *, now: float,
+                 db: Path | None = None) -> ComplianceReport:
+    """Assemble the report from the database (``db`` defaults to the site file's historian)."""
+    path = Path(db or config.daemon.historian)
+    site = config.site(site_id)
+    conn = connect(path)
+    try:
+        return _assemble(conn, path, config, site, period, now)
+    finally:
+        conn.close()
+
+
+def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Site, period: Period,
+              now: float) -> ComplianceReport:
+    plans = compile_plans(config)
+    lo, hi = day_bounds(period.first, _tz(site))[0], day_bounds(period.last, _tz(site))[1]
+    store = EpisodeStore(path=path)
+    try:
+        episodes = [e for e in store.episodes(site=site.id, end=hi) if e.end is None or e.end >= lo]
+    finally:
+        store.close()
+    days = summarize(conn, site, plans, period.first, period.last, episodes=episodes, now=now)
+    notes = _notes(site, days)
+    annotations = latest_annotations(conn, site.id)
+    lines = tuple(EpisodeLine(id=episode_id(e), channel=e.channel, rule=e.rule, start=e.start, end=e.end,
+                              peak=e.peak, limit=e.limit, citation=e.citation,
+                              data_quality=e.rule in DATA_QUALITY_RULES, annotation=annotations.get(episode_id(e)))
+                  for e in episodes)
+    snc_first, snc_last = window_ending(period.last)
+    labs = read_results(conn, site=site.id, first=min(snc_first, period.first), last=period.last)
+    snc = screen(labs, config, snc_first, snc_last) if labs else None
+    profile, _ = load_profile(site.jurisdiction) if site.jurisdiction else (None, [])
+    return ComplianceReport(
+        site=site, jurisdiction=profile.name if profile else "(none)", period=period, generated=now,
+        limits=tuple(permit_limits(site)), days=tuple(days),
+        months=tuple(monthly_accounts(conn, site, plans, period.first, period.last)), episodes=lines,
+        completeness=tuple(_completeness(days)),
+        labs=tuple(r for r in labs if period.first <= r.sample_date <= period.last), snc=snc,
+        journal_head=_journal_head(conn), notes=tuple(notes))
+
+
+def _notes(site: Site, days: list[DailySummary]) -> list[str]:
+    notes = []
+    late = sum(c.late for d in days for c in d.channels)
+    if late:
+        notes.append(f"{late} readings arrived out of time order and are not in the daily figures; "
+                     "run `pretreat report rebuild` for the period to include them.")
+    flagged = [d.day for d in days if d.flow is not None and d.flow.flagged]
+    if flagged:
+        notes.append(f"Totaliser and integrated flow rate disagree by more than 5 % on {len(flagged)} day(s) "
+                     f"({', '.join(flagged[:5])}{' …' if len(flagged) > 5 else ''}): check the flow meter.")
+    if any(c.kind is ChannelKind.FLOW for c in site.channels) and not any(
+            c.kind is ChannelKind.FLOW_TOTAL for c in site.channels):
+        notes.append("No totaliser channel: total flow is the integrated flow rate only.")
+    return notes
+
+
+def _journal_head(conn: sqlite3.Connection) -> tuple[int, str] | None:
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'journal'").fetchone() is None:
+        return None
+    row = conn.execute("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1").fetchone()
+    return None if row is None else (int(row[0]), str(row[1]))
+
+
+def fmt_minutes(seconds: float | None) -> str:
+    if seconds is None or math.isnan(seconds):
+        return "—"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"

@@ -1,0 +1,168 @@
+"""Scheduled report generation (APScheduler 3, in the daemon's event loop), and the reports directory.
+
+Jobs, per site, in the site's time zone:
+- ``report-daily:<site>``: at 01:00 local, the previous day's summary (JSON and CSV). An hour after midnight
+  leaves time for the last readings of the day to arrive and be flushed (the aggregator is flushed first).
+- ``report-periodic:<site>``: at 02:00 local on each due date (`periods`: Pawling's 15 March, September,
+  December; 1 January and 1 July elsewhere), the periodic compliance report in each format.
+- ``report-catch-up``: once, at start: daily summaries missing for the last 7 days (the daemon was down at
+  01:00; APScheduler's in-memory job store does not remember missed runs).
+- ``report-flush``: every minute, the aggregator's accrual into SQLite (when an aggregator is given).
+
+Jobs are plain functions, so APScheduler runs them in its thread pool: building a report reads SQLite and
+draws with matplotlib's object API (thread-safe; see `charts`), and never blocks the event loop that polls the
+instruments. Files are written to a temporary name and renamed, so the console never lists a half-written one.
+
+Layout of ``reports_dir``: ``<site>/daily/<YYYY-MM-DD>.json|.csv`` and
+``<site>/periodic/<site>_<first>_<last>.pdf|.html|.csv``; `list_reports` reads it back for the console's
+history page.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.cron import CronTrigger
+
+from config.schema import Site, SiteConfig
+from monitor.reports.aggregates import DailyAggregator
+from monitor.reports.aggregates_db import connect
+from monitor.reports.daily import summarize
+from monitor.reports.days import zone
+from monitor.reports.periods import Period, period_for_due
+from monitor.reports.plan import compile_plans
+from monitor.reports.render_csv import daily_csv
+from monitor.stores.episodes import EpisodeStore
+
+log = logging.getLogger(__name__)
+FORMATS = ("pdf", "html", "csv")
+CATCH_UP_DAYS = 7
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write_daily(config: SiteConfig, site: Site, day: date, reports_dir: Path, *, now: float) -> list[Path]:
+    """The summary of ``day`` (local) as JSON and CSV; returns the files written."""
+    db = Path(config.daemon.historian)
+    conn = connect(db)
+    store = EpisodeStore(path=db)
+    try:
+        summaries = summarize(conn, site, compile_plans(config), day, day, episodes=store.episodes(site=site.id),
+                              now=now)
+    finally:
+        store.close()
+        conn.close()
+    base = reports_dir / site.id / "daily" / day.isoformat()
+    json_path, csv_path = base.with_suffix(".json"), base.with_suffix(".csv")
+    _atomic_write(json_path, json.dumps([s.to_dict() for s in summaries], indent=1, ensure_ascii=False).encode())
+    _atomic_write(csv_path, daily_csv(summaries).encode())
+    return [json_path, csv_path]
+
+
+def write_periodic(config: SiteConfig, site: Site, period: Period, reports_dir: Path, *, now: float,
+                   formats: Sequence[str] = FORMATS) -> list[Path]:
+    """The periodic compliance report in each of ``formats``; returns the files written."""
+    from monitor.reports.compliance import build_report
+    from monitor.reports.render_csv import render_csv
+    from monitor.reports.render_html import render_html
+    from monitor.reports.render_pdf import render_pdf
+
+    report = build_report(config, site.id, period, now=now)
+    out = []
+    for fmt in formats:
+        path = reports_dir / site.id / "periodic" / f"{site.id}_{period.first}_{period.last}.{fmt}"
+        tmp = path.with_name(f".{path.name}.tmp")
+        if fmt == "pdf":
+            render_pdf(report, tmp)
+        elif fmt == "html":
+            render_html(report, tmp)
+        else:
+            render_csv(report, tmp)
+        os.replace(tmp, path)
+        out.append(path)
+    return out
+
+
+def _yesterday(site: Site, now: float) -> date:
+    return datetime.fromtimestamp(now, zone(site.timezone)).date() - timedelta(days=1)
+
+
+def schedule_reports(scheduler: AsyncIOScheduler, config: SiteConfig, reports_dir: Path, *,
+                     aggregator: DailyAggregator | None = None, formats: Sequence[str] = FORMATS,
+                     clock: Callable[[], float] = time.time) -> list[str]:
+    """Add the report jobs to ``scheduler`` (before or after it starts); returns their ids."""
+    reports_dir = Path(reports_dir)
+    flush = aggregator.flush if aggregator is not None else (lambda: 0)
+    ids: list[str] = []
+
+    def daily(site: Site) -> None:
+        flush()
+        write_daily(config, site, _yesterday(site, clock()), reports_dir, now=clock())
+
+    def periodic(site: Site) -> None:
+        flush()
+        today = datetime.fromtimestamp(clock(), zone(site.timezone)).date()
+        paths = write_periodic(config, site, period_for_due(site, today), reports_dir, now=clock(), formats=formats)
+        log.info("periodic report for %s written: %s", site.id, ", ".join(p.name for p in paths))
+
+    def catch_up() -> None:
+        flush()
+        for site in config.sites:
+            last = _yesterday(site, clock())
+            for k in range(CATCH_UP_DAYS):
+                day = last - timedelta(days=k)
+                if not (reports_dir / site.id / "daily" / f"{day.isoformat()}.json").exists():
+                    write_daily(config, site, day, reports_dir, now=clock())
+
+    for site in config.sites:
+        tz = zone(site.timezone)
+        scheduler.add_job(daily, CronTrigger(hour=1, minute=0, timezone=tz), args=[site], id=f"report-daily:{site.id}",
+                          misfire_grace_time=3600, coalesce=True, replace_existing=True)
+        months = "3,9,12" if site.jurisdiction == "pawling" else "1,7"
+        day = 15 if site.jurisdiction == "pawling" else 1
+        scheduler.add_job(periodic, CronTrigger(month=months, day=day, hour=2, minute=0, timezone=tz), args=[site],
+                          id=f"report-periodic:{site.id}", misfire_grace_time=6 * 3600, coalesce=True,
+                          replace_existing=True)
+        ids += [f"report-daily:{site.id}", f"report-periodic:{site.id}"]
+    scheduler.add_job(catch_up, id="report-catch-up", replace_existing=True)
+    ids.append("report-catch-up")
+    if aggregator is not None:
+        scheduler.add_job(aggregator.flush, "interval", seconds=60, id="report-flush", coalesce=True,
+                          replace_existing=True)
+        ids.append("report-flush")
+    return ids
+
+
+@dataclass(frozen=True, slots=True)
+class ReportFile:
+    site: str
+    kind: str  # daily | periodic
+    name: str
+    path: Path
+    size: int
+    modified: float
+
+
+def list_reports(reports_dir: Path) -> list[ReportFile]:
+    """Every report written, newest first (for the console's history page)."""
+    out = []
+    for path in Path(reports_dir).glob("*/*/*"):
+        if path.name.startswith(".") or not path.is_file():
+            continue
+        st = path.stat()
+        out.append(ReportFile(site=path.parent.parent.name, kind=path.parent.name, name=path.name, path=path,
+                              size=st.st_size, modified=st.st_mtime))
+    return sorted(out, key=lambda r: (-r.modified, r.name))

@@ -1,0 +1,186 @@
+"""The report as a sequence of titled sections of text and tables, formatted once for every renderer.
+
+PDF, HTML and CSV print the same sections with the same words and numbers (a coordinator comparing the CSV with
+the filed PDF must find the same figures); only the layout differs. Times are printed in the site's local time
+with the zone's abbreviation; flows in the channels' units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from monitor.reports.compliance import RULE_LABELS, ComplianceReport, EpisodeLine, fmt_minutes
+from monitor.reports.daily import DailySummary
+from monitor.reports.days import zone
+from monitor.reports.snc import percent
+
+DURATION_RULES = ("ph_excursion_duration", "ph_monthly_excursion", "sampler_interval")
+CERTIFICATION = (
+    "I certify under penalty of law that this document and all attachments were prepared under my direction "
+    "or supervision in accordance with a system designed to assure that qualified personnel properly gather "
+    "and evaluate the information submitted. Based on my inquiry of the person or persons who manage the "
+    "system, or those persons directly responsible for gathering the information, the information submitted "
+    "is, to the best of my knowledge and belief, true, accurate, and complete. I am aware that there are "
+    "significant penalties for submitting false information, including the possibility of fine and "
+    "imprisonment for knowing violations. (40 CFR 403.6(a)(2)(ii), required by 40 CFR 403.12(l))"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    title: str
+    text: tuple[str, ...] = ()  # paragraphs before the table
+    columns: tuple[str, ...] = ()
+    rows: tuple[tuple[str, ...], ...] = ()
+    widths: tuple[float, ...] = ()  # relative column widths (PDF)
+    kind: str = "table"  # table | charts | signature
+    empty: str = "None in this period."
+    key: str = ""  # short machine name (CSV section ids)
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def num(x: float | None, digits: int = 1) -> str:
+    if x is None:
+        return "—"
+    return f"{x:,.{digits}f}"
+
+
+class Clock:
+    def __init__(self, tz_name: str) -> None:
+        self.tz = zone(tz_name)
+
+    def __call__(self, t: float | None, fmt: str = "%Y-%m-%d %H:%M %Z") -> str:
+        return "—" if t is None else datetime.fromtimestamp(t, self.tz).strftime(fmt)
+
+
+def _daily_rows(days: Sequence[DailySummary]) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for d in days:
+        h = d.headline()
+        f = d.flow
+        worst = min((c.completeness for c in d.channels), default=0.0)
+        eps = sum(1 for e in d.episodes if e.rule not in ("stale", "sensor_fault", "flatline"))
+        rows.append((d.day, f"{d.hours:g}", num(h["total_flow"], 0), num(h["integrated_flow"], 0),
+                     (num(100 * f.difference, 1) + (" !" if f.flagged else "")) if f and f.difference is not None
+                     else "—", num(h["peak_flow"]), num(h["peak_30min_flow"]), num(h["ph_min"], 2),
+                     num(h["ph_max"], 2), num(h["ph_minutes_outside"], 0), num(h["temperature_max"]),
+                     num(h["lel_max"]), num(h["samples_taken"], 0),
+                     f"{num(h['fridge_min'])}/{num(h['fridge_max'])}", num(h["fridge_minutes_out_of_band"], 0),
+                     num(worst, 1), str(eps)))
+    return rows
+
+
+def _episode_rows(eps: Sequence[EpisodeLine], clock: Clock) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for e in eps:
+        a = e.annotation
+        duration = fmt_minutes(e.duration) if e.end is not None else "open"
+        timed = e.rule in DURATION_RULES  # peak and limit are seconds
+        peak = fmt_minutes(e.peak) if timed else num(e.peak, 2)
+        limit = fmt_minutes(e.limit) if timed else num(e.limit, 2)
+        rows.append((e.id, RULE_LABELS.get(e.rule, e.rule), clock(e.start), duration, peak, limit, e.citation,
+                     a.cause if a else "(to be completed by the industry)",
+                     a.action if a else "(to be completed by the industry)",
+                     f"{a.user}, {clock(a.time, '%Y-%m-%d')}" if a else ""))
+    return rows
+
+
+def build_sections(r: ComplianceReport) -> list[Section]:
+    clock = Clock(r.site.timezone)
+    p = r.period
+    out = [Section("Report", key="report", columns=("Item", "Value"), widths=(1, 3), rows=(
+        ("Industry / site", f"{r.site.name or r.site.id} ({r.site.id})"),
+        ("Jurisdiction", r.jurisdiction),
+        ("Permit", r.site.permit.id if r.site.permit else "(none on file)"),
+        ("Reporting period", f"{p.label} (local time, {r.site.timezone})"),
+        ("Due", f"{p.due.isoformat()}: {p.basis}"),
+        ("Generated", clock(r.generated)),
+        ("Exceedance episodes", str(len(r.exceedances))),
+        ("Journal head at generation", f"#{r.journal_head[0]} {r.journal_head[1][:16]}…" if r.journal_head
+         else "(no journal)"),
+    ))]
+    out.append(Section("Limits in force", key="limits", columns=("Subject", "Violation when", "Citation"),
+                       widths=(1.1, 2.2, 2.7), rows=tuple((x.subject, x.condition, x.citation) for x in r.limits)))
+    out.append(Section("Charts", kind="charts", key="charts"))
+    out.append(Section(
+        "Daily summary", key="daily",
+        text=("Flow totals from the totaliser and from the integrated flow rate; Δ is their difference (! over 5 %). "
+              "Peak: highest reading; 30-min: highest 30-minute average rate (Town of Wilson § 105-7E). Minutes "
+              "outside the pH range and the sampler's 4 ± 2 °C band are timed from the first reading outside to the "
+              "first reading back inside. Compl.: the least complete channel that day (% of expected readings "
+              "received good).",),
+        columns=("Day", "Hours", "Flow total", "Integrated", "Δ %", "Peak", "30-min", "pH min", "pH max",
+                 "pH out min", "T max", "LEL max", "Samples", "Fridge min/max", "Fridge out", "Compl. %", "Episodes"),
+        widths=(1.45, 0.6, 1.15, 1.15, 0.7, 0.75, 0.75, 0.7, 0.7, 0.8, 0.65, 0.7, 0.75, 1.1, 0.8, 0.8, 0.8),
+        rows=tuple(_daily_rows(r.days))))
+    out.extend(_record_sections(r, clock))
+    out.extend(_lab_sections(r, clock))
+    if r.notes:
+        out.append(Section("Notes", key="notes", kind="text", text=r.notes))
+    out.append(Section("Certification", key="certification", kind="signature", text=(CERTIFICATION,)))
+    return out
+
+
+def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
+    """pH accounting, episodes, completeness and instrument faults."""
+    out: list[Section] = []
+    out.append(Section(
+        "Monthly pH accounting (40 CFR 401.17)", key="ph_monthly",
+        columns=("Month", "Days", "Channel", "Excursion min", "Allowance", "Remaining", "Longest min",
+                 "Single limit", "Result", "Basis"),
+        widths=(0.8, 0.5, 0.8, 1.0, 0.8, 0.8, 0.9, 0.8, 1.3, 3.0),
+        rows=tuple((m.month, str(m.days), m.channel, num(m.excursion_minutes, 0), num(m.allowance_minutes, 0),
+                    num(m.remaining_minutes, 0), num(m.longest_minutes, 0) + (" (open)" if m.longest_open else ""),
+                    num(m.single_limit_minutes, 0),
+                    ", ".join(x for x in ("total exceeded" if m.total_exceeded else "",
+                                          "single exceeded" if m.single_exceeded else "") if x) or "complies",
+                    m.total_citation) for m in r.months),
+        empty="No pH channel with a stated range."))
+    out.append(Section(
+        "Exceedance episodes", key="episodes",
+        text=("Each episode with the cause and corrective action entered by the industry "
+              "(pretreat report annotate --episode ID).",),
+        columns=("Episode id", "Rule", "Start", "Duration", "Peak", "Limit", "Citation", "Cause",
+                 "Corrective action", "Entered by"),
+        widths=(2.2, 1.1, 1.3, 0.7, 0.6, 0.6, 2.2, 1.8, 1.8, 1.0),
+        rows=tuple(_episode_rows(r.exceedances, clock))))
+    out.append(Section(
+        "Data completeness and instrument downtime", key="completeness",
+        text=("Expected readings follow each instrument's poll interval; downtime is time with no good reading "
+              "within the channel's staleness window. The flow meter must be kept in continuous operation.",),
+        columns=("Channel", "Kind", "Received", "Good", "Expected", "Complete %", "Downtime", "Days < 90 %"),
+        widths=(1.2, 1.4, 1, 1, 1, 0.9, 0.9, 0.9),
+        rows=tuple((c.channel, c.kind, f"{c.received:,}", f"{c.good:,}", f"{c.expected:,}", num(c.completeness, 2),
+                    fmt_minutes(c.downtime), str(c.days_incomplete)) for c in r.completeness)))
+    out.append(Section(
+        "Instrument faults (data quality, not discharge exceedances)", key="faults",
+        columns=("Channel", "Kind", "Start", "Duration"), widths=(1.2, 1.4, 1.6, 1),
+        rows=tuple((e.channel, RULE_LABELS.get(e.rule, e.rule), clock(e.start),
+                    fmt_minutes(e.duration) if e.end is not None else "open") for e in r.faults)))
+    return out
+
+
+def _lab_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
+    labs = Section("Lab results", key="labs", columns=("Sample date", "Parameter", "Result", "Unit", "Sample id",
+                                                        "Type", "Lab"), widths=(1, 1.6, 0.9, 0.7, 1, 1, 1.2),
+                   rows=tuple((x.sample_date.isoformat(), x.parameter, ("<" if x.nondetect else "") + f"{x.value:g}",
+                               x.unit, x.sample_id, x.sample_type, x.lab) for x in r.labs),
+                   empty="No lab results on file for this period.")
+    if r.snc is None:
+        return [labs]
+    s = r.snc
+    snc = Section(
+        f"Significant noncompliance screen, {s.first.isoformat()} to {s.last.isoformat()} (40 CFR 403.8(f)(2)(viii))",
+        key="snc",
+        text=("Chronic: 66 % or more of results exceed the limit. TRC: 33 % or more equal or exceed the limit × TRC "
+              "(1.4 for BOD, TSS, FOG; 1.2 for others).",),
+        columns=("Parameter", "Limit", "Results", "Exceeding", "Share", "≥ limit × TRC", "Share", "SNC", "Citation"),
+        widths=(1.3, 0.8, 0.7, 0.8, 0.7, 1.0, 0.7, 1.0, 2.6),
+        rows=tuple((x.limit.label, f"{x.limit.max} {x.limit.unit}", str(x.count), str(x.exceeding),
+                    percent(x.exceed_share), str(x.at_trc) if x.trc is not None else "n/a",
+                    percent(x.trc_share) if x.trc is not None else "n/a",
+                    ", ".join(k for k in ("chronic" if x.chronic else "", "TRC" if x.trc_violation else "") if k)
+                    or "no", x.limit.citation) for x in s.screens if x.site == r.site.id))
+    return [labs, snc]

@@ -1,0 +1,168 @@
+"""The periodic compliance report end to end: scenario data recorded through the real stores, an episode
+annotated through the CLI (journaled, chain verifies), lab results imported, then the report rendered as PDF
+(pages rendered to PNG with pdftoppm and saved under tests/artifacts/report/ for review), HTML and CSV with the
+same figures, and the scheduled jobs writing into a reports directory."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import subprocess
+from datetime import date, datetime
+from pathlib import Path
+
+import pytest
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from alarms.journal import Journal
+from config.schema import SiteConfig
+from monitor.reports import cli
+from monitor.reports.compliance import build_report
+from monitor.reports.periods import Period, latest_period, period_for_due
+from monitor.reports.render_csv import render_csv
+from monitor.reports.render_html import render_html
+from monitor.reports.render_pdf import render_pdf
+from monitor.reports.schedule import list_reports, schedule_reports, write_daily
+from tests.support import require_binary
+from tests.unit.test_report_scenarios import SITE, TZ, record, scenario, site_config
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "report"
+EPISODE = "acme/ph/ph_low@2026-03-02T01:00:00Z"  # 20:00 EST on 1 March
+NOW = datetime(2026, 3, 20, 9, 0, tzinfo=TZ).timestamp()
+
+
+def run_cli(adder: str, *argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="pretreat")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, add in (("report", cli.add_report), ("labs", cli.add_labs), ("snc", cli.add_snc)):
+        add(sub.add_parser(name))
+    args = parser.parse_args([adder, *argv])
+    return int(args.func(args))
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[SiteConfig, Path]:
+    tmp = tmp_path_factory.mktemp("report")
+    config = site_config(tmp)
+    asyncio.run(record(config, scenario(date(2026, 3, 1), 10)))
+    assert run_cli("report", "annotate", "--config", str(tmp / "site.toml"), "--episode", EPISODE,
+                   "--cause", "Caustic dosing pump tripped on overload", "--action",
+                   "Pump motor replaced; dosing alarm added to the operator's round", "--user", "j.smith") == 0
+    labs = tmp / "labs.csv"
+    labs.write_text("site,sample_date,parameter,value,unit,sample_id\n"
+                    "acme,2026-03-03,BOD,250,mg/L,C1\nacme,2026-03-05,TSS,180,mg/L,C2\n")
+    return config, tmp
+
+
+def test_annotate_through_the_cli_is_journaled(site: tuple[SiteConfig, Path],
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    config, tmp = site
+    assert run_cli("report", "annotate", "--config", str(tmp / "site.toml"), "--episode",
+                   "acme/ph/ph_low@2026-03-02T01:00:01Z", "--cause", "x", "--action", "y", "--user", "z") == 2
+    assert "no episode" in capsys.readouterr().err
+    journal = Journal(path=config.daemon.historian)
+    try:
+        assert journal.verify().ok
+        [rec] = [r for r in journal.records() if r.kind == "annotation"]
+        assert rec.payload["episode"] == EPISODE and rec.payload["user"] == "j.smith"
+    finally:
+        journal.close()
+
+
+def test_pdf_renders_and_pages_are_saved(site: tuple[SiteConfig, Path]) -> None:
+    pdftoppm = require_binary("pdftoppm")
+    config, tmp = site
+    assert run_cli("labs", "import", "--config", str(tmp / "site.toml"), str(tmp / "labs.csv")) == 0
+    period = Period(date(2026, 3, 1), date(2026, 3, 10), date(2026, 3, 15), "test period")
+    report = build_report(config, SITE, period, now=NOW)
+    assert len(report.days) == 10 and len(report.exceedances) >= 40
+    pdf = tmp / "report.pdf"
+    pages = render_pdf(report, pdf)
+    assert pdf.read_bytes().startswith(b"%PDF") and pages >= 4
+    if ARTIFACTS.exists():
+        shutil.rmtree(ARTIFACTS)
+    ARTIFACTS.mkdir(parents=True)
+    subprocess.run([pdftoppm, "-r", "70", "-png", str(pdf), str(ARTIFACTS / "page")], check=True, timeout=60)
+    pngs = sorted(ARTIFACTS.glob("page-*.png"))
+    assert len(pngs) == pages
+    assert all(p.stat().st_size > 10_000 for p in pngs)  # not blank pages
+    shutil.copy(pdf, ARTIFACTS / "report.pdf")
+    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,
+                          check=False).stdout if shutil.which("pdftotext") else ""
+    if text:
+        assert "Periodic Compliance Report" in text and "Page 1 of" in text
+        assert "Caustic dosing pump" in text and "Signature" in text
+
+
+def test_html_and_csv_carry_the_same_figures(site: tuple[SiteConfig, Path]) -> None:
+    config, _tmp = site
+    report = build_report(config, SITE, Period(date(2026, 3, 1), date(2026, 3, 10), date(2026, 3, 15), "t"),
+                          now=NOW)
+    html, csv_text = render_html(report), render_csv(report)
+    for figure in ("168,000", "155,900", "7.2 !", "Permit PJSC-IU-2026-03", "Caustic dosing pump tripped",
+                   "40 CFR 401.17(a)(1)", "Town of Pawling"):
+        assert figure in html and figure in csv_text, figure
+    assert html.count("<svg") == 3  # flow, pH and temperature charts
+    assert "# Daily summary" in csv_text and "2026-03-08,23," in csv_text  # the 23-hour day
+
+
+def test_cli_report_default_formats(site: tuple[SiteConfig, Path], tmp_path: Path) -> None:
+    _config, tmp = site
+    for fmt in ("pdf", "html", "csv"):
+        out = tmp_path / f"r.{fmt}"
+        assert run_cli("report", "--config", str(tmp / "site.toml"), "--from", "2026-03-02", "--to", "2026-03-04",
+                       "--format", fmt, "--output", str(out)) == 0
+        assert out.stat().st_size > 1000
+    assert not (tmp_path / ".pretreat-report").exists()
+    assert run_cli("report", "--config", str(tmp / "site.toml"), "--from", "2026-03-04", "--to", "2026-03-02") == 2
+
+
+def test_snc_cli(site: tuple[SiteConfig, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    _config, tmp = site
+    run_cli("labs", "import", "--config", str(tmp / "site.toml"), str(tmp / "labs.csv"))
+    capsys.readouterr()
+    assert run_cli("snc", "--config", str(tmp / "site.toml"), "--to", "2026-06-30", "--format", "json") == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["window"] == ["2026-01-01", "2026-06-30"]
+    assert out["screens"] == []  # Pawling prints no concentration limits: nothing to screen against
+    assert out["in_snc"] == []
+
+
+def test_pawling_periods_and_schedule(site: tuple[SiteConfig, Path], tmp_path: Path) -> None:
+    config, _tmp = site
+    s = config.site(SITE)
+    assert period_for_due(s, date(2026, 3, 15)) == Period(date(2025, 12, 1), date(2026, 2, 28), date(2026, 3, 15),
+                                                          period_for_due(s, date(2026, 3, 15)).basis)
+    assert (period_for_due(s, date(2026, 9, 15)).first, period_for_due(s, date(2026, 9, 15)).last) == (
+        date(2026, 3, 1), date(2026, 8, 31))
+    assert (period_for_due(s, date(2026, 12, 15)).first, period_for_due(s, date(2026, 12, 15)).last) == (
+        date(2026, 9, 1), date(2026, 11, 30))
+    assert latest_period(s, date(2026, 3, 20)).due == date(2026, 3, 15)
+    assert "fifteenth day" in period_for_due(s, date(2026, 3, 15)).basis
+
+    async def jobs() -> dict[str, datetime]:
+        scheduler = AsyncIOScheduler()
+        ids = schedule_reports(scheduler, config, tmp_path / "reports", clock=lambda: NOW)
+        scheduler.start(paused=True)
+        try:
+            return {i: scheduler.get_job(i).next_run_time for i in ids}
+        finally:
+            scheduler.shutdown(wait=False)
+
+    runs = asyncio.run(jobs())
+    daily = runs[f"report-daily:{SITE}"].astimezone(TZ)
+    periodic = runs[f"report-periodic:{SITE}"].astimezone(TZ)
+    assert (daily.hour, daily.minute) == (1, 0)
+    assert (periodic.month in (3, 9, 12), periodic.day, periodic.hour) == (True, 15, 2)
+
+
+def test_daily_job_writes_and_console_lists(site: tuple[SiteConfig, Path], tmp_path: Path) -> None:
+    config, _tmp = site
+    paths = write_daily(config, config.site(SITE), date(2026, 3, 8), tmp_path, now=NOW)
+    [summary] = json.loads(paths[0].read_text())
+    assert summary["hours"] == 23.0 and summary["headline"]["total_flow"] == 162_000.0
+    listed = list_reports(tmp_path)
+    assert {r.name for r in listed} == {"2026-03-08.json", "2026-03-08.csv"}
+    assert all(r.kind == "daily" and r.site == SITE for r in listed)
