@@ -22,7 +22,7 @@ from monitor.replay import replay
 from monitor.sample import Quality, Sample
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
-NAMES = sorted(p.name for p in CASES.iterdir() if (p / "site.toml").exists())
+NAMES = sorted(p.name for p in CASES.iterdir() if (p / "readings.csv").exists())  # episode cases (report_* differ)
 
 
 def _expected(case: Path) -> list[dict[str, object]]:
@@ -77,3 +77,11 @@ def test_live_path_gives_the_same_episodes(name: str, fast: bool) -> None:
     events = engine.process_many(_samples(case, config.sites[0].id))
     got = sorted((e.to_dict() for e in events), key=lambda d: str(d["time"]))  # stable, as replay sorts
     assert got == _expected(case)
+
+
+def test_every_case_folder_is_run() -> None:
+    """A folder that is neither an episode case nor a report case would be silently left out."""
+    others = [p.name for p in CASES.iterdir() if p.is_dir() and p.name not in NAMES
+              and not p.name.startswith("report_") and not p.name.startswith("__")]
+    assert others == []
+    assert len(NAMES) >= 18
