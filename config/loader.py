@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from alarms.gateway import parse_gateway
 from config.errors import ConfigError, ConfigErrors
 from config.influx import parse_influx
 from config.limits import parse_permit
@@ -127,9 +128,10 @@ def load_config(path: str | Path) -> SiteConfig:
     data = _read_toml(path, reader)
     if data is None:
         raise ConfigErrors(reader.errors)
-    reader.unknown_keys(data, "", {"daemon", "site", "influx"})
+    reader.unknown_keys(data, "", {"daemon", "site", "influx", "gateway"})
     daemon = _daemon(reader.table(data, "daemon", ""), reader, path.parent)
     influx = parse_influx(data, reader, path.parent, historian=daemon.historian)
+    gateway = parse_gateway(data, reader, path.parent)
     maps: dict[Path, RegisterMap | None] = {}
     sites: list[Site] = []
     site_ids: set[str] = set()
@@ -146,7 +148,8 @@ def load_config(path: str | Path) -> SiteConfig:
     if reader.errors:
         raise ConfigErrors(reader.errors)
     by_id = {(i.site, i.id): i for s in sites for i in s.instruments}
-    return SiteConfig(daemon=daemon, sites=tuple(sites), source=path, instruments_by_id=by_id, influx=influx)
+    return SiteConfig(daemon=daemon, sites=tuple(sites), source=path, instruments_by_id=by_id, influx=influx,
+                      gateway=gateway)
 
 
 MISSING_SITES: list[Any] = []

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # config.limits / config.rules import this module at run time
+    from alarms.gateway import GatewaySettings
     from config.influx import InfluxSettings
     from config.limits import Permit
     from config.rules import RuleBinding
@@ -241,6 +242,7 @@ class SiteConfig:
     source: Path | None = None
     instruments_by_id: dict[tuple[str, str], Instrument] = field(default_factory=dict)
     influx: InfluxSettings | None = None  # the optional InfluxDB telemetry sink ([influx] table)
+    gateway: GatewaySettings | None = None  # the optional Modbus TCP gateway for plant SCADA ([gateway])
 
     def site(self, site_id: str) -> Site:
         for s in self.sites:

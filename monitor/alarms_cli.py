@@ -1,0 +1,376 @@
+"""`pretreat alarms …`, `pretreat journal verify` and `pretreat gateway map`: operating alarms from a terminal.
+
+    pretreat alarms list  (--config FILE | --db PATH) [--site S] [--state active|unacked|shelved|out-of-service]
+    pretreat alarms ack   ID --user U [--note TEXT]            (also: reset, unshelve, in-service)
+    pretreat alarms shelve ID --until T --reason TEXT --user U  (also: out-of-service ID --reason TEXT)
+    pretreat alarms watch [--last N] [--duration S] [--format text|json]
+    pretreat journal verify [--anchor SEQ:HASH]
+    pretreat gateway map --config FILE [--format table|csv]
+
+``--config`` names the site file whose ``[daemon].historian`` is the daemon's SQLite file (alarm state,
+journal, command queue); ``--db PATH`` names the file directly. ``ID`` is ``site/channel/rule``. ``list``
+shows every alarm the site file configures (one per compiled rule and channel): the engine stores a row only
+once an alarm first changes, so one never changed is listed as normal with its citation and an empty
+priority (its settings live in the daemon's configuration). Times are ISO 8601 UTC.
+
+**Acting on alarms.** The running daemon owns the alarm engine, so an action is queued in the file
+(`alarms.commands`) and this command waits (``--wait``, default 5 s) for the daemon's answer, then prints the
+transitions it made (with their journal numbers) or its reason for refusing. If nothing answers, the daemon
+does not appear to be running: the command is withdrawn, so it cannot take effect later by surprise (an
+acknowledgement is of what the operator saw), and the exit code is 1. ``--no-wait`` instead leaves it
+queued for ``--ttl`` seconds (default 300), for the daemon to carry out when it picks it up.
+``--user`` defaults to the login name. ``--until`` is ISO 8601 with ``Z`` or an offset, or a duration
+from now such as ``30m``, ``2h``, ``1h30m``, ``1d``.
+
+Exit codes: 0 done (verify: intact), 1 refused / no answer / journal not intact / file unreadable, 2 bad
+usage (unknown alarm id in the site file, bad time, no database).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import re
+import sqlite3
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from alarms.commands import ACTIONS, CommandQueue, Status
+from alarms.journal import verify_connection
+from alarms.model import AlarmKey, State
+from config.errors import ConfigErrors
+from config.loader import load_config
+from config.schema import SiteConfig
+from monitor.exceedances_render import iso
+from monitor.export import UsageError, parse_time
+
+ACTIVE = frozenset({State.ACTIVE_UNACKED, State.ACTIVE_ACKED, State.LATCHED_UNACKED, State.LATCHED_ACKED})
+FILTERS: dict[str, Callable[[State], bool]] = {
+    "active": lambda s: s in ACTIVE,
+    "unacked": lambda s: s.unacknowledged,
+    "shelved": lambda s: s is State.SHELVED,
+    "out-of-service": lambda s: s is State.OUT_OF_SERVICE,
+}
+_DURATION = re.compile(r"^\+?((?:\d+(?:\.\d+)?[smhd])+)$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _source(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="site file (TOML); its [daemon].historian is used")
+    p.add_argument("--db", metavar="PATH", help="the daemon's SQLite file (instead of, or over, --config)")
+
+
+def add_alarms(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="alarms_command", required=True, metavar="ACTION")
+    ls = sub.add_parser("list", help="every configured alarm and its state")
+    _source(ls)
+    ls.add_argument("--site")
+    ls.add_argument("--state", choices=sorted(FILTERS), help="only alarms in this condition")
+    ls.add_argument("--format", choices=("table", "json"), default="table")
+    ls.set_defaults(func=_list)
+    helps = {"ack": "acknowledge", "reset": "release a latched alarm whose condition has gone",
+             "unshelve": "put a shelved alarm back in service", "shelve": "shelve until a time, with a reason",
+             "out-of-service": "take out of service (maintenance), with a reason", "in-service": "back in service"}
+    for action in ACTIONS:
+        a = sub.add_parser(action, help=helps[action])
+        _source(a)
+        a.add_argument("alarm_id", metavar="ID", help="site/channel/rule")
+        a.add_argument("--user", default=_login(), help="who (default: the login name)")
+        if action in ("shelve", "out-of-service"):
+            a.add_argument("--reason", required=True)
+        else:
+            a.add_argument("--note", default="")
+        if action == "shelve":
+            a.add_argument("--until", required=True, metavar="T", help="ISO 8601 time, or e.g. 30m, 2h, 1d")
+        a.add_argument("--wait", type=float, default=5.0, metavar="S", help="seconds to wait for the daemon")
+        a.add_argument("--no-wait", action="store_true", help="queue it and return at once")
+        a.add_argument("--ttl", type=float, default=300.0, metavar="S", help="with --no-wait: valid this long")
+        a.set_defaults(func=_act, action=action)
+    w = sub.add_parser("watch", help="follow alarm transitions as the daemon journals them")
+    _source(w)
+    w.add_argument("--last", type=int, default=0, metavar="N", help="first show the last N transitions")
+    w.add_argument("--duration", type=float, default=0.0, metavar="S", help="stop after S s (default: Ctrl-C)")
+    w.add_argument("--interval", type=float, default=0.25, metavar="S", help="seconds between looks")
+    w.add_argument("--format", choices=("text", "json"), default="text")
+    w.set_defaults(func=_watch)
+
+
+def add_journal(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="journal_command", required=True, metavar="ACTION")
+    v = sub.add_parser("verify", help="re-check the hash chain; name the first altered or missing record")
+    _source(v)
+    v.add_argument("--anchor", metavar="SEQ:HASH", help="a head kept elsewhere: also detects a cut-off end")
+    v.set_defaults(func=_verify)
+
+
+def add_gateway(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="gateway_command", required=True, metavar="ACTION")
+    m = sub.add_parser("map", help="print the Modbus register map the daemon serves to the plant's SCADA")
+    m.add_argument("--config", required=True, metavar="FILE", help="site file (TOML)")
+    m.add_argument("--format", choices=("table", "csv"), default="table")
+    m.set_defaults(func=_gateway_map)
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        return ""
+
+
+def _fail(args: argparse.Namespace, message: str, code: int) -> int:
+    name = " ".join(w for w in (args.command, getattr(args, "alarms_command", None),
+                                getattr(args, "journal_command", None)) if w)
+    print(f"pretreat {name}: {message}", file=sys.stderr)
+    return code
+
+
+def _open(args: argparse.Namespace) -> tuple[SiteConfig | None, Path]:
+    if not args.config and not args.db:
+        raise UsageError("give --config FILE (or --db PATH)")
+    config = None
+    if args.config:
+        try:
+            config = load_config(args.config)
+        except ConfigErrors as exc:
+            raise UsageError(f"invalid site file:\n{exc}") from None
+    db = Path(args.db) if args.db else config.daemon.historian  # type: ignore[union-attr]
+    if not db.is_file():
+        raise UsageError(f"no database at {db}: has the daemon run with this site file?")
+    return config, db
+
+
+def _readonly(db: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+
+
+def configured_alarms(config: SiteConfig) -> dict[str, tuple[str, str]]:
+    """alarm id -> (site id, citation) of every alarm the daemon creates: one per rule binding of a site."""
+    return {AlarmKey(b.site, b.channel, b.rule).id: (s.id, b.citation) for s in config.sites for b in s.checks}
+
+
+# ---- list ------------------------------------------------------------------------------------------------
+
+def alarm_rows(conn: sqlite3.Connection, config: SiteConfig | None) -> list[dict[str, Any]]:
+    """Every alarm: the configured ones (normal if the engine never stored a row for them) and any stored."""
+    stored: dict[str, tuple[str, str, str]] = {}
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'alarm_state'").fetchone():
+        stored = {r[0]: (r[1], r[2], r[3]) for r in
+                  conn.execute("SELECT alarm_id, state, priority, record FROM alarm_state")}
+    known = configured_alarms(config) if config is not None else {}
+    out = []
+    for alarm_id in sorted(set(known) | set(stored)):
+        state, priority, text = stored.get(alarm_id, (State.NORMAL.value, "", "{}"))
+        rec: dict[str, Any] = json.loads(text)
+        out.append({"alarm": alarm_id, "state": state, "priority": priority, "since": rec.get("changed"),
+                    "value": rec.get("value"), "limit": rec.get("limit"),
+                    "citation": rec.get("citation") or known.get(alarm_id, ("", ""))[1],
+                    "until": rec.get("mode_until"), "by": rec.get("mode_by", ""),
+                    "reason": rec.get("mode_reason", ""), "configured": alarm_id in known or config is None})
+    return out
+
+
+def _list(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    try:
+        config, db = _open(args)
+        conn = _readonly(db)
+        try:
+            rows = alarm_rows(conn, config)
+        finally:
+            conn.close()
+    except UsageError as exc:
+        return _fail(args, str(exc), 2)
+    except sqlite3.Error as exc:
+        return _fail(args, f"cannot read the alarm state: {exc}", 1)
+    keep = FILTERS.get(args.state or "", lambda _s: True)
+    rows = [r for r in rows if (not args.site or r["alarm"].split("/")[0] == args.site) and keep(State(r["state"]))]
+    if args.format == "json":
+        out.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        return 0
+    head = ["ID", "STATE", "PRIORITY", "SINCE", "VALUE", "LIMIT", "CITATION / NOTE"]
+    table = [[r["alarm"], r["state"], r["priority"], iso(r["since"]), _num(r["value"]), _num(r["limit"]),
+              _note(r)] for r in rows]
+    widths = [max([len(h)] + [len(t[i]) for t in table]) for i, h in enumerate(head)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
+    out.write(fmt.format(*head).rstrip() + "\n")
+    out.writelines(fmt.format(*t).rstrip() + "\n" for t in table)
+    return 0
+
+
+def _note(r: dict[str, Any]) -> str:
+    note = r["citation"]
+    if r["state"] in (State.SHELVED.value, State.OUT_OF_SERVICE.value):
+        until = f" until {iso(r['until'])}" if r["until"] else ""
+        note = f"{r['state']}{until} by {r['by']}: {r['reason']}"
+    return note if r["configured"] else f"{note} (no longer configured)".strip()
+
+
+def _num(v: float | None) -> str:
+    return "" if v is None else f"{v:g}"
+
+
+# ---- ack, shelve, reset … ---------------------------------------------------------------------------------
+
+def parse_until(text: str, now: float) -> float:
+    """An ISO 8601 time with offset (or a date, midnight UTC), or a duration from ``now``: 30m, 2h, 1h30m."""
+    m = _DURATION.match(text.strip())
+    if m:
+        return now + sum(float(n) * _UNIT[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([smhd])", m.group(1)))
+    return parse_time(text)
+
+
+def _act(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    try:
+        config, db = _open(args)
+        AlarmKey.parse(args.alarm_id)
+        if config is not None and args.alarm_id not in configured_alarms(config):
+            raise UsageError(f"{args.alarm_id} is not an alarm of {args.config} "
+                             "(`pretreat alarms list` shows them)")
+        now = time.time()
+        until = parse_until(args.until, now) if args.action == "shelve" else None
+        if not args.user.strip():
+            raise UsageError("--user is required (no login name)")
+        queue = CommandQueue(path=db, create=False)
+    except (UsageError, ValueError) as exc:
+        return _fail(args, str(exc), 2)
+    except (OSError, sqlite3.Error) as exc:
+        return _fail(args, f"cannot queue the command: {exc}", 1)
+    try:
+        return _submit_and_wait(args, queue, until, now, out)
+    finally:
+        queue.close()
+
+
+def _submit_and_wait(args: argparse.Namespace, queue: CommandQueue, until: float | None, now: float,
+                     out: TextIO) -> int:
+    ttl = args.ttl if args.no_wait else args.wait + 30.0  # a withdrawn command is cancelled anyway
+    cid = queue.submit(alarm_id=args.alarm_id, action=args.action, user=args.user,
+                       note=getattr(args, "note", ""), until=until, reason=getattr(args, "reason", ""),
+                       ttl=ttl, now=now)
+    if args.no_wait:
+        out.write(f"queued as command {cid}: the daemon carries it out if it picks it up by "
+                  f"{iso(now + ttl)}\n")
+        return 0
+    cmd = queue.wait(cid, args.wait)
+    if not cmd.status.final and queue.cancel(cid, why=f"no answer from the daemon within {args.wait:g} s"):
+        return _fail(args, f"no answer within {args.wait:g} s: the daemon does not appear to be running. "
+                           "The command was withdrawn; nothing was done (--no-wait queues it instead).", 1)
+    if not cmd.status.final:  # taken just now: the answer follows at once
+        cmd = queue.wait(cid, 10.0)
+    if cmd.status is Status.DONE:
+        for t in cmd.transitions:
+            out.write(f"{t['alarm']}: {t['kind']} by {t['who']} ({t['from']} -> {t['to']}), "
+                      f"journal record {t['seq']}\n")
+        return 0
+    return _fail(args, f"{cmd.status.value}: {cmd.why_not}", 1)
+
+
+# ---- watch -----------------------------------------------------------------------------------------------
+
+def _watch(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    try:
+        _config, db = _open(args)
+        conn = _readonly(db)
+    except UsageError as exc:
+        return _fail(args, str(exc), 2)
+    except sqlite3.Error as exc:
+        return _fail(args, f"cannot read the journal: {exc}", 1)
+    deadline = time.monotonic() + args.duration if args.duration > 0 else float("inf")
+    try:
+        after = _start_seq(conn, args.last)
+        while True:
+            after = _show(conn, after, args.format, out)
+            if time.monotonic() >= deadline:
+                return 0
+            time.sleep(min(args.interval, max(0.0, deadline - time.monotonic())))
+    except KeyboardInterrupt:
+        return 0
+    except sqlite3.Error as exc:
+        return _fail(args, f"cannot read the journal: {exc}", 1)
+    finally:
+        conn.close()
+
+
+def _has_journal(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'journal'").fetchone() is not None
+
+
+def _start_seq(conn: sqlite3.Connection, last: int) -> int:
+    if not _has_journal(conn):
+        return 0
+    if last <= 0:
+        return int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM journal").fetchone()[0])
+    row = conn.execute("SELECT MIN(seq) FROM (SELECT seq FROM journal WHERE kind = 'transition' "
+                       "ORDER BY seq DESC LIMIT ?)", (last,)).fetchone()
+    return int(row[0]) - 1 if row[0] is not None else 0
+
+
+def _show(conn: sqlite3.Connection, after: int, fmt: str, out: TextIO) -> int:
+    if not _has_journal(conn):
+        return after
+    for seq, payload in conn.execute("SELECT seq, payload FROM journal WHERE seq > ? AND kind = 'transition' "
+                                     "ORDER BY seq", (after,)).fetchall():
+        after = seq
+        t = json.loads(payload)
+        if fmt == "json":
+            out.write(json.dumps({**t, "seq": seq}, ensure_ascii=False) + "\n")
+            continue
+        cond = f"  value {_num(t['value'])} limit {_num(t['limit'])}" if t.get("value") is not None else ""
+        out.write(f"{iso(t['time'])}  #{seq}  {t['alarm']}  {t['kind'].upper()}  {t['from']} -> {t['to']}  "
+                  f"[{t['priority']}]  {t['who']}: {t['why']}{cond}\n")
+    out.flush()
+    return max(after, int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM journal").fetchone()[0]))
+
+
+# ---- journal verify, gateway map ------------------------------------------------------------------------
+
+def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    try:
+        anchor = None
+        if args.anchor:
+            seq, _, digest = args.anchor.partition(":")
+            if not seq.isdigit() or not re.fullmatch(r"[0-9a-f]{64}", digest):
+                raise UsageError(f"--anchor {args.anchor!r}: expected SEQ:HASH (64 hex digits)")
+            anchor = (int(seq), digest)
+        _config, db = _open(args)
+        conn = _readonly(db)
+    except UsageError as exc:
+        return _fail(args, str(exc), 2)
+    except sqlite3.Error as exc:
+        return _fail(args, f"cannot read {args.db or args.config}: {exc}", 1)
+    try:
+        if not _has_journal(conn):
+            return _fail(args, f"no journal in {db} (nothing journaled yet, or the table was removed)", 1)
+        result = verify_connection(conn, anchor=anchor)
+    except sqlite3.Error as exc:
+        return _fail(args, f"cannot read the journal: {exc}", 1)
+    finally:
+        conn.close()
+    seq, digest = result.head
+    if result.ok:
+        out.write(f"journal intact: {result.records} records; head {seq}:{digest}\n")
+        return 0
+    out.write(f"journal NOT intact: record {result.first_bad} {result.problem}: {result.detail}\n"
+              f"last good record: {seq}:{digest}\n")
+    return 1
+
+
+def _gateway_map(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from alarms.gateway import gateway_settings, register_table  # pymodbus: import only for this command
+
+    out = out or sys.stdout
+    try:
+        config = load_config(args.config)
+    except ConfigErrors as exc:
+        return _fail(args, f"invalid site file:\n{exc}", 2)
+    settings = gateway_settings(config)
+    out.write(register_table(config, settings, fmt=args.format))
+    return 0

@@ -1,0 +1,415 @@
+"""`pretreat exceedances`: the exceedance history enforcement staff pull, one row per episode.
+
+    pretreat exceedances (--config FILE | --db PATH) [--site S] [--rule R] [--channel C] [--from T] [--to T]
+                         [--format table|csv|json] [--evidence] [--data-quality] [--limit N]
+
+Episodes come from the episode store (``episode_events`` in the daemon's SQLite file): per (site, channel,
+rule), in time then recording order, each ``start`` is paired with the ``end`` that follows it. Nothing is
+dropped: a start still open is ``ongoing`` (end and duration measured to now); a start followed by another
+start is ``end not recorded``; an end without a start before it is ``start not recorded``.
+
+Columns: start and end (ISO 8601 UTC, ``Z``), duration, peak, limit, unit, rule, citation, and data
+completeness. **Peak** is the value the end event carries; when it carries none (an ongoing episode, an older
+record) it is computed from the historian's good readings over the episode: the maximum for a high limit
+(operator ``>``/``>=``), the minimum for a low one, the reading furthest from the set point for the sampler's
+fridge; duration rules (401.17 excursions, sampler pacing) and data-quality rules have no reading peak while
+open. **Completeness** is the share of expected readings received with good quality over [start, end]:
+expected = ⌊duration / poll interval⌋ + 1 (the instrument's ``poll_interval`` from the site file), received
+= good readings in that closed interval, over every series of the channel; a derived channel (flow×
+concentration) takes the least complete of its inputs. It is capped at 100 %; csv/json also give the two
+counts, so nothing is hidden. Without ``--config`` (``--db`` only) completeness is left empty.
+
+Selection: ``--from``/``--to`` (ISO 8601 with ``Z`` or an offset; a date alone is midnight UTC) keep the
+episodes that *overlap* [from, to): one that began before the month and lasted into it is part of the month's
+record. Data-quality episodes (stale, sensor_fault, flatline) are not discharge exceedances and are left out
+unless ``--data-quality`` is given or ``--rule`` names one.
+
+Cost: pairing reads only the episode store's unique index on (site, channel, rule, event, time), which covers
+it (no table rows, no sort): 100,000 episodes are found in about 0.2 s (bench/bench_exceedances.py). Values,
+citations, completeness and computed peaks are read only for the rows output; completeness is one range count
+per episode over the clustered (channel_id, time) key of ``readings``, so it costs in proportion to the
+readings inside those episodes. The table therefore shows the latest ``--limit`` episodes (default 500, and
+says how many it left out); csv and json write every episode unless ``--limit`` is given.
+
+Output: ``table`` for people; ``csv`` (RFC 4180, header row); ``json`` (JSON Lines, one object per episode).
+``--evidence`` adds the raw readings (good and bad, with quality and reason) from 1 hour before the start to
+1 hour after the end: nested under ``evidence`` in json, one CSV row per reading (the episode's columns
+repeated, then ``evidence_*`` columns), indented under each episode in the table. Formats are written by
+`monitor.exceedances_render`.
+
+Exit codes: 0 done (also when nothing matched), 1 the file cannot be read, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import heapq
+import math
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from config.errors import ConfigErrors
+from config.loader import load_config
+from config.rules import DATA_QUALITY_RULES
+from config.schema import SiteConfig
+from monitor.exceedances_render import write_csv, write_json, write_table
+from monitor.export import UsageError, parse_time
+from monitor.stores.historian_db import QUALITY_BY_CODE
+
+EVIDENCE_MARGIN = 3600.0  # s of readings shown before and after an episode with --evidence
+TABLE_LIMIT = 500
+NO_READING_PEAK = frozenset({"ph_excursion_duration", "ph_monthly_excursion", "sampler_interval",
+                             *DATA_QUALITY_RULES})
+
+
+@dataclass(slots=True)
+class Episode:
+    """One row of the report. ``start``/``end`` epoch s UTC (None when not recorded); ``until`` is where
+    measurements stop: the end, or now for an ongoing episode."""
+
+    site: str
+    channel: str
+    rule: str
+    status: str  # closed | ongoing | end not recorded | start not recorded
+    start: float | None
+    end: float | None
+    until: float | None
+    start_value: float | None
+    end_value: float | None
+    limit: float | None
+    peak: float | None
+    citation: str
+    unit: str = ""
+    good: int | None = None
+    expected: int | None = None
+    evidence: list[tuple[str, float, float | None, str, str]] | None = None
+
+    @property
+    def at(self) -> float:
+        return self.start if self.start is not None else self.end or 0.0
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.start is None or self.until is None else self.until - self.start
+
+    @property
+    def completeness(self) -> float | None:
+        if self.good is None or not self.expected:
+            return None
+        return min(100.0, 100.0 * self.good / self.expected)
+
+
+# ---- finding episodes ------------------------------------------------------------------------------------
+
+# (at, site, channel, rule, status, start id, end id, start time, end time, until): an episode before its
+# details are read; plain tuples, because a report may pair hundreds of thousands and show only a few.
+Found = tuple[float, str, str, str, str, int | None, int | None, float | None, float | None, float]
+
+
+def find_episodes(conn: sqlite3.Connection, *, now: float, site: str | None = None, rule: str | None = None,
+                  channel: str | None = None, start: float | None = None, end: float | None = None,
+                  data_quality: bool = False) -> list[Found]:
+    """Pair the stored transitions into episodes overlapping [start, end), oldest first (see the module doc).
+
+    Reads only the episode store's unique index (site, channel, rule, event, time, rowid): per (site, channel,
+    rule) the ends and the starts come out in time order from a covering index scan, with no table row read
+    and no sort; they are merged here. Details (values, citation) are read for the rows shown only
+    (`details`).
+    """
+    if not _has_table(conn, "episode_events"):
+        return []
+    where, args = ["1"], []
+    for column, value in (("site", site), ("rule", rule), ("channel", channel)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            args.append(value)
+    keys = conn.execute(f"SELECT DISTINCT site, channel, rule FROM episode_events WHERE {' AND '.join(where)}",
+                        args).fetchall()
+    out: list[Found] = []
+    for k in keys:
+        if rule is None and not data_quality and k[2] in DATA_QUALITY_RULES:
+            continue
+        rows = conn.execute("SELECT event = 'end', time, id FROM episode_events "
+                            "WHERE site = ? AND channel = ? AND rule = ? ORDER BY event, time", k).fetchall()
+        ends = [(t, i, True) for is_end, t, i in rows if is_end]
+        starts = [(t, i, False) for is_end, t, i in rows if not is_end]
+        out += _pair(k, heapq.merge(ends, starts), now)
+    keep = [f for f in out if (start is None or f[9] >= start) and (end is None or f[0] < end)]
+    keep.sort()
+    return keep
+
+
+def _pair(key: tuple[str, str, str], events: Iterable[tuple[float, int, bool]], now: float) -> list[Found]:
+    """Walk one rule's transitions in (time, id) order: each start takes the end that follows it."""
+    s, c, r = key
+    out: list[Found] = []
+    opened: tuple[float, int] | None = None
+    for t, i, is_end in events:
+        if not is_end:
+            if opened is not None:
+                out.append((opened[0], s, c, r, "end not recorded", opened[1], None, opened[0], None, opened[0]))
+            opened = (t, i)
+        elif opened is not None:
+            out.append((opened[0], s, c, r, "closed", opened[1], i, opened[0], t, t))
+            opened = None
+        else:
+            out.append((t, s, c, r, "start not recorded", None, i, None, t, t))
+    if opened is not None:
+        out.append((opened[0], s, c, r, "ongoing", opened[1], None, opened[0], None, max(now, opened[0])))
+    return out
+
+
+def details(conn: sqlite3.Connection, found: list[Found]) -> list[Episode]:
+    """The report rows for ``found``: values, limit, peak and citation read by id (rowid look-ups)."""
+    if not found:
+        return []
+    ids = [i for f in found for i in (f[5], f[6]) if i is not None]
+    columns = "e.id, e.value, e.limit_value, e.peak, e.citation"
+    stored = conn.execute("SELECT MAX(id) FROM episode_events").fetchone()[0] or 0
+    if len(ids) * 4 >= stored:  # a large share: one sequential scan beats a look-up per row
+        rows = {r[0]: r for r in conn.execute(f"SELECT {columns} FROM episode_events e")}
+    else:
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS exceedance_ids (id INTEGER PRIMARY KEY)")
+        conn.execute("DELETE FROM temp.exceedance_ids")
+        conn.executemany("INSERT OR IGNORE INTO temp.exceedance_ids VALUES (?)", ((i,) for i in ids))
+        rows = {r[0]: r for r in conn.execute(
+            f"SELECT {columns} FROM temp.exceedance_ids x JOIN episode_events e ON e.id = x.id")}
+    out = []
+    for _at, site, channel, rule, status, sid, eid, st, et, until in found:
+        s = rows.get(sid) if sid is not None else None
+        e = rows.get(eid) if eid is not None else None
+        limit = s[2] if s is not None and s[2] is not None else (e[2] if e is not None else None)
+        out.append(Episode(site, channel, rule, status, st, et, until, s[1] if s else None, e[1] if e else None,
+                           limit, e[3] if e else None, (s or e or (0, 0, 0, 0, ""))[4]))
+    return out
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                        (name,)).fetchone() is not None
+
+
+# ---- completeness, peaks, evidence -----------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class _Channel:
+    inputs: tuple[tuple[str, float | None], ...]  # (channel id, poll interval s) read by the rule
+    unit: str
+    peak: str  # "max" | "min" | "far" | "" (none from readings)
+    mid: float = 0.0  # set point, for "far"
+
+
+def annotate(conn: sqlite3.Connection, episodes: list[Episode], config: SiteConfig | None, *,
+             evidence: bool = False) -> None:
+    """Fill unit, completeness counts, missing peaks (and evidence) for ``episodes``, in place.
+
+    One SQL statement for all of them: a temporary table of (episode, input, series id, interval) joined
+    to ``readings`` by correlated range counts on its clustered key; min/max are only read where a peak is
+    missing (SQLite evaluates a CASE branch only when taken).
+    """
+    if not episodes:
+        return
+    series = _series(conn)
+    plans = {key: _plan(key, config) for key in {(e.site, e.channel, e.rule) for e in episodes}}
+    todo: list[tuple[int, int, int, float, float, int]] = []
+    for n, e in enumerate(episodes):
+        plan = plans[(e.site, e.channel, e.rule)]
+        e.unit = "s" if e.rule in NO_READING_PEAK and e.rule not in DATA_QUALITY_RULES else plan.unit
+        if e.start is None or e.until is None:
+            continue
+        want_peak = int(e.peak is None and bool(plan.peak) and len(plan.inputs) == 1)
+        for part, (ch, interval) in enumerate(plan.inputs):
+            if interval or want_peak:  # without an interval (no site file) a count says nothing
+                todo += [(n, part, cid, e.start, e.until, want_peak) for cid in series.get((e.site, ch), [])]
+    counts = _range_counts(conn, todo)
+    for n, e in enumerate(episodes):
+        plan = plans[(e.site, e.channel, e.rule)]
+        _complete(e, plan, counts, n)
+        if evidence:
+            e.evidence = list(_evidence(conn, e, plan, series))
+
+
+def _complete(e: Episode, plan: _Channel, counts: dict[tuple[int, int], tuple[int, Any, Any]], n: int) -> None:
+    if e.start is None or e.until is None or not plan.inputs:
+        return
+    ratios: list[tuple[float, int, int]] = []
+    for part, (_ch, interval) in enumerate(plan.inputs):
+        good, lo, hi = counts.get((n, part), (0, None, None))
+        if part == 0 and e.peak is None and plan.peak and len(plan.inputs) == 1:
+            e.peak = _peak(plan, lo, hi)
+        if interval:
+            expected = math.floor((e.until - e.start) / interval + 1e-9) + 1
+            ratios.append((good / expected, good, expected))
+    if ratios:
+        _, e.good, e.expected = min(ratios)
+
+
+def _peak(plan: _Channel, lo: float | None, hi: float | None) -> float | None:
+    if plan.peak == "max":
+        return hi
+    if plan.peak == "min":
+        return lo
+    if lo is None or hi is None:
+        return None
+    return lo if abs(lo - plan.mid) > abs(hi - plan.mid) else hi
+
+
+def _range_counts(conn: sqlite3.Connection, todo: list[tuple[int, int, int, float, float, int]]
+                  ) -> dict[tuple[int, int], tuple[int, Any, Any]]:
+    if not todo or not _has_table(conn, "readings"):
+        return {}
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS exceedance_ranges "
+                 "(n INTEGER, part INTEGER, cid INTEGER, lo REAL, hi REAL, want_peak INTEGER)")
+    conn.execute("DELETE FROM temp.exceedance_ranges")
+    conn.executemany("INSERT INTO temp.exceedance_ranges VALUES (?,?,?,?,?,?)", todo)
+    sub = "FROM readings r WHERE r.channel_id = e.cid AND r.time >= e.lo AND r.time <= e.hi"
+    rows = conn.execute(
+        f"SELECT n, part, SUM((SELECT COUNT(r.value) {sub})), "
+        f"MIN(CASE WHEN want_peak THEN (SELECT MIN(r.value) {sub}) END), "
+        f"MAX(CASE WHEN want_peak THEN (SELECT MAX(r.value) {sub}) END) "
+        "FROM temp.exceedance_ranges e GROUP BY n, part").fetchall()
+    return {(n, part): (int(good or 0), lo, hi) for n, part, good, lo, hi in rows}
+
+
+def _series(conn: sqlite3.Connection) -> dict[tuple[str, str], list[int]]:
+    """(site, channel) -> ids of its historian series (one per unit it was recorded in)."""
+    if not _has_table(conn, "channels"):
+        return {}
+    out: dict[tuple[str, str], list[int]] = {}
+    for cid, s, c in conn.execute("SELECT id, site, channel FROM channels ORDER BY id"):
+        out.setdefault((s, c), []).append(int(cid))
+    return out
+
+
+def _plan(key: tuple[str, str, str], config: SiteConfig | None) -> _Channel:
+    """What a rule on a channel reads, how often, in what unit, and which way its peak goes."""
+    site_id, channel, rule = key
+    site = next((s for s in config.sites if s.id == site_id), None) if config else None
+    if site is None or config is None:
+        return _Channel(inputs=((channel, None),), unit="", peak="")
+    binding = next((b for b in site.checks if b.rule == rule and b.channel == channel), None)
+    inputs = binding.inputs if binding is not None else (channel,)
+    chans = {c.id: c for c in site.channels}
+    pairs = []
+    for ch in inputs:
+        c = chans.get(ch)
+        inst = config.instruments_by_id.get((site_id, c.instrument)) if c is not None else None
+        pairs.append((ch, inst.poll_interval if inst is not None else None))
+    unit = chans[channel].unit if channel in chans else ""
+    params = binding.params if binding is not None else {}
+    op = str(params.get("operator", ""))
+    if rule in NO_READING_PEAK:
+        return _Channel(inputs=tuple(pairs), unit=unit, peak="")
+    if "low" in params and "high" in params:
+        mid = (float(params["low"]) + float(params["high"])) / 2
+        return _Channel(inputs=tuple(pairs), unit=unit, peak="far", mid=mid)
+    peak = "max" if op in (">", ">=") else "min" if op in ("<", "<=") else ""
+    return _Channel(inputs=tuple(pairs), unit=unit, peak=peak)
+
+
+def _evidence(conn: sqlite3.Connection, e: Episode, plan: _Channel, series: dict[tuple[str, str], list[int]]
+              ) -> Iterator[tuple[str, float, float | None, str, str]]:
+    """Every reading of the episode's input channels from an hour before to an hour after, time order."""
+    first = e.at - EVIDENCE_MARGIN
+    last = (e.until if e.until is not None else e.at) + EVIDENCE_MARGIN
+    rows: list[tuple[float, int, str, float | None, str, str]] = []
+    for ch, _interval in plan.inputs:
+        for cid in series.get((e.site, ch), []):
+            for t, seq, value, code, reason in conn.execute(
+                    "SELECT time, seq, value, quality, reason FROM readings WHERE channel_id = ? "
+                    "AND time >= ? AND time <= ? ORDER BY time, seq", (cid, first, last)):
+                q = QUALITY_BY_CODE.get(code)
+                rows.append((t, seq, ch, value, q.value if q else f"code {code}", reason))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    for t, _seq, ch, value, quality, reason in rows:
+        yield ch, t, value, quality, reason
+
+
+# ---- the command -----------------------------------------------------------------------------------------
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="site file (TOML); its [daemon].historian is read")
+    p.add_argument("--db", metavar="PATH", help="the daemon's SQLite file (default: from --config)")
+    p.add_argument("--site", help="only this site")
+    p.add_argument("--rule", help="only this rule (e.g. ph_high)")
+    p.add_argument("--channel", help="only this channel")
+    p.add_argument("--from", dest="start", metavar="T", help="episodes overlapping from T (ISO 8601 with Z/offset)")
+    p.add_argument("--to", dest="end", metavar="T", help="episodes overlapping until T, exclusive")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="default table")
+    p.add_argument("--evidence", action="store_true", help="add the readings from 1 h before to 1 h after")
+    p.add_argument("--data-quality", action="store_true", help="include data-quality episodes (stale ...)")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help=f"only the latest N episodes (table default {TABLE_LIMIT}; csv/json: all; 0: all)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, *, out: TextIO | None = None, now: float | None = None) -> int:
+    out = sys.stdout if out is None else out
+    try:
+        config, db = _source(args)
+        start = parse_time(args.start) if args.start else None
+        end = parse_time(args.end) if args.end else None
+        if start is not None and end is not None and start >= end:
+            raise UsageError("--from must be before --to")
+        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+    except UsageError as exc:
+        print(f"pretreat exceedances: {exc}", file=sys.stderr)
+        return 2
+    except sqlite3.Error as exc:
+        print(f"pretreat exceedances: cannot read {args.db or args.config}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        report(conn, out, config=config, args=args, start=start, end=end,
+               now=time.time() if now is None else now)
+    except sqlite3.Error as exc:
+        print(f"pretreat exceedances: cannot read {db}: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        with contextlib.suppress(OSError):  # `| head` has what it wanted: silence the flush at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    finally:
+        conn.close()
+    return 0
+
+
+def report(conn: sqlite3.Connection, out: TextIO, *, config: SiteConfig | None, args: argparse.Namespace,
+           start: float | None, end: float | None, now: float) -> int:
+    """Find, annotate and write the episodes; returns how many matched (before ``--limit``)."""
+    found = find_episodes(conn, now=now, site=args.site, rule=args.rule, channel=args.channel, start=start,
+                          end=end, data_quality=args.data_quality)
+    limit = args.limit if args.limit is not None else (TABLE_LIMIT if args.format == "table" else 0)
+    first = max(0, len(found) - limit) if limit > 0 else 0
+    shown = details(conn, found[first:])
+    annotate(conn, shown, config, evidence=args.evidence)
+    numbered = list(enumerate(shown, start=first + 1))
+    if args.format == "csv":
+        write_csv(out, numbered, evidence=args.evidence)
+    elif args.format == "json":
+        write_json(out, numbered, evidence=args.evidence)
+    else:
+        write_table(out, numbered, total=len(found), evidence=args.evidence)
+    out.flush()
+    return len(found)
+
+
+def _source(args: argparse.Namespace) -> tuple[SiteConfig | None, Path]:
+    if not args.config and not args.db:
+        raise UsageError("give --config FILE (or --db PATH)")
+    config = None
+    if args.config:
+        try:
+            config = load_config(args.config)
+        except ConfigErrors as exc:
+            raise UsageError(f"invalid site file:\n{exc}") from None
+    db = Path(args.db) if args.db else config.daemon.historian  # type: ignore[union-attr]
+    if not db.is_file():
+        raise UsageError(f"no database at {db}: has the daemon run with this site file?")
+    return config, db

@@ -1,0 +1,113 @@
+"""Writing `pretreat exceedances` reports: a table for people, CSV and JSON Lines for tools.
+
+Times are ISO 8601 UTC with ``Z`` (milliseconds only when fractional), as `pretreat readings` and `pretreat
+replay` write them; numbers are written with up to 10 significant digits in CSV and the table, as JSON
+numbers in JSON; an unknown value is an empty CSV field and ``null`` in JSON, never a made-up number.
+See `monitor.exceedances` for what the columns mean.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from monitor.exceedances import Episode
+
+CSV_COLUMNS = ["n", "site", "channel", "rule", "status", "start", "end", "duration_s", "start_value",
+               "end_value", "peak", "limit", "unit", "readings_good", "readings_expected", "completeness_pct",
+               "citation"]
+EVIDENCE_COLUMNS = ["evidence_channel", "evidence_time", "evidence_value", "evidence_quality",
+                    "evidence_reason"]
+
+_DAYS: dict[int, str] = {}
+
+
+def iso(t: float | None) -> str:
+    """ISO 8601 UTC with 'Z', milliseconds only when fractional (as `pretreat readings` and replay write);
+    the date part is cached per day, since a report formats hundreds of thousands of times."""
+    if t is None:
+        return ""
+    secs, ms = divmod(round(t * 1000), 1000)
+    day, rem = divmod(secs, 86400)
+    date = _DAYS.get(day)
+    if date is None:
+        date = _DAYS[day] = time.strftime("%Y-%m-%dT", time.gmtime(day * 86400))
+    h, rem = divmod(rem, 3600)
+    m, s = divmod(rem, 60)
+    return f"{date}{h:02d}:{m:02d}:{s:02d}.{ms:03d}Z" if ms else f"{date}{h:02d}:{m:02d}:{s:02d}Z"
+
+
+def _num(v: float | None) -> str:
+    return "" if v is None else f"{v:.10g}"
+
+
+def _duration(d: float | None) -> str:
+    if d is None:
+        return ""
+    whole = round(d)
+    h, rem = divmod(whole, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{d:g}s"
+
+
+def _fields(n: int, e: Episode) -> list[Any]:
+    pct = e.completeness
+    return [n, e.site, e.channel, e.rule, e.status, iso(e.start), iso(e.end),
+            "" if e.duration is None else round(e.duration, 3), _num(e.start_value), _num(e.end_value),
+            _num(e.peak), _num(e.limit), e.unit, "" if e.good is None else e.good,
+            "" if e.expected is None else e.expected, "" if pct is None else f"{pct:.1f}", e.citation]
+
+
+def write_csv(out: TextIO, episodes: Iterable[tuple[int, Episode]], *, evidence: bool) -> None:
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(CSV_COLUMNS + (EVIDENCE_COLUMNS if evidence else []))
+    for n, e in episodes:
+        row = _fields(n, e)
+        if not evidence:
+            w.writerow(row)
+            continue
+        w.writerows([[*row, ch, iso(t), _num(v), q, why] for ch, t, v, q, why in e.evidence or ()] or [row])
+
+
+_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # json.dumps with options builds one per call
+
+
+def write_json(out: TextIO, episodes: Iterable[tuple[int, Episode]], *, evidence: bool) -> None:
+    """JSON Lines with the CSV's keys; numbers as numbers, null where CSV has an empty field."""
+    for n, e in episodes:
+        pct = e.completeness
+        obj: dict[str, Any] = {
+            "n": n, "site": e.site, "channel": e.channel, "rule": e.rule, "status": e.status,
+            "start": iso(e.start) or None, "end": iso(e.end) or None, "duration_s": e.duration,
+            "start_value": e.start_value, "end_value": e.end_value, "peak": e.peak, "limit": e.limit,
+            "unit": e.unit, "readings_good": e.good, "readings_expected": e.expected,
+            "completeness_pct": None if pct is None else round(pct, 1), "citation": e.citation}
+        if evidence:
+            obj["evidence"] = [{"channel": ch, "time": iso(t), "value": v, "quality": q, "reason": why}
+                               for ch, t, v, q, why in e.evidence or ()]
+        out.write(_JSON(obj) + "\n")
+
+
+def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int, evidence: bool) -> None:
+    head = ["#", "START", "END", "DURATION", "SITE/CHANNEL", "RULE", "PEAK", "LIMIT", "COMPLETE", "CITATION"]
+    rows = [[str(n), iso(e.start) or "(not recorded)",
+             iso(e.end) or ("ongoing" if e.status == "ongoing" else "(not recorded)"), _duration(e.duration),
+             f"{e.site}/{e.channel}", e.rule, f"{_num(e.peak)} {e.unit}".strip(),
+             f"{_num(e.limit)} {e.unit}".strip() if e.limit is not None else "",
+             "" if e.completeness is None else f"{e.completeness:.1f}%", e.citation] for n, e in episodes]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
+    out.write(line.format(*head) + "\n")
+    for r, (_n, e) in zip(rows, episodes, strict=True):
+        out.write(line.format(*r) + "\n")
+        for ch, t, v, q, why in e.evidence or ():
+            shown = _num(v) if q == "good" else f"{q.upper()}: {why}"
+            out.write(f"      {iso(t)}  {ch:<16} {shown}\n")
+    ongoing = sum(1 for _n, e in episodes if e.status == "ongoing")
+    more = f"; the {total - len(episodes)} earlier ones are not shown (--limit 0 shows all)" \
+        if total > len(episodes) else ""
+    out.write(f"{total} episodes, {ongoing} ongoing{more}\n")

@@ -1,0 +1,269 @@
+"""`pretreat exceedances` over a real daemon file: episodes from the real EpisodeStore, readings through the
+real Historian, the site file through the real loader. Pairing, completeness, peaks, evidence, formats."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.loader import load_config
+from monitor import cli
+from monitor.checks.events import EpisodeEvent
+from monitor.exceedances import find_episodes, report
+from monitor.exceedances_render import iso
+from monitor.sample import Quality, Sample
+from monitor.stores.episodes import EpisodeStore
+from monitor.stores.historian import Historian
+
+T0 = 1_767_571_200.0  # 2026-01-05T00:00:00Z
+SITE = "acme-plating"
+CITE = "Town of Southeast § 112-5A(1)(c)"
+SITE_FILE = """
+[daemon]
+historian = "pretreat.sqlite"
+
+[[site]]
+id = "acme-plating"
+jurisdiction = "southeast"
+timezone = "America/New_York"
+
+[[site.instrument]]
+id = "ph-meter"
+driver = "modbus_tcp"
+host = "127.0.0.1"
+register_map = "ph_meter"
+poll_interval = 1.0
+
+[[site.instrument]]
+id = "lel-meter"
+driver = "mqtt"
+poll_interval = 2.0
+
+[[site.channel]]
+id = "ph"
+instrument = "ph-meter"
+point = "ph"
+kind = "ph"
+unit = "pH"
+
+[[site.channel]]
+id = "lel"
+instrument = "lel-meter"
+topic = "mh1/lel"
+field = "lel"
+kind = "lel"
+unit = "%LEL"
+"""
+
+
+def ev(t: float, rule: str, event: str, value: float | None = None, peak: float | None = None,
+       channel: str = "ph", limit: float | None = 9.0) -> EpisodeEvent:
+    return EpisodeEvent(t, SITE, channel, rule, event, value, limit, CITE, peak)
+
+
+def good(t: float, v: float, channel: str = "ph", unit: str = "pH") -> Sample:
+    return Sample(time=t, site=SITE, channel=channel, value=v, unit=unit)
+
+
+def bad(t: float, channel: str = "ph", unit: str = "pH") -> Sample:
+    return Sample.bad(time=t, site=SITE, channel=channel, unit=unit, quality=Quality.COMM_FAILURE,
+                      reason="ph-meter: timeout")
+
+
+@pytest.fixture
+def site_file(tmp_path: Path) -> Path:
+    p = tmp_path / "site.toml"
+    p.write_text(SITE_FILE, encoding="utf-8")
+    return p
+
+
+async def record(db: Path, events: Sequence[EpisodeEvent], samples: Sequence[Sample] = ()) -> None:
+    h = Historian(path=db, commit_interval=0.01)
+    await h.start()
+    h.submit(list(samples))
+    await h.close()
+    store = EpisodeStore(path=db)
+    store.record(list(events))
+    store.close()
+
+
+def args(**kw: object) -> argparse.Namespace:
+    base: dict[str, object] = dict(site=None, rule=None, channel=None, format="table", evidence=False,
+                                   data_quality=False, limit=None)
+    return argparse.Namespace(**{**base, **kw})
+
+
+def run_report(db: Path, site_file: Path | None, now: float, start: float | None = None,
+               end: float | None = None, **kw: object) -> str:
+    out = io.StringIO()
+    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        report(conn, out, config=load_config(site_file) if site_file else None, args=args(**kw), start=start,
+               end=end, now=now)
+    finally:
+        conn.close()
+    return out.getvalue()
+
+
+def jsonl(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+@pytest.fixture
+def cli_registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Route `pretreat exceedances` as monitor/cli.py will once registered (the lead owns SUBCOMMANDS)."""
+    monkeypatch.setitem(cli.SUBCOMMANDS, "exceedances", ("monitor.exceedances:add_arguments", "exceedances"))
+    yield
+
+
+async def test_pairs_starts_with_their_ends_and_keeps_every_odd_case(tmp_path: Path, site_file: Path) -> None:
+    db = tmp_path / "pretreat.sqlite"
+    await record(db, [
+        ev(T0 + 100, "ph_high", "start", 9.4), ev(T0 + 110, "ph_high", "end", 8.9, peak=9.8),
+        ev(T0 + 200, "ph_high", "start", 9.2),  # its end was never recorded ...
+        ev(T0 + 300, "ph_high", "start", 9.3),  # ... because another start follows; this one is still open
+        ev(T0 + 50, "ph_low", "end", 5.2, limit=5.0),  # an end whose start is not in the file
+        ev(T0 + 400, "stale", "start", limit=None), ev(T0 + 405, "stale", "end", 7.0, limit=None),
+    ])
+    rows = jsonl(run_report(db, site_file, now=T0 + 1000, format="json"))
+    assert [(r["rule"], r["status"], r["start"], r["end"]) for r in rows] == [
+        ("ph_low", "start not recorded", None, iso(T0 + 50)),
+        ("ph_high", "closed", iso(T0 + 100), iso(T0 + 110)),
+        ("ph_high", "end not recorded", iso(T0 + 200), None),
+        ("ph_high", "ongoing", iso(T0 + 300), None),
+    ]
+    closed, ongoing = rows[1], rows[3]
+    assert (closed["duration_s"], closed["peak"], closed["limit"], closed["citation"]) == (10, 9.8, 9.0, CITE)
+    assert (closed["start_value"], closed["end_value"], closed["unit"]) == (9.4, 8.9, "pH")
+    assert ongoing["duration_s"] == 700  # measured to now
+    # data-quality episodes are not discharge exceedances: only on request
+    dq = jsonl(run_report(db, site_file, now=T0 + 1000, format="json", data_quality=True))
+    assert [r["rule"] for r in dq].count("stale") == 1
+    assert [r["status"] for r in jsonl(run_report(db, site_file, now=T0 + 1000, format="json",
+                                                 rule="stale"))] == ["closed"]
+
+
+async def test_from_to_keep_episodes_that_overlap_the_range(tmp_path: Path) -> None:
+    db = tmp_path / "pretreat.sqlite"
+    await record(db, [
+        ev(T0, "ph_high", "start", 9.4), ev(T0 + 3600, "ph_high", "end", 8.9, peak=9.5),  # spans the boundary
+        ev(T0 + 7200, "ph_high", "start", 9.4), ev(T0 + 7300, "ph_high", "end", 8.9, peak=9.5),
+        ev(T0 + 9000, "ph_high", "start", 9.4), ev(T0 + 9100, "ph_high", "end", 8.9, peak=9.5),
+    ])
+    conn = sqlite3.connect(db)
+    try:
+        found = find_episodes(conn, now=T0 + 10_000, start=T0 + 1800, end=T0 + 9000)
+        assert [f[0] for f in found] == [T0, T0 + 7200]  # the one starting exactly at --to is out
+        assert find_episodes(conn, now=T0 + 10_000, start=T0 + 3601, end=T0 + 7200) == []
+        assert len(find_episodes(conn, now=T0 + 10_000, start=T0 + 3600, end=T0 + 3601)) == 1  # end inclusive
+        assert find_episodes(conn, now=T0, site="elsewhere") == []
+    finally:
+        conn.close()
+
+
+async def test_completeness_counts_good_readings_against_the_poll_interval(tmp_path: Path,
+                                                                         site_file: Path) -> None:
+    db = tmp_path / "pretreat.sqlite"
+    # pH polled at 1 s; episode [T0+100, T0+110]: 11 readings expected; 2 missing, 1 bad -> 8 good
+    samples = [good(T0 + 100 + k, 9.5) for k in range(11) if k not in (3, 4, 6)] + [bad(T0 + 106)]
+    samples += [good(T0 + 99, 8.0), good(T0 + 111, 8.0)]  # outside the episode: not counted
+    # LEL published every 2 s; episode [T0+200, T0+220]: 11 expected, all there
+    samples += [good(T0 + 200 + 2 * k, 12.0, "lel", "%LEL") for k in range(11)]
+    await record(db, [
+        ev(T0 + 100, "ph_high", "start", 9.5), ev(T0 + 110, "ph_high", "end", 8.5, peak=9.5),
+        ev(T0 + 200, "lel_single", "start", 12.0, channel="lel", limit=10.0),
+        ev(T0 + 220, "lel_single", "end", 4.0, peak=12.0, channel="lel", limit=10.0),
+    ], samples)
+    rows = jsonl(run_report(db, site_file, now=T0 + 1000, format="json"))
+    assert [(r["readings_good"], r["readings_expected"], r["completeness_pct"]) for r in rows] == [
+        (8, 11, 72.7), (11, 11, 100.0)]
+    # the table says the same, and without a site file there is no interval to judge against
+    assert "72.7%" in run_report(db, site_file, now=T0 + 1000)
+    plain = jsonl(run_report(db, None, now=T0 + 1000, format="json"))
+    assert [r["completeness_pct"] for r in plain] == [None, None] and plain[0]["peak"] == 9.5
+
+
+async def test_peak_of_an_open_episode_comes_from_the_good_readings(tmp_path: Path, site_file: Path) -> None:
+    db = tmp_path / "pretreat.sqlite"
+    samples = [good(T0 + 10, 9.3), good(T0 + 11, 10.4), bad(T0 + 12), good(T0 + 13, 9.9),
+               good(T0 + 60, 4.6), good(T0 + 61, 3.9), good(T0 + 62, 4.2), good(T0 + 300, 11.0)]
+    await record(db, [ev(T0 + 10, "ph_high", "start", 9.3),
+                      ev(T0 + 60, "ph_low", "start", 4.6, limit=5.0)], samples)
+    rows = jsonl(run_report(db, site_file, now=T0 + 100, format="json"))
+    by_rule = {r["rule"]: r for r in rows}
+    assert by_rule["ph_high"]["status"] == "ongoing"
+    assert by_rule["ph_high"]["peak"] == 10.4  # the highest over [start, now]; the bad reading is no number
+    assert by_rule["ph_low"]["peak"] == 3.9  # a low limit: the lowest
+    assert by_rule["ph_low"]["readings_good"] == 3 and by_rule["ph_low"]["readings_expected"] == 41
+
+
+async def test_evidence_is_every_reading_from_an_hour_before_to_an_hour_after(tmp_path: Path,
+                                                                              site_file: Path) -> None:
+    db = tmp_path / "pretreat.sqlite"
+    samples = [good(T0 + 1000 - 3601, 7.0), good(T0 + 1000 - 3600, 7.1), good(T0 + 1000, 9.5), bad(T0 + 1005),
+               good(T0 + 1010, 8.0), good(T0 + 1010 + 3600, 7.2), good(T0 + 1010 + 3601, 7.3)]
+    await record(db, [ev(T0 + 1000, "ph_high", "start", 9.5), ev(T0 + 1010, "ph_high", "end", 8.0, peak=9.5)],
+                 samples)
+    (row,) = jsonl(run_report(db, site_file, now=T0 + 9000, format="json", evidence=True))
+    assert [(e["time"], e["value"], e["quality"]) for e in row["evidence"]] == [
+        (iso(T0 + 1000 - 3600), 7.1, "good"), (iso(T0 + 1000), 9.5, "good"),
+        (iso(T0 + 1005), None, "comm_failure"), (iso(T0 + 1010), 8.0, "good"),
+        (iso(T0 + 1010 + 3600), 7.2, "good")]
+    assert row["evidence"][2]["reason"] == "ph-meter: timeout"
+    lines = list(csv.DictReader(io.StringIO(run_report(db, site_file, now=T0 + 9000, format="csv",
+                                                       evidence=True))))
+    assert len(lines) == 5 and {r["n"] for r in lines} == {"1"}
+    assert lines[2]["evidence_quality"] == "comm_failure" and lines[2]["evidence_value"] == ""
+    table = run_report(db, site_file, now=T0 + 9000, evidence=True)
+    assert "COMM_FAILURE: ph-meter: timeout" in table
+
+
+async def test_table_shows_the_latest_episodes_and_says_how_many_more(tmp_path: Path, site_file: Path) -> None:
+    db = tmp_path / "pretreat.sqlite"
+    events = []
+    for k in range(12):
+        events += [ev(T0 + 100 * k, "ph_high", "start", 9.4), ev(T0 + 100 * k + 30, "ph_high", "end", 8.0, 9.6)]
+    await record(db, events)
+    text = run_report(db, site_file, now=T0 + 5000, limit=5)
+    lines = text.splitlines()
+    assert lines[0].split()[:4] == ["#", "START", "END", "DURATION"]
+    assert [ln.split()[0] for ln in lines[1:6]] == ["8", "9", "10", "11", "12"]  # the latest, oldest first
+    assert lines[-1] == "12 episodes, 0 ongoing; the 7 earlier ones are not shown (--limit 0 shows all)"
+    assert len(list(csv.DictReader(io.StringIO(run_report(db, site_file, now=T0, format="csv"))))) == 12
+
+
+async def test_the_command_end_to_end(tmp_path: Path, site_file: Path, cli_registered: None,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "pretreat.sqlite"
+    await record(db, [ev(T0 + 100, "ph_high", "start", 9.4), ev(T0 + 110, "ph_high", "end", 8.9, peak=9.8)],
+                 [good(T0 + 100 + k, 9.5) for k in range(11)])
+    assert cli.main(["exceedances", "--config", str(site_file), "--format", "csv",
+                     "--from", "2026-01-05", "--to", "2026-01-06T00:00:00Z"]) == 0
+    (row,) = csv.DictReader(io.StringIO(capsys.readouterr().out))
+    assert (row["rule"], row["peak"], row["completeness_pct"], row["duration_s"]) == ("ph_high", "9.8", "100.0",
+                                                                                       "10.0")
+    assert cli.main(["exceedances", "--db", str(db), "--site", "nowhere"]) == 0
+    assert capsys.readouterr().out.strip().endswith("0 episodes, 0 ongoing")
+
+
+def test_usage_errors_exit_2(tmp_path: Path, site_file: Path, cli_registered: None,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["exceedances", "--config", str(site_file)]) == 2  # the daemon never ran: no file
+    assert "no database" in capsys.readouterr().err
+    (tmp_path / "pretreat.sqlite").touch()
+    assert cli.main(["exceedances", "--config", str(site_file), "--from", "2026-01-05T10:00"]) == 2
+    assert "no UTC offset" in capsys.readouterr().err
+    assert cli.main(["exceedances", "--config", str(site_file), "--from", "2026-01-06",
+                     "--to", "2026-01-05"]) == 2
+    assert cli.main(["exceedances"]) == 2
+    # an empty file (nothing recorded yet) is an empty report, not an error
+    assert cli.main(["exceedances", "--config", str(site_file)]) == 0
+    assert "0 episodes" in capsys.readouterr().out
