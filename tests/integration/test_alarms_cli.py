@@ -60,8 +60,6 @@ field = "lel"
 kind = "lel"
 unit = "%LEL"
 """
-REGISTER = ("import sys; from monitor import cli; "
-            "cli.SUBCOMMANDS['alarms'] = ('monitor.alarms_cli:add_alarms', 'alarms'); sys.exit(cli.main())")
 
 
 def inp(rule: str, active: bool, value: float = 12.0) -> AlarmInput:
@@ -87,13 +85,6 @@ def specs(site: Path) -> list[AlarmSpec]:
     return [(b.site, b.channel, b.rule, AlarmSettings(priority=Priority.CRITICAL if b.rule == "lel_single"
                                                       else Priority.HIGH, latched=b.rule == "lel_single"))
             for s in load_config(site).sites for b in s.checks]
-
-
-@pytest.fixture(autouse=True)
-def registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Route the subcommands as monitor/cli.py will once the lead registers them."""
-    monkeypatch.setitem(cli.SUBCOMMANDS, "alarms", ("monitor.alarms_cli:add_alarms", "alarms"))
-    monkeypatch.setitem(cli.SUBCOMMANDS, "journal", ("monitor.alarms_cli:add_journal", "journal"))
 
 
 class Daemon:
@@ -266,7 +257,7 @@ def test_usage_errors(site: Path, db: Path, daemon: Callable[..., Daemon],
 
 def test_ack_from_another_process(site: Path, daemon: Callable[..., Daemon]) -> None:
     with daemon(inp("ph_high", True)):
-        done = subprocess.run([sys.executable, "-c", REGISTER, "alarms", "ack", PH, "--config", str(site),
+        done = subprocess.run([sys.executable, "-m", "monitor.cli", "alarms", "ack", PH, "--config", str(site),
                                "--user", "plant-op", "--note", "seen on SCADA"], cwd=REPO, capture_output=True,
                               text=True, timeout=30)
     assert done.returncode == 0, done.stderr
