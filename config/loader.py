@@ -15,6 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from alarms.gateway import parse_gateway
+from config.alarms import parse_alarms
 from config.errors import ConfigError, ConfigErrors
 from config.influx import parse_influx
 from config.limits import parse_permit
@@ -45,7 +46,8 @@ _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ID_EXPECTED = "an id of letters, digits, '_', '-' or '.' (at most 64 characters)"
 
 _DAEMON_KEYS = {"historian", "commit_interval", "tick_interval", "stale_after_polls"}
-_SITE_KEYS = {"id", "name", "jurisdiction", "timezone", "instrument", "channel", "permit", "rules"}
+_SITE_KEYS = {"id", "name", "jurisdiction", "company", "timezone", "instrument", "channel", "permit", "rules",
+              "route", "alarm"}
 _INSTRUMENT_KEYS = {
     "id", "driver", "poll_interval", "timeout", "unit_id", "host", "port", "register_map",
     "serial_port", "baudrate", "bytesize", "parity", "stopbits", "inter_frame_delay",
@@ -128,7 +130,7 @@ def load_config(path: str | Path) -> SiteConfig:
     data = _read_toml(path, reader)
     if data is None:
         raise ConfigErrors(reader.errors)
-    reader.unknown_keys(data, "", {"daemon", "site", "influx", "gateway"})
+    reader.unknown_keys(data, "", {"daemon", "site", "influx", "gateway", "notify"})
     daemon = _daemon(reader.table(data, "daemon", ""), reader, path.parent)
     influx = parse_influx(data, reader, path.parent, historian=daemon.historian)
     gateway = parse_gateway(data, reader, path.parent)
@@ -145,11 +147,12 @@ def load_config(path: str | Path) -> SiteConfig:
         site_ids.add(site.id)
         sites.append(site)
     _check_shared_links(sites, reader)
+    alarms = parse_alarms(data, reader, path.parent, sites=sites, historian=daemon.historian)
     if reader.errors:
         raise ConfigErrors(reader.errors)
     by_id = {(i.site, i.id): i for s in sites for i in s.instruments}
     return SiteConfig(daemon=daemon, sites=tuple(sites), source=path, instruments_by_id=by_id, influx=influx,
-                      gateway=gateway)
+                      gateway=gateway, alarms=alarms)
 
 
 MISSING_SITES: list[Any] = []
@@ -192,7 +195,8 @@ def _site(raw: dict[str, Any], p: str, reader: Reader, base: Path,
                           channels=list(channels.values()), permit=permit,
                           raw_rules=reader.table(raw, "rules", p), p=p, reader=reader)
     return Site(id=site_id, name=reader.str(raw, "name", p, default=site_id), timezone=tz,
-                jurisdiction=jurisdiction, instruments=tuple(instruments.values()),
+                jurisdiction=jurisdiction, company=reader.str(raw, "company", p, default=""),
+                instruments=tuple(instruments.values()),
                 channels=tuple(channels.values()), permit=permit, checks=checks)
 
 

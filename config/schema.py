@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # config.limits / config.rules import this module at run time
     from alarms.gateway import GatewaySettings
+    from config.alarms import AlarmConfig
     from config.influx import InfluxSettings
     from config.limits import Permit
     from config.rules import RuleBinding
@@ -215,6 +216,7 @@ class Site:
     name: str
     timezone: str
     jurisdiction: str = ""
+    company: str = ""  # the industry that owns the site: console users of role "industry" see their company's
     instruments: tuple[Instrument, ...] = ()
     channels: tuple[Channel, ...] = ()
     permit: Permit | None = None  # the site's discharge permit: its own cited limits (config.limits)
@@ -243,6 +245,7 @@ class SiteConfig:
     instruments_by_id: dict[tuple[str, str], Instrument] = field(default_factory=dict)
     influx: InfluxSettings | None = None  # the optional InfluxDB telemetry sink ([influx] table)
     gateway: GatewaySettings | None = None  # the optional Modbus TCP gateway for plant SCADA ([gateway])
+    alarms: AlarmConfig | None = None  # alarm settings per rule, notifiers and routes ([notify], [[site.route]])
 
     def site(self, site_id: str) -> Site:
         for s in self.sites:

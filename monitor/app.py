@@ -23,6 +23,7 @@ from config.errors import ConfigErrors
 from config.loader import load_config
 from config.schema import SiteConfig
 from drivers.base import PolledDriver, StreamingDriver
+from monitor.alarming import Alarming
 from monitor.checks.engine import CheckEngine
 from monitor.health import HealthWriter
 from monitor.reports.aggregates import DailyAggregator
@@ -33,6 +34,7 @@ from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
 from monitor.stores.influx import InfluxSink, InfluxStartupError, instruments_of
 from monitor.stores.influx_lines import episode_record
+from monitor.warmup import reconcile, warm_up
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,7 @@ class Daemon:
         self.influx = (InfluxSink(settings=config.influx, instruments=instruments_of(config))
                        if config.influx is not None else None)
         self.engine = CheckEngine.for_config(config)
+        self.alarming = Alarming(config=config, now=clock(), influx=self.influx)
         self.polled: list[PolledDriver]
         self.polled, self._links = build_modbus_drivers(config)  # type: ignore[assignment]
         self.streaming: list[StreamingDriver] = list(build_mqtt_drivers(config))
@@ -85,6 +88,7 @@ class Daemon:
             return
         self.historian.submit(samples)
         self.aggregates.observe(samples)
+        self.alarming.on_samples(samples)
         if self.influx is not None:
             self.influx.submit(samples)
         self.staleness.observe(samples, self.clock())
@@ -97,6 +101,7 @@ class Daemon:
             self.episodes.record(events)
             if self.influx is not None:
                 self.influx.submit_events([episode_record(e) for e in events])
+            self.alarming.on_episodes(events, self.clock())
             for e in events:
                 log.warning("episode %s: %s/%s %s value=%s limit=%s (%s)", e.event, e.site, e.channel,
                             e.rule, e.value, e.limit, e.citation)
@@ -123,8 +128,23 @@ class Daemon:
         stats.bad_samples += sum(1 for s in samples if not s.good)
         self.ingest(samples)
 
-    def _tick(self) -> None:
-        self.ingest(self.staleness.tick(self.clock()))
+    async def _tick(self) -> None:
+        """On the event loop (an ``async`` job: APScheduler runs plain functions in a thread pool, and the
+        alarm engine and stores are owned by the loop)."""
+        now = self.clock()
+        self.ingest(self.staleness.tick(now))
+        self.alarming.tick(now)
+
+    def _warm_up(self) -> None:
+        """Rebuild rule state from the recent record and bring persisted alarms in line with it."""
+        now = self.clock()
+        events = warm_up(self.engine, self.config, now)
+        if events:
+            self.episodes.record(events)
+        inputs = reconcile(self.alarming.engine, self.engine, events, now)
+        if inputs:
+            log.info("reconciling %d alarm(s) with the recorded episodes", len(inputs))
+            self.alarming.announce(self.alarming.engine.apply_many(inputs, now))
 
     # -- lifecycle -----------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -136,6 +156,8 @@ class Daemon:
             except BaseException:
                 await self.historian.close()
                 raise
+        self._warm_up()
+        await self.alarming.start(self.clock)
         scheduler = AsyncIOScheduler()
         try:
             for d in self.polled:
@@ -147,8 +169,8 @@ class Daemon:
                                   next_run_time=_now_dt())
             scheduler.add_job(self._tick, "interval", seconds=self.config.daemon.tick_interval, id="tick",
                               coalesce=True)
-            scheduler.add_job(health.write, "interval", seconds=max(self.config.daemon.tick_interval, 1.0),
-                              id="health", coalesce=True)
+            scheduler.add_job(health.write_async, "interval",
+                              seconds=max(self.config.daemon.tick_interval, 1.0), id="health", coalesce=True)
             schedule_reports(scheduler, self.config, self.config.daemon.historian.parent / "reports",
                              aggregator=self.aggregates)
             scheduler.start()
@@ -171,6 +193,7 @@ class Daemon:
                 await sd.close()
             for link in self._links:
                 await link.close()
+            await self.alarming.stop()
             await self.historian.close()
             self.aggregates.close()
             if self.influx is not None:

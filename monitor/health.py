@@ -40,9 +40,14 @@ class HealthWriter:
             "historian": {"samples_written": h.samples_written, "batches": h.batches,
                           "write_errors": h.write_errors, "queue_depth": h.queue_depth},
             "episode_events": d.episode_events,
+            "alarms": d.alarming.health(),
             "influx": asdict(d.influx.counters) if d.influx is not None else None,
             "stale_channels": ["/".join(k) for k in d.staleness.stale_channels()],
         }
+
+    async def write_async(self) -> None:
+        """The scheduled job: runs on the event loop, where the counters it reads are changed."""
+        self.write()
 
     def write(self) -> None:
         tmp = self.path.with_suffix(".tmp")

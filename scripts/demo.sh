@@ -49,7 +49,8 @@ pids=("${pids[@]:1}")
 
 echo "== recorded pH readings, last 5 (pretreat readings --format csv)"
 "$BIN/pretreat" readings --config "$SITE" --site acme-plating --channel ph --format csv | tail -n 5
-echo "== exceedance episodes recorded by the checks"
-"$BIN/pretreat" replay --config "$SITE" <("$BIN/pretreat" readings --config "$SITE" --site acme-plating \
-    --channel ph --format csv) 2>&1 | tail -n 8 || true
+echo "== exceedance history (pretreat exceedances): what enforcement staff pull, with the ordinance cited"
+"$BIN/pretreat" exceedances --config "$SITE" || true
+echo "== the tamper-evident journal (pretreat journal verify)"
+"$BIN/pretreat" journal verify --config "$SITE" || true
 echo "== health snapshot: $RUN/pretreat.sqlite.health.json"

@@ -1,0 +1,128 @@
+"""The daemon's alarm side: episodes → alarm engine → delivery, gateway and telemetry. Wiring only.
+
+The check engine's episode events become alarm inputs; the alarm engine (ISA-18.2 state machine, state and
+journal in the historian's SQLite file) decides what changes; every committed transition is handed to the
+dispatcher (durable outboxes to MQTT, email, webhook), the Modbus gateway and the InfluxDB annotations.
+The clock tick drives delays, shelve expiry, re-alarm and escalation, and carries out operator commands
+queued by `pretreat alarms …` (and acknowledgements from SCADA over MQTT).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from alarms.commands import CommandQueue, apply_pending
+from alarms.dispatcher import Dispatcher
+from alarms.engine import AlarmEngine
+from alarms.gateway import ModbusGateway
+from alarms.model import AlarmInput, Refusal, Transition
+from alarms.notifiers.base import NotifierContext
+from config.alarms import alarm_specs
+from config.schema import SiteConfig
+from monitor.checks.events import EpisodeEvent
+from monitor.sample import Sample
+from monitor.stores.influx import InfluxSink
+from monitor.stores.influx_lines import alarm_record
+
+log = logging.getLogger(__name__)
+
+
+def alarm_input(e: EpisodeEvent) -> AlarmInput:
+    return AlarmInput(time=e.time, site=e.site, channel=e.channel, rule=e.rule, active=e.event == "start",
+                      value=e.value, limit=e.limit, citation=e.citation)
+
+
+class Alarming:
+    """Owns the alarm engine, the operator command queue, and (when configured) dispatcher and gateway."""
+
+    def __init__(self, *, config: SiteConfig, now: float, influx: InfluxSink | None) -> None:
+        path = config.daemon.historian
+        self.engine = AlarmEngine(path=path, alarms=alarm_specs(config.sites, config.alarms), now=now)
+        self.commands = CommandQueue(path=path)
+        self.influx = influx
+        self.transitions = 0
+        self.gateway = (ModbusGateway.from_settings(config, config.gateway)
+                        if config.gateway is not None else None)
+        self.dispatcher: Dispatcher | None = None
+        if config.alarms is not None and config.alarms.notify is not None:
+            ctx = NotifierContext(
+                on_command=self._on_scada_command,
+                known_alarms=frozenset(s.id for s in self.engine.states()),
+                alarm_states=self.engine.states,
+                units={(s.id, c.id): c.unit for s in config.sites for c in s.channels},
+                site_names={s.id: s.name for s in config.sites},
+                timezones={s.id: s.timezone for s in config.sites},
+            )
+            self.dispatcher = Dispatcher(config=config.alarms, context=ctx)
+        self._clock: Callable[[], float] | None = None
+
+    async def start(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        if self.gateway is not None:
+            await self.gateway.start()
+            self.gateway.update_alarms(self.engine.states())
+        if self.dispatcher is not None:
+            # transitions committed just before a crash but never queued for delivery go out now
+            self.dispatcher.catch_up(self.engine.journal)
+            await self.dispatcher.start()
+
+    async def stop(self) -> None:
+        if self.dispatcher is not None:
+            await self.dispatcher.stop()
+        if self.gateway is not None:
+            await self.gateway.stop()
+        self.engine.close()
+
+    # -- inputs ------------------------------------------------------------------------------------------
+    def on_samples(self, samples: Sequence[Sample]) -> None:
+        if self.gateway is not None:
+            for s in samples:
+                self.gateway.update_sample(s)
+
+    def on_episodes(self, events: Sequence[EpisodeEvent], now: float) -> None:
+        self.announce(self.engine.apply_many([alarm_input(e) for e in events], now))
+
+    def tick(self, now: float) -> None:
+        self.announce(self.engine.tick(now) + apply_pending(self.commands, self.engine, now))
+
+    def _on_scada_command(self, alarm_id: str, action: str, user: str,
+                          note: str) -> list[Transition] | Refusal | Awaitable[Any]:
+        """An acknowledgement published by the plant's SCADA on the MQTT command topic."""
+        now = self._clock() if self._clock is not None else 0.0
+        result = self.engine.ack(alarm_id, user=user, note=note, now=now)
+        if not isinstance(result, Refusal):
+            self.announce(result)
+        return result
+
+    # -- outputs -----------------------------------------------------------------------------------------
+    def announce(self, transitions: Sequence[Transition]) -> None:
+        if not transitions:
+            return
+        self.transitions += len(transitions)
+        for t in transitions:
+            log.warning("alarm %s: %s %s -> %s (%s, by %s%s)", t.alarm_id, t.kind.value, t.from_state.value,
+                        t.to_state.value, t.priority.value, t.who, f": {t.why}" if t.why else "")
+        if self.dispatcher is not None:
+            self.dispatcher.submit(transitions)
+        if self.gateway is not None:
+            for t in transitions:
+                self.gateway.update_alarm(t)
+        if self.influx is not None:
+            records = []
+            for t in transitions:
+                site, channel, rule = t.alarm_id.split("/")
+                records.append(alarm_record(time=t.time, site=site, channel=channel, rule=rule,
+                                            priority=t.priority.value, from_state=t.from_state.value,
+                                            to_state=t.to_state.value, user=t.who, note=t.why, value=t.value,
+                                            limit=t.limit))
+            self.influx.submit_events(records)
+
+    def health(self) -> dict[str, Any]:
+        states = self.engine.states()
+        return {
+            "transitions": self.transitions,
+            "active": sum(1 for s in states if s.condition),
+            "delivery": self.dispatcher.health() if self.dispatcher is not None else None,
+        }
