@@ -25,6 +25,7 @@ from config.schema import SiteConfig
 from drivers.base import PolledDriver, StreamingDriver
 from monitor.alarming import Alarming
 from monitor.checks.engine import CheckEngine
+from monitor.checks.events import EpisodeEvent
 from monitor.health import HealthWriter
 from monitor.reports.aggregates import DailyAggregator
 from monitor.reports.schedule import schedule_reports
@@ -78,6 +79,8 @@ class Daemon:
         self.staleness = StalenessTracker(config=config, now=clock())
         self.stats: dict[str, PollStats] = {_key(d): PollStats() for d in self.polled}
         self.episode_events = 0
+        self._verdicts: list[EpisodeEvent] = []  # episode events waiting for their readings to be committed
+        self._verdict_wake = asyncio.Event()
         self._running = _Running()
         self.ready = asyncio.Event()
 
@@ -92,19 +95,34 @@ class Daemon:
         if self.influx is not None:
             self.influx.submit(samples)
         self.staleness.observe(samples, self.clock())
-        events = []
         process = self.engine.process
-        for s in samples:
-            events.extend(process(s))
+        events = [e for s in samples for e in process(s)]
         if events:
-            self.episode_events += len(events)
-            self.episodes.record(events)
-            if self.influx is not None:
-                self.influx.submit_events([episode_record(e) for e in events])
-            self.alarming.on_episodes(events, self.clock())
-            for e in events:
-                log.warning("episode %s: %s/%s %s value=%s limit=%s (%s)", e.event, e.site, e.channel,
-                            e.rule, e.value, e.limit, e.citation)
+            self._verdicts.extend(events)
+            self._verdict_wake.set()
+
+    async def _deliver_verdicts(self) -> None:
+        """Evidence before verdict: the readings behind an episode are committed to the historian before the
+        episode and its alarm are recorded and announced, so a crash can never leave an alarm whose readings
+        are missing from the record (the cost is one commit, a few ms, per batch of episode events)."""
+        if not self._verdicts:
+            return
+        events, self._verdicts = self._verdicts, []
+        await self.historian.flush()
+        self.episode_events += len(events)
+        self.episodes.record(events)
+        if self.influx is not None:
+            self.influx.submit_events([episode_record(e) for e in events])
+        for e in events:
+            log.warning("episode %s: %s/%s %s value=%s limit=%s (%s)", e.event, e.site, e.channel,
+                        e.rule, e.value, e.limit, e.citation)
+        self.alarming.on_episodes(events, self.clock())
+
+    async def _judge(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await self._verdict_wake.wait()
+            self._verdict_wake.clear()
+            await self._deliver_verdicts()
 
     async def _poll(self, driver: PolledDriver) -> None:
         key = _key(driver)
@@ -177,10 +195,12 @@ class Daemon:
             async with asyncio.TaskGroup() as tg:
                 for sd in self.streaming:
                     tg.create_task(self._stream(sd, stop), name=f"stream:{_key(sd)}")
+                tg.create_task(self._judge(stop), name="verdicts")
                 log.info("daemon running: %d polled instruments, %d streaming, historian %s",
                          len(self.polled), len(self.streaming), self.config.daemon.historian)
                 self.ready.set()
                 await stop.wait()
+                self._verdict_wake.set()  # let the verdict task see the stop
                 log.info("stopping: draining polls and flushing the historian")
         finally:
             # Pause first so no new poll starts, let the ones in flight finish (APScheduler's shutdown would
@@ -193,6 +213,7 @@ class Daemon:
                 await sd.close()
             for link in self._links:
                 await link.close()
+            await self._deliver_verdicts()
             await self.alarming.stop()
             await self.historian.close()
             self.aggregates.close()
