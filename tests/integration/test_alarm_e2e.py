@@ -43,18 +43,13 @@ clear = true
 def alarm_site(tmp_path: Path, mosquitto: Mosquitto, smtp: SmtpServer) -> Path:
     site = demo_site_file(tmp_path, mosquitto.port)
     (tmp_path / "smtp.password").write_text(smtp.password)
-    site.write_text(site.read_text() + f"""
-[notify]
-state_dir = "notify"
-
-[[notify.channel]]
-id = "plant-scada"
-kind = "mqtt"
-host = "127.0.0.1"
-port = {mosquitto.port}
-client_id = "pretreat-alarms-test"
-topic_prefix = "pretreat/test"
-
+    text = site.read_text()
+    for old, new in (('state_dir = "../../var/demo/notify"', 'state_dir = "notify"'),
+                     ('topic_prefix = "pretreat/demo"', 'topic_prefix = "pretreat/test"'),
+                     ('client_id = "pretreat-alarms-demo"', 'client_id = "pretreat-alarms-test"')):
+        assert old in text, f"demo.toml changed: {old!r} not found"
+        text = text.replace(old, new)
+    site.write_text(text + f"""
 [[notify.channel]]
 id = "smtp"
 kind = "email"
