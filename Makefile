@@ -14,13 +14,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	@touch $@
 
-# Debian packages the demo and the wire-level tests use (mosquitto, socat, victoria-metrics, poppler-utils).
+# Debian packages the demo and the real-server tests use: mosquitto, socat, victoria-metrics, poppler-utils
+# (pdftoppm renders report pages), chromium (console browser tests), openssl (test certificates), strace (the systemd
+# unit's system-call filter, emulated in a test).
 system-deps:
 	@missing=""; \
 	command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ] || missing="$$missing mosquitto"; \
 	command -v socat >/dev/null || missing="$$missing socat"; \
 	command -v victoria-metrics >/dev/null || missing="$$missing victoria-metrics"; \
 	command -v pdftoppm >/dev/null || missing="$$missing poppler-utils"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v openssl >/dev/null || missing="$$missing openssl"; \
+	command -v strace >/dev/null || missing="$$missing strace"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \

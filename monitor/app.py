@@ -35,6 +35,7 @@ from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
 from monitor.stores.influx import InfluxSink, InfluxStartupError, instruments_of
 from monitor.stores.influx_lines import episode_record
+from monitor.systemd import Heartbeat, SystemdNotifier, stall_after_for
 from monitor.warmup import reconcile, warm_up
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,8 @@ class _Running:
 class Daemon:
     """Runs one site file until stopped. ``clock`` is injectable for tests of the tick logic."""
 
-    def __init__(self, *, config: SiteConfig, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, *, config: SiteConfig, clock: Callable[[], float] = time.time,
+                 notifier: SystemdNotifier | None = None) -> None:
         from drivers.modbus.driver import build_modbus_drivers
         from drivers.mqtt.driver import build_mqtt_drivers
 
@@ -76,13 +78,16 @@ class Daemon:
         self.polled: list[PolledDriver]
         self.polled, self._links = build_modbus_drivers(config)  # type: ignore[assignment]
         self.streaming: list[StreamingDriver] = list(build_mqtt_drivers(config))
-        self.staleness = StalenessTracker(config=config, now=clock())
+        # staleness measures elapsed time: monotonic, so an NTP step of the wall clock cannot fake or hide it
+        self.staleness = StalenessTracker(config=config, now=time.monotonic())
         self.stats: dict[str, PollStats] = {_key(d): PollStats() for d in self.polled}
         self.episode_events = 0
         self._verdicts: list[EpisodeEvent] = []  # episode events waiting for their readings to be committed
         self._verdict_wake = asyncio.Event()
         self._running = _Running()
         self.ready = asyncio.Event()
+        self.notifier = notifier if notifier is not None else SystemdNotifier(address=None)
+        self.heartbeat = Heartbeat(notifier=self.notifier, stall_after=stall_after_for(config))
 
     # -- the data path -------------------------------------------------------------------------------
     def ingest(self, samples: Sequence[Sample]) -> None:
@@ -94,7 +99,7 @@ class Daemon:
         self.alarming.on_samples(samples)
         if self.influx is not None:
             self.influx.submit(samples)
-        self.staleness.observe(samples, self.clock())
+        self.staleness.observe(samples, time.monotonic())
         process = self.engine.process
         events = [e for s in samples for e in process(s)]
         if events:
@@ -142,6 +147,7 @@ class Daemon:
             if task is not None:
                 self._running.tasks.discard(task)
         stats.polls += 1
+        self.heartbeat.progress()
         stats.last_duration = time.monotonic() - started
         stats.bad_samples += sum(1 for s in samples if not s.good)
         self.ingest(samples)
@@ -150,7 +156,7 @@ class Daemon:
         """On the event loop (an ``async`` job: APScheduler runs plain functions in a thread pool, and the
         alarm engine and stores are owned by the loop)."""
         now = self.clock()
-        self.ingest(self.staleness.tick(now))
+        self.ingest(self.staleness.tick(time.monotonic(), stamp=now))
         self.alarming.tick(now)
 
     def _warm_up(self) -> None:
@@ -189,6 +195,9 @@ class Daemon:
                               coalesce=True)
             scheduler.add_job(health.write_async, "interval",
                               seconds=max(self.config.daemon.tick_interval, 1.0), id="health", coalesce=True)
+            if self.heartbeat.interval is not None:  # only under systemd with WatchdogSec=
+                scheduler.add_job(self.heartbeat.job, "interval", seconds=self.heartbeat.interval,
+                                  id="watchdog", coalesce=True)
             schedule_reports(scheduler, self.config, self.config.daemon.historian.parent / "reports",
                              aggregator=self.aggregates)
             scheduler.start()
@@ -199,10 +208,13 @@ class Daemon:
                 log.info("daemon running: %d polled instruments, %d streaming, historian %s",
                          len(self.polled), len(self.streaming), self.config.daemon.historian)
                 self.ready.set()
+                self.notifier.ready(status=f"polling {len(self.polled)} instruments, "
+                                           f"{len(self.streaming)} streaming")
                 await stop.wait()
                 self._verdict_wake.set()  # let the verdict task see the stop
                 log.info("stopping: draining polls and flushing the historian")
         finally:
+            self.notifier.stopping(status="draining polls and flushing the historian")
             # Pause first so no new poll starts, let the ones in flight finish (APScheduler's shutdown would
             # cancel them), then shut the scheduler down.
             if scheduler.running:
@@ -220,11 +232,14 @@ class Daemon:
             if self.influx is not None:
                 await self.influx.close()
             self.episodes.close()
+            health.state = "stopped"
             health.write()  # the final counters, matching what was recorded
             log.info("stopped; %d samples recorded", self.historian.counters.samples_written)
 
     async def _stream(self, driver: StreamingDriver, stop: asyncio.Event) -> None:
-        task = asyncio.create_task(driver.run(self.ingest), name=f"mqtt:{_key(driver)}")
+        # acknowledged to the broker only once committed: a crash cannot lose a message the broker forgot
+        task = asyncio.create_task(driver.run(self.ingest, committed=self.historian.flush),
+                                   name=f"mqtt:{_key(driver)}")
         await stop.wait()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -269,7 +284,7 @@ async def _serve(config: SiteConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await Daemon(config=config).run(stop)
+        await Daemon(config=config, notifier=SystemdNotifier.from_env()).run(stop)
     except InfluxStartupError as exc:
         print(f"pretreat: cannot start the InfluxDB sink: {exc}", file=sys.stderr)
         return 2

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Callable, Sequence
+
+from monitor.logs import FORMATS, configure_logging
 
 # subcommand -> ("module:function" that adds its arguments, help text). Imported lazily so that
 # `pretreat check-config` does not pay for pymodbus, and a broken optional part cannot break the rest.
@@ -29,6 +30,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "snc": ("monitor.reports.cli:add_snc", "significant noncompliance screen over lab results"),
     "sim": ("simulators.cli:add_arguments", "serve simulated instruments of a site on loopback"),
     "replay": ("monitor.replay:add_arguments", "run the compliance checks over recorded readings (CSV)"),
+    "status": ("monitor.status:add_arguments",
+               "health of the running daemon: instruments, last readings, queues, alarms"),
+    "console": ("monitor.console.cli:add_console", "serve the operator console (browser) on 127.0.0.1"),
+    "user": ("monitor.console.cli:add_user", "add, list or remove operator console users"),
 }
 
 
@@ -38,6 +43,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pretreat",
                                      description="pretreat-monitor: industrial pretreatment monitoring")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    parser.add_argument("--log-format", choices=FORMATS, default="kv",
+                        help="log lines as key=value (kv, default) or json; under systemd, journald priorities")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (target, help_text) in SUBCOMMANDS.items():
         if only is not None and name != only:
@@ -63,7 +70,7 @@ def _chosen(argv: Sequence[str]) -> str | None:
     """The subcommand named on the command line, if it is a known one (skipping `--log-level X`)."""
     it = iter(argv)
     for word in it:
-        if word == "--log-level":
+        if word in ("--log-level", "--log-format"):
             next(it, None)
         elif not word.startswith("-"):
             return word if word in SUBCOMMANDS else None
@@ -74,11 +81,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_chosen(argv))
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    try:
+        configure_logging(level=args.log_level, fmt=args.log_format)
+    except ValueError as exc:
+        parser.error(str(exc))
     func: Callable[[argparse.Namespace], int] = args.func
     return func(args)
 

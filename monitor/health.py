@@ -27,15 +27,19 @@ class HealthWriter:
         self.daemon = daemon
         self.path = health_path(daemon.config.daemon.historian)
         self.started = time.time()
+        self.state = "running"  # "stopped" on the final write, after the flush
 
     def snapshot(self) -> dict[str, Any]:
         d = self.daemon
         h = d.historian.counters
         return {
             "time": time.time(),
+            "pid": os.getpid(),
+            "state": self.state,
             "uptime_s": round(time.time() - self.started, 1),
             "instruments": {k: asdict(v) for k, v in d.stats.items()},
-            "links": {getattr(link, "key", str(i)): _counters(link) for i, link in enumerate(d._links)},
+            "links": {getattr(link, "key", str(i)): {**_counters(link), "up": getattr(link, "up", None)}
+                      for i, link in enumerate(d._links)},
             "streaming": {s.instrument_id: _counters(s) for s in d.streaming},
             "historian": {"samples_written": h.samples_written, "batches": h.batches,
                           "write_errors": h.write_errors, "queue_depth": h.queue_depth},

@@ -175,6 +175,7 @@ def demo_site_file(tmp_path: Path, broker_port: int) -> Path:
     """A copy of the shipped demo site with free loopback ports, its pty and historian inside tmp_path."""
     text = DEMO_SITE.read_text()
     for old, new in (('historian = "../../var/demo/pretreat.sqlite"', 'historian = "pretreat.sqlite"'),
+                     ('state_dir = "../../var/demo/notify"', 'state_dir = "notify"'),
                      ('"../../var/demo/ttyPH"', '"ttyPH"'),
                      ("port = 15020", f"port = {free_port()}"),
                      ("port = 15021", f"port = {free_port()}"),

@@ -44,8 +44,7 @@ def alarm_site(tmp_path: Path, mosquitto: Mosquitto, smtp: SmtpServer) -> Path:
     site = demo_site_file(tmp_path, mosquitto.port)
     (tmp_path / "smtp.password").write_text(smtp.password)
     text = site.read_text()
-    for old, new in (('state_dir = "../../var/demo/notify"', 'state_dir = "notify"'),
-                     ('topic_prefix = "pretreat/demo"', 'topic_prefix = "pretreat/test"'),
+    for old, new in (('topic_prefix = "pretreat/demo"', 'topic_prefix = "pretreat/test"'),
                      ('client_id = "pretreat-alarms-demo"', 'client_id = "pretreat-alarms-test"')):
         assert old in text, f"demo.toml changed: {old!r} not found"
         text = text.replace(old, new)

@@ -1,0 +1,85 @@
+"""`pretreat status` beside a real daemon: the `Daemon` polls a simulated Modbus TCP flow meter on a free
+loopback port (no broker, no pty needed); status reads what it writes while it runs, turns degraded when
+the meter goes silent, and reports "not running" once the daemon has stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from config.loader import load_config
+from monitor.app import Daemon
+from monitor.status import EXIT_DEGRADED, EXIT_HEALTHY, EXIT_NOT_RUNNING, Report, collect, render
+from simulators.modbus_server import SimFault
+from simulators.runner import SiteSimulator
+from tests.support import free_port
+
+SITE = """
+[daemon]
+historian = "pretreat.sqlite"
+commit_interval = 0.1
+tick_interval = 0.2
+
+[[site]]
+id = "acme"
+name = "ACME Plating"
+timezone = "UTC"
+
+[[site.instrument]]
+id = "flow-meter"
+driver = "modbus_tcp"
+host = "127.0.0.1"
+port = {port}
+register_map = "flow_meter"
+poll_interval = 0.2
+timeout = 0.2
+
+[[site.channel]]
+id = "flow"
+instrument = "flow-meter"
+point = "flow_rate"
+kind = "flow"
+unit = "gpm"
+"""
+
+
+async def wait_for(config_path: Path, predicate: Callable[[Report], bool]) -> Report:
+    """The first report satisfying ``predicate`` within 8 s, else the last one (the caller's assert shows it)."""
+    config = load_config(config_path)
+    deadline = time.monotonic() + 8.0
+    while True:
+        report = await asyncio.to_thread(collect, config)  # file reads off the daemon's loop
+        if predicate(report) or time.monotonic() > deadline:
+            return report
+        await asyncio.sleep(0.1)
+
+
+async def test_status_follows_a_running_daemon_through_a_silent_device_and_its_stop(tmp_path: Path) -> None:
+    site = tmp_path / "site.toml"
+    site.write_text(SITE.format(port=free_port()))
+    config = load_config(site)
+    async with SiteSimulator(config=config) as sim:
+        daemon = Daemon(config=config)
+        stop = asyncio.Event()
+        task = asyncio.create_task(daemon.run(stop))
+        try:
+            await asyncio.wait_for(daemon.ready.wait(), 10)
+            healthy = await wait_for(site, lambda r: r.running and r.instruments[0].channels[0].last is not None
+                                     and r.instruments[0].counters.get("polls", 0) > 0)
+            assert healthy.exit_code == EXIT_HEALTHY, render(healthy, now=time.time())
+            last = healthy.instruments[0].channels[0].last
+            assert last is not None and last.quality == "good"
+            assert abs(last.value - sim.value("flow")) < 1.0  # type: ignore[operator]
+            sim.device("acme", "flow-meter").fault = SimFault.SILENT
+            degraded = await wait_for(site, lambda r: r.exit_code == EXIT_DEGRADED)
+            assert degraded.problems == ["1 stale channel(s): acme/flow"], render(degraded, now=time.time())
+            flow = degraded.instruments[0].channels[0]
+            assert flow.stale and flow.last is not None and flow.last.quality in ("comm_failure", "stale")
+            assert flow.last_good is not None and flow.last_good.value is not None
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 15)
+    stopped = collect(config, now=time.time() + 60)  # the final snapshot ages: nobody rewrites it
+    assert stopped.exit_code == EXIT_NOT_RUNNING and "not running" in stopped.reason
