@@ -8,6 +8,7 @@ site file.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -220,6 +221,7 @@ def _instrument(raw: dict[str, Any], p: str, site: str, reader: Reader, base: Pa
     )
     if driver is DriverKind.MQTT:
         host = reader.str(raw, "host", p, default="127.0.0.1")
+        _check_mqtt_secret(raw, p, reader, base)
         broker = MqttBroker(
             host=host, port=reader.integer(raw, "port", p, default=1883, minimum=1, maximum=65535),
             client_id=reader.str(raw, "client_id", p, default=f"pretreat-{site}-{inst_id}"),
@@ -349,6 +351,21 @@ def _check_shared_links(sites: list[Site], reader: Reader) -> None:
                     reader.error(f"{where}.baudrate", inst.serial.baudrate,
                                  f"the same line settings as {prev[1]} on {inst.serial.port}")
                 serials.setdefault(inst.serial.port, (inst.serial, where))
+
+
+def _check_mqtt_secret(raw: dict[str, Any], p: str, reader: Reader, base: Path) -> None:
+    """The broker password file must be readable and come with a user name. Checked here, not read (the
+    driver reads it at start), so that `pretreat check-config` catches what would otherwise stop
+    `pretreat run` with a traceback (tests/faults/test_config_mistakes.py)."""
+    secret = raw.get("password_file", "")
+    if not isinstance(secret, str) or not secret:
+        return
+    path = Path(secret) if Path(secret).is_absolute() else base / secret
+    if not os.access(path, os.R_OK):
+        reader.error(f"{p}.password_file", secret, "a readable file holding the broker password")
+    if not raw.get("username"):
+        reader.error(f"{p}.username", MISSING_POINT, "a user name with password_file (MQTT 3.1.1 sends a "
+                     "password only with a user name)")
 
 
 def _line_settings(s: SerialSettings) -> tuple[int, int, str, int]:

@@ -216,7 +216,7 @@ class Site:
     name: str
     timezone: str
     jurisdiction: str = ""
-    company: str = ""  # the industry that owns the site: console users of role "industry" see their company's
+    company: str = ""  # the industry owning the site: an "industry" console user sees only its company's sites
     instruments: tuple[Instrument, ...] = ()
     channels: tuple[Channel, ...] = ()
     permit: Permit | None = None  # the site's discharge permit: its own cited limits (config.limits)

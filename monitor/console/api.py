@@ -1,0 +1,362 @@
+"""The console's JSON API (and the event stream). Every endpoint needs a session; the rules per role:
+
+=================================  ==========  =================  ===========
+endpoint                           operator    industry           enforcement
+=================================  ==========  =================  ===========
+GET  /api/me, /api/sites           yes         its company's      yes
+GET  /api/alarms, /api/journal     all sites   its sites          all sites
+POST /api/alarms/{id}/ack          yes         its sites' alarms  403
+POST /api/alarms/{id}/shelve,      yes         403                403
+     unshelve, reset
+GET  /api/sites/{site}[/trend]     yes         its sites, else    yes
+                                               403
+GET  /api/history (json, csv)      yes         its sites          yes
+GET  /api/episodes/{id}            yes         its sites          yes
+GET  /api/health                   yes         its instruments    yes
+GET  /api/events[?site=S]          yes         its sites          yes
+=================================  ==========  =================  ===========
+
+No session: 401. A site (or alarm, episode) outside the user's sites: 403, also when it does not exist, so an
+industry user cannot probe for other companies' site names (operators and enforcement get 404 for a site
+that does not exist). POST requests need the session's CSRF token in ``X-CSRF-Token`` and a JSON body.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from alarms.commands import ACTIONS
+from alarms.model import AlarmKey
+from config.schema import Site
+from monitor.alarms_cli import configured_alarms
+from monitor.console import queries
+from monitor.console.actions import carry_out
+from monitor.console.app import Console
+from monitor.console.auth import SESSION_COOKIE, Session, may_act, site_ids, visible_sites
+from monitor.console.trends import trend
+from monitor.console.users import Role
+from monitor.exceedances import annotate, details, find_episodes
+from monitor.exceedances_render import write_csv, write_json
+from monitor.export import UsageError, parse_time
+
+router = APIRouter(prefix="/api")
+HEARTBEAT = 15.0  # s between comments on an idle stream (keeps proxies from closing it)
+
+
+def console_of(request: Request) -> Console:
+    c: Console = request.app.state.console
+    return c
+
+
+def session_of(request: Request) -> Session:
+    """The caller's live session; 401 without one."""
+    c = console_of(request)
+    s = c.sessions.get(request.cookies.get(SESSION_COOKIE), c.users.get)
+    if s is None:
+        raise HTTPException(401, "log in first")
+    return s
+
+
+def allowed_sites(c: Console, s: Session) -> frozenset[str]:
+    return site_ids(visible_sites(s.user, c.config))
+
+
+def site_for(c: Console, s: Session, site_id: str) -> Site:
+    """The site if the caller may see it: 403 if not (or if it does not exist, for industry users)."""
+    if site_id not in allowed_sites(c, s):
+        if s.user.role is Role.INDUSTRY:
+            raise HTTPException(403, f"site {site_id!r} is not one of {s.user.company}'s sites")
+        raise HTTPException(404, f"no site {site_id!r}")
+    return c.config.site(site_id)
+
+
+def check_csrf(request: Request, s: Session) -> None:
+    if not s.csrf_ok(request.headers.get("x-csrf-token")):
+        raise HTTPException(403, "missing or wrong CSRF token: reload the page")
+
+
+def _conn(c: Console) -> sqlite3.Connection | None:
+    try:
+        return queries.connect(c.db)
+    except sqlite3.Error as exc:
+        raise HTTPException(503, f"the daemon's database cannot be read: {exc}") from exc
+
+
+@router.get("/me")
+def me(request: Request) -> dict[str, Any]:
+    c, s = console_of(request), session_of(request)
+    return {"name": s.user.name, "role": s.user.role.value, "company": s.user.company, "csrf": s.csrf,
+            "actions": sorted(a for a in ACTIONS if may_act(s.user, a)),
+            "sites": [{"id": x.id, "name": x.name} for x in visible_sites(s.user, c.config)]}
+
+
+@router.get("/sites")
+def sites(request: Request) -> list[dict[str, Any]]:
+    c, s = console_of(request), session_of(request)
+    counts: dict[str, int] = {}
+    for row in c.hub.rows.values():
+        if row["tier"] < 3:
+            counts[row["site"]] = counts.get(row["site"], 0) + 1
+    return [{"id": x.id, "name": x.name, "company": x.company, "jurisdiction": x.jurisdiction,
+             "timezone": x.timezone, "alarms": counts.get(x.id, 0)} for x in visible_sites(s.user, c.config)]
+
+
+@router.get("/alarms")
+def alarm_list(request: Request, site: str | None = None, include_normal: bool = True) -> list[dict[str, Any]]:
+    c, s = console_of(request), session_of(request)
+    wanted = allowed_sites(c, s) if site is None else frozenset({site_for(c, s, site).id})
+    conn = _conn(c)
+    if conn is None:
+        return []
+    try:
+        rows = queries.alarms(conn, c.config, wanted)
+    finally:
+        conn.close()
+    return rows if include_normal else [r for r in rows if r["tier"] < 4]
+
+
+@router.post("/alarms/{site}/{channel}/{rule}/{action}")
+async def act(request: Request, site: str, channel: str, rule: str, action: str) -> JSONResponse:
+    """Queue an operator action for the daemon and answer with its outcome (see `monitor.console.actions`)."""
+    import anyio.to_thread
+
+    c, s = console_of(request), session_of(request)
+    check_csrf(request, s)
+    site_for(c, s, site)
+    if action not in ACTIONS:
+        raise HTTPException(404, f"no action {action!r}")
+    if not may_act(s.user, action):
+        raise HTTPException(403, f"a {s.user.role.value} user may not {action} alarms")
+    try:
+        alarm_id = AlarmKey(site, channel, rule).id
+    except ValueError as exc:
+        raise HTTPException(404, str(exc)) from exc
+    if alarm_id not in configured_alarms(c.config):
+        raise HTTPException(404, f"{alarm_id} is not an alarm of this site file")
+    if "json" not in request.headers.get("content-type", ""):
+        raise HTTPException(415, "send the action as JSON")
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError as exc:
+        raise HTTPException(400, "the body is not JSON") from exc
+    if not isinstance(body, dict):
+        raise HTTPException(400, "the body must be a JSON object")
+    outcome = await anyio.to_thread.run_sync(
+        lambda: carry_out(c.db, alarm_id=alarm_id, action=action, user=s.user.name, body=body,
+                          wait=c.action_wait))
+    return JSONResponse(outcome.to_json(), status_code=outcome.http_status)
+
+
+@router.get("/journal")
+def journal(request: Request, alarm: str | None = None, limit: int = Query(50, ge=1, le=1000)) -> list[dict[str, Any]]:
+    c, s = console_of(request), session_of(request)
+    wanted = allowed_sites(c, s)
+    if alarm is not None:
+        site_for(c, s, alarm.split("/")[0])
+    conn = _conn(c)
+    if conn is None:
+        return []
+    try:
+        return queries.journal(conn, sites=wanted, alarm=alarm, limit=limit)
+    finally:
+        conn.close()
+
+
+@router.get("/sites/{site}")
+def site_view(request: Request, site: str) -> dict[str, Any]:
+    c, s = console_of(request), session_of(request)
+    chosen = site_for(c, s, site)
+    stale = _stale(c)
+    conn = _conn(c)
+    try:
+        return queries.site_summary(conn, c.config, chosen, now=time.time(), stale=stale)
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+@router.get("/sites/{site}/trend")
+def site_trend(request: Request, site: str, channel: str, start: float | None = None, end: float | None = None,
+               buckets: int = Query(800, ge=1, le=4000)) -> dict[str, Any]:
+    c, s = console_of(request), session_of(request)
+    chosen = site_for(c, s, site)
+    if channel not in {ch.id for ch in chosen.channels}:
+        raise HTTPException(404, f"no channel {channel!r} at {site}")
+    now = time.time()
+    end = now if end is None else end
+    start = end - 86400.0 if start is None else start
+    conn = _conn(c)
+    try:
+        return trend(conn, c.config, chosen, channel, start=start, end=end, buckets=buckets, now=now)
+    except ValueError as exc:
+        raise HTTPException(400, str(exc)) from exc
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+@router.get("/history")
+def history(request: Request, site: str | None = None, rule: str | None = None, channel: str | None = None,
+            start: str | None = Query(None, alias="from"), end: str | None = Query(None, alias="to"),
+            data_quality: bool = False, evidence: bool = False, limit: int | None = Query(None, ge=0),
+            format: str = Query("json", pattern="^(json|csv)$"), download: bool = False) -> Response:
+    """The exceedance history with `pretreat exceedances`'s filters, as JSON Lines or CSV (same writers)."""
+    c, s = console_of(request), session_of(request)
+    wanted = allowed_sites(c, s) if site is None else frozenset({site_for(c, s, site).id})
+    try:
+        t0 = parse_time(start) if start else None
+        t1 = parse_time(end) if end else None
+    except UsageError as exc:
+        raise HTTPException(400, str(exc)) from exc
+    if t0 is not None and t1 is not None and t0 >= t1:
+        raise HTTPException(400, "'from' must be before 'to'")
+    args = argparse.Namespace(rule=rule or None, channel=channel or None, data_quality=data_quality,
+                              evidence=evidence, limit=limit, format=format)
+    out = io.StringIO()
+    total = 0
+    conn = _conn(c)
+    if conn is not None:
+        try:
+            total = _history(conn, c, None if wanted == _all(c) else wanted, args, t0, t1, out, ids=not download)
+        finally:
+            conn.close()
+    elif format == "csv":
+        write_csv(out, [], evidence=evidence)
+    media = "text/csv; charset=utf-8" if format == "csv" else "application/x-ndjson; charset=utf-8"
+    headers = {"X-Total-Count": str(total)}
+    if download:
+        headers["Content-Disposition"] = f'attachment; filename="exceedances.{"csv" if format == "csv" else "jsonl"}"'
+    return Response(out.getvalue(), media_type=media, headers=headers)
+
+
+def _all(c: Console) -> frozenset[str]:
+    return frozenset(x.id for x in c.config.sites)
+
+
+def _history(conn: sqlite3.Connection, c: Console, sites: frozenset[str] | None, args: argparse.Namespace,
+             t0: float | None, t1: float | None, out: io.StringIO, *, ids: bool) -> int:
+    """`monitor.exceedances.report`'s steps (find, keep the latest ``limit``, details, annotate, write) over
+    a set of sites (it takes one site or all), with the same writers. ``ids``: JSON rows also carry
+    ``episode_id`` (the start record's id, else the end's) for the episode page link."""
+    now = time.time()
+    found = sorted(f for site in (sites if sites is not None else [None]) for f in find_episodes(
+        conn, now=now, site=site, rule=args.rule, channel=args.channel, start=t0, end=t1,
+        data_quality=args.data_quality))
+    first = max(0, len(found) - args.limit) if args.limit else 0
+    shown = details(conn, found[first:])
+    annotate(conn, shown, c.config, evidence=args.evidence)
+    numbered = list(enumerate(shown, start=first + 1))
+    if args.format == "csv":
+        write_csv(out, numbered, evidence=args.evidence)
+    elif not ids:
+        write_json(out, numbered, evidence=args.evidence)
+    else:
+        buf = io.StringIO()
+        write_json(buf, numbered, evidence=args.evidence)
+        for line, f in zip(buf.getvalue().splitlines(), found[first:], strict=True):
+            out.write(json.dumps({**json.loads(line), "episode_id": f[5] if f[5] is not None else f[6]},
+                                 ensure_ascii=False) + "\n")
+    return len(found)
+
+
+@router.get("/episodes/{event_id}")
+def episode(request: Request, event_id: int) -> dict[str, Any]:
+    """One episode (named by the id of its start or end record) and the window for its chart."""
+    c, s = console_of(request), session_of(request)
+    conn = _conn(c)
+    if conn is None or not queries.has_table(conn, "episode_events"):
+        raise HTTPException(404, "no episodes recorded")
+    try:
+        row = conn.execute("SELECT site, channel, rule FROM episode_events WHERE id = ?", (event_id,)).fetchone()
+        if row is None:
+            if s.user.role is Role.INDUSTRY:
+                raise HTTPException(403, "not one of your company's episodes")
+            raise HTTPException(404, f"no episode record {event_id}")
+        chosen = site_for(c, s, row[0])
+        found = [f for f in find_episodes(conn, now=time.time(), site=row[0], channel=row[1], rule=row[2],
+                                          data_quality=True) if event_id in (f[5], f[6])]
+        shown = details(conn, found)
+        annotate(conn, shown, c.config)
+        out = io.StringIO()
+        write_json(out, list(enumerate(shown, start=1)), evidence=False)
+    finally:
+        conn.close()
+    ep = json.loads(out.getvalue().splitlines()[0])
+    at, until = shown[0].at, shown[0].until if shown[0].until is not None else shown[0].at
+    margin = max(3600.0, 0.25 * (until - at))
+    return {"episode": ep, "site": row[0], "site_name": chosen.name, "channel": row[1], "rule": row[2],
+            "limits": queries.limits(chosen, row[1]), "window": {"start": at - margin, "end": until + margin},
+            "channel_known": row[1] in {ch.id for ch in chosen.channels}}
+
+
+@router.get("/health")
+def health(request: Request) -> dict[str, Any]:
+    """`pretreat status`'s report (monitor.status.collect), trimmed to the caller's sites."""
+    from monitor.status import collect
+
+    c, s = console_of(request), session_of(request)
+    try:
+        rep = collect(c.config).to_dict()
+    except (OSError, ValueError, sqlite3.Error) as exc:
+        raise HTTPException(503, f"cannot read the daemon's health: {exc}") from exc
+    wanted = allowed_sites(c, s)
+    rep["instruments"] = [i for i in rep["instruments"] if i["key"].split("/")[0] in wanted]
+    rep["stale"] = [x for x in rep["stale"] if x.split("/")[0] in wanted]
+    rep["alarms"] = None if rep["alarms"] is None else [a for a in rep["alarms"] if a["id"].split("/")[0] in wanted]
+    if s.user.role is Role.INDUSTRY:  # the daemon's own queues and other sites' problems are not theirs
+        rep["snapshot"] = {k: v for k, v in (rep["snapshot"] or {}).items() if k in ("time", "uptime_s")}
+        rep["problems"] = [p for p in rep["problems"] if any(x in p for x in wanted)]
+    return rep
+
+
+def _stale(c: Console) -> list[str]:
+    from monitor.health import health_path
+
+    try:
+        snap = json.loads(health_path(c.db).read_text())
+        return list(snap.get("stale_channels", []))
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+@router.get("/events")
+async def events(request: Request, site: str | None = None) -> StreamingResponse:
+    """Server-sent events: ``snapshot``, then ``alarm``, ``journal`` and (with ``site``) ``readings``."""
+    c, s = console_of(request), session_of(request)
+    sites_ok = allowed_sites(c, s)
+    if site is not None:
+        site_for(c, s, site)
+    sub, first = c.hub.subscribe(sites=sites_ok, readings_site=site)
+
+    async def stream() -> AsyncIterator[bytes]:
+        import asyncio
+
+        try:
+            yield b"retry: 1000\n" + first
+            idle = 0.0
+            while not c.hub.closing and not sub.overflowed:
+                try:
+                    yield await asyncio.wait_for(sub.queue.get(), timeout=1.0)
+                    idle = 0.0
+                except TimeoutError:
+                    idle += 1.0
+                    if c.sessions.get(s.token, c.users.get) is None:  # logged out, expired or removed
+                        yield b"event: logout\ndata: {}\n\n"
+                        return
+                    if idle >= HEARTBEAT:
+                        idle = 0.0
+                        yield b": keep-alive\n\n"
+        finally:
+            c.hub.unsubscribe(sub)
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

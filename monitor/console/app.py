@@ -1,0 +1,159 @@
+"""The console's FastAPI application: `create_app` wires the users file, sessions, the follower and the routes.
+
+Everything the handlers share is one `Console` object on ``app.state.console``. Pages and API are separate
+routers (`monitor.console.pages`, `monitor.console.api`); static files (JavaScript, CSS: no CDN, nothing
+fetched from elsewhere) are served from ``monitor/console/static``.
+
+Every response carries a strict Content-Security-Policy (scripts, styles and connections only from the
+console itself, no inline script, no framing) and ``X-Content-Type-Options: nosniff``; API answers are
+``Cache-Control: no-store``, so a shared computer's browser cache keeps no alarm or reading.
+
+`ConsoleServer` runs the app under uvicorn, and ends the live streams when asked to stop (a browser's open
+event stream would otherwise hold a graceful shutdown until it times out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from config.schema import SiteConfig
+from monitor.console.auth import DEFAULT_LIFETIME, LoginLimiter, Sessions
+from monitor.console.events import Hub
+from monitor.console.users import UserStore
+
+STATIC = Path(__file__).parent / "static"
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "media-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class Console:
+    """What the handlers share. ``secure_cookies``: mark cookies Secure (served over TLS by a proxy)."""
+
+    config: SiteConfig
+    db: Path
+    users: UserStore
+    sessions: Sessions
+    limiter: LoginLimiter
+    hub: Hub
+    secure_cookies: bool = False
+    action_wait: float = 5.0
+    started: float = field(default_factory=time.time)
+
+
+def create_app(*, config: SiteConfig, users_path: Path, secure_cookies: bool = False,
+               session_lifetime: float = DEFAULT_LIFETIME, poll_interval: float = 0.1,
+               action_wait: float = 5.0, limiter: LoginLimiter | None = None) -> FastAPI:
+    """The console app for ``config``'s daemon file. ``users_path`` is the users file (`users`)."""
+    from monitor.console import api, pages  # routes import FastAPI machinery: only when an app is built
+
+    db = config.daemon.historian
+    console = Console(config=config, db=db, users=UserStore(path=users_path),
+                      sessions=Sessions(lifetime=session_lifetime), limiter=limiter or LoginLimiter(),
+                      hub=Hub(db=db, config=config, interval=poll_interval), secure_cookies=secure_cookies,
+                      action_wait=action_wait)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await asyncio.to_thread(console.hub.prime)
+        task = asyncio.create_task(console.hub.run(), name="console-follower")
+        try:
+            yield
+        finally:
+            console.hub.close()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    app = FastAPI(title="pretreat-monitor console", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    app.state.console = console
+    app.include_router(api.router)
+    app.include_router(pages.router)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.add_middleware(SecurityHeaders)
+    return app
+
+
+class SecurityHeaders:
+    """Adds the security headers to every response (a plain ASGI middleware: it leaves streams alone)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        api = str(scope.get("path", "")).startswith("/api/")
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                names = {k.lower() for k, _v in headers}
+                extra = [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
+                         (b"referrer-policy", b"same-origin"), (b"x-frame-options", b"DENY")]
+                if api and b"cache-control" not in names:
+                    extra.append((b"cache-control", b"no-store"))
+                message["headers"] = headers + extra
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class ConsoleServer(uvicorn.Server):
+    """uvicorn's server, which also ends the console's event streams when it is told to stop."""
+
+    def __init__(self, app: FastAPI, *, host: str, port: int, log_level: str = "warning") -> None:
+        super().__init__(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                                        timeout_graceful_shutdown=3, lifespan="on"))
+        self.console: Console = app.state.console
+        self._thread: threading.Thread | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """Stop gracefully on SIGTERM/SIGINT (a second SIGINT forces it) and exit 0 afterwards: unlike
+        uvicorn's own handler, the signal is not raised again once stopped (a service manager would log a
+        clean stop as killed by a signal)."""
+        self.console.hub.closing = True  # a plain flag: safe from a signal handler
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        else:
+            self.should_exit = True
+
+    # ---- in a thread (tests, benchmarks) ------------------------------------------------------------------
+
+    def start_in_thread(self, timeout: float = 10.0) -> None:
+        self._thread = threading.Thread(target=self.run, name="console-server", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the console server did not start")
+            time.sleep(0.01)
+
+    def stop_thread(self, timeout: float = 10.0) -> None:
+        self.console.hub.closing = True
+        self.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise RuntimeError("the console server did not stop")

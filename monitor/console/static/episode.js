@@ -1,0 +1,36 @@
+// One exceedance episode: its facts and the readings around it, with the limit line.
+"use strict";
+(() => {
+  const { api, el, num, time, duration } = PT;
+  const id = document.body.dataset.episode;
+
+  async function start() {
+    const resp = await api(`/api/episodes/${encodeURIComponent(id)}`);
+    if (!resp.ok) { document.getElementById("ep-title").textContent = resp.data.detail || "Not available"; return; }
+    const d = resp.data, e = d.episode;
+    document.getElementById("ep-title").textContent = `${d.site_name}: ${e.rule} on ${e.channel}`;
+    const facts = [["Status", e.status], ["Start", e.start ? time(Date.parse(e.start) / 1000) : "(not recorded)"],
+      ["End", e.end ? time(Date.parse(e.end) / 1000) : e.status], ["Duration", duration(e.duration_s)],
+      ["Start value", `${num(e.start_value)} ${e.unit}`], ["Peak", `${num(e.peak)} ${e.unit}`],
+      ["Limit", `${num(e.limit)} ${e.unit}`], ["Completeness", e.completeness_pct === null ? "" : `${e.completeness_pct} % (${e.readings_good} of ${e.readings_expected})`],
+      ["Citation", e.citation]];
+    document.getElementById("ep-facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+    const q = new URLSearchParams({ site: d.site, channel: e.channel, rule: e.rule, from: new Date(d.window.start * 1000).toISOString(),
+      to: new Date(d.window.end * 1000).toISOString(), format: "csv", evidence: "true", download: "true" });
+    document.getElementById("ep-csv").href = "/api/history?" + q;
+    if (!d.channel_known) return;
+    const canvas = document.getElementById("ep-chart");
+    const tq = new URLSearchParams({ channel: e.channel, start: d.window.start, end: d.window.end,
+      buckets: Math.max(100, Math.round(canvas.clientWidth || 1000)) });
+    const tr = await api(`/api/sites/${encodeURIComponent(d.site)}/trend?${tq}`);
+    if (!tr.ok) return;
+    const data = { ...tr.data, live: [], limits: d.limits.length ? d.limits : tr.data.limits };
+    PTChart.draw(canvas, data);
+    PTChart.zoomable(canvas, async (a, b) => {
+      const zq = new URLSearchParams({ channel: e.channel, start: a, end: b, buckets: Math.round(canvas.clientWidth || 1000) });
+      const z = await api(`/api/sites/${encodeURIComponent(d.site)}/trend?${zq}`);
+      if (z.ok) PTChart.draw(canvas, { ...z.data, live: [], limits: data.limits });
+    });
+  }
+  start();
+})();

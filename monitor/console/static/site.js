@@ -1,0 +1,102 @@
+// Site view: each channel's current value, quality, completeness and trend; live readings from the stream.
+"use strict";
+(() => {
+  const { api, el, num, time, stream } = PT;
+  const site = document.body.dataset.site;
+  const charts = new Map();  // channel id -> { canvas, data, card }
+  let span = 86400, zoom = null;  // zoom: [start, end] while zoomed in, else the window follows now
+
+  function windowNow() {
+    if (zoom) return zoom;
+    const end = Date.now() / 1000;
+    return [end - span, end];
+  }
+
+  function quality(last) {
+    if (!last) return el("span", { class: "q none" }, "no reading");
+    return el("span", { class: "q " + (last.quality === "good" ? "good" : "bad"), title: last.reason || "" },
+      last.quality + (last.reason ? ": " + last.reason : ""));
+  }
+
+  function valueText(last, unit) {
+    return last && last.value !== null && last.value !== undefined ? `${num(last.value)} ${unit}` : "–";
+  }
+
+  function tile(ch, label) {
+    return el("div", { class: "tile", id: "tile-" + ch.id },
+      el("div", { class: "label" }, label),
+      el("div", { class: "big value", "data-channel": ch.id }, valueText(ch.last, ch.unit)),
+      el("div", {}, quality(ch.last)), el("div", { class: "hint" }, ch.last ? time(ch.last.time) : ""));
+  }
+
+  function card(ch) {
+    const c = ch.completeness;
+    const pct = c && c.pct !== null ? `${c.pct.toFixed(1)} % complete (${c.good} of ${c.expected} readings, 24 h)` : "";
+    const canvas = el("canvas", { class: "trend", height: 220, "data-channel": ch.id });
+    const box = el("article", { class: "channel" + (ch.stale ? " stale" : ""), id: "ch-" + ch.id },
+      el("header", {},
+        el("h2", {}, ch.id), el("span", { class: "kind" }, ch.kind),
+        el("span", { class: "big value", "data-channel": ch.id }, valueText(ch.last, ch.unit)),
+        el("span", { class: "quality" }, quality(ch.last)),
+        ch.stale ? el("span", { class: "q bad" }, "STALE") : null,
+        el("span", { class: "complete" }, pct),
+        el("span", { class: "hint" }, ch.last_good ? "last good " + time(ch.last_good.time) : "no good reading")),
+      el("div", { class: "chartbox" }, canvas),
+      ch.limits.length ? el("p", { class: "hint" }, ch.limits.map((l) => `${l.rule} ${num(l.value)} ${ch.unit} (${l.citation})`).join(" · ")) : null);
+    PTChart.zoomable(canvas, (a, b) => { zoom = [a, b]; loadAll(); });
+    charts.set(ch.id, { canvas, data: null, card: box, unit: ch.unit });
+    return box;
+  }
+
+  async function load(id) {
+    const c = charts.get(id);
+    const [start, end] = windowNow();
+    const buckets = Math.max(100, Math.min(4000, Math.round(c.canvas.clientWidth || 800)));
+    const q = new URLSearchParams({ channel: id, start, end, buckets });
+    const resp = await api(`/api/sites/${encodeURIComponent(site)}/trend?${q}`);
+    if (!resp.ok) return;
+    c.data = { ...resp.data, live: [] };
+    PTChart.draw(c.canvas, c.data);
+  }
+
+  async function loadAll() {
+    await Promise.all([...charts.keys()].map(load));
+    window.__trendsLoaded = performance.now();
+  }
+
+  function onReadings(d) {
+    const c = charts.get(d.channel);
+    const last = d.readings[d.readings.length - 1];
+    const reading = { time: last[0], value: last[1], quality: last[2], reason: last[3] };
+    for (const node of document.querySelectorAll(`.value[data-channel="${CSS.escape(d.channel)}"]`)) {
+      node.textContent = valueText(reading, c ? c.unit : "");
+    }
+    if (!c || !c.data) return;
+    for (const r of d.readings) c.data.live.push([r[0], r[2] === "good" ? r[1] : null]);
+    if (!zoom) { const [a, b] = windowNow(); c.data.start = a; c.data.end = b; }
+    PTChart.draw(c.canvas, c.data);
+  }
+
+  async function start() {
+    const resp = await api(`/api/sites/${encodeURIComponent(site)}`);
+    if (!resp.ok) { document.getElementById("channels").textContent = resp.data.detail || "not available"; return; }
+    const s = resp.data;
+    const byId = new Map(s.channels.map((c) => [c.id, c]));
+    const tiles = document.getElementById("sampler");
+    for (const id of s.sampler.sampler_temperature) tiles.append(tile(byId.get(id), "Sampler fridge temperature"));
+    for (const id of s.sampler.sampler_count) tiles.append(tile(byId.get(id), "Samples taken"));
+    const box = document.getElementById("channels");
+    for (const ch of s.channels) box.append(card(ch));
+    for (const b of document.querySelectorAll("[data-range]")) {
+      b.addEventListener("click", () => {
+        span = Number(b.dataset.range); zoom = null;
+        for (const x of document.querySelectorAll("[data-range]")) x.classList.toggle("on", x === b);
+        loadAll();
+      });
+    }
+    document.getElementById("zoom-reset").addEventListener("click", () => { zoom = null; loadAll(); });
+    await loadAll();
+    stream(`/api/events?site=${encodeURIComponent(site)}`, { readings: onReadings });
+  }
+  start();
+})();

@@ -1,0 +1,186 @@
+"""The console in headless Chromium: each role logs in; a simulator scenario's pH alarm appears live and is
+acknowledged from the page (the ack reaches the journal, with the user); an industry user cannot see or act
+on another company's alarm by page or API; screenshots of the alarm list and a site view for review
+(tests/artifacts/)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.browser.harness import (
+    ACME,
+    ACME_PH_LOW,
+    BOLT,
+    BOLT_PH_HIGH,
+    PASSWORD,
+    Plant,
+    console,
+    history,
+    load,
+    write_site,
+    write_users,
+)
+
+VIEW = {"width": 1400, "height": 900}
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("console-browser")
+    config = load(write_site(folder))
+    users = write_users(folder / "users.toml")
+    with Plant(config) as plant:
+        plant.feed(sorted(history(config, ACME) + history(config, BOLT), key=lambda x: x.time))
+        plant.value(BOLT, "ph", 9.8)  # another company's alarm, active before anyone logs in
+        plant.value(ACME, "ph", 9.4)  # ACME: an episode in the history
+        time.sleep(0.3)
+        plant.value(ACME, "ph", 7.2)
+        _wait(lambda: any(t.alarm_id == BOLT_PH_HIGH for t in plant.transitions))
+        with console(config, users) as (base, app):
+            yield {"base": base, "plant": plant, "config": config, "db": config.daemon.historian, "app": app}
+
+
+def _wait(cond: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def _login(browser: Any, base: str, user: str) -> Any:
+    page = browser.new_page(viewport=VIEW)
+    page.goto(base + "/")
+    assert "/login" in page.url
+    page.fill("#username", user)
+    page.fill("#password", PASSWORD)
+    page.click("#login-submit")
+    page.wait_for_load_state()
+    return page
+
+
+def _journal(db: Path, kind: str) -> list[dict[str, Any]]:
+    conn = sqlite3.connect(db)
+    try:
+        return [json.loads(p) for (p,) in conn.execute("SELECT payload FROM journal WHERE kind = ?", (kind,))]
+    finally:
+        conn.close()
+
+
+def test_operator_sees_a_scenario_ph_alarm_live_and_acknowledges_it(browser: Any, env: dict[str, Any],
+                                                                    artifacts: Path) -> None:
+    page = _login(browser, env["base"], "op")
+    row = f'tr[data-alarm="{ACME_PH_LOW}"]'
+    page.wait_for_selector(f'tr[data-alarm="{BOLT_PH_HIGH}"]')
+    assert page.query_selector(row) is None
+    loaded = page.evaluate("location.href")
+    # ph_excursion: pH ramps from ~7 to 4.6 from t=300 s; played 10x from t=340 s it crosses 5 within ~2 s
+    env["plant"].play("ph_excursion", site=ACME, speed=10.0, start_at=340.0)
+    page.wait_for_selector(f'{row}[data-state="active-unacknowledged"]', timeout=15000)
+    seen = time.time()
+    raised = next(t for t in env["plant"].transitions if t.alarm_id == ACME_PH_LOW and t.kind.value == "raise")
+    assert page.evaluate("location.href") == loaded  # live, no reload
+    assert seen - raised.time < 1.5, f"shown {seen - raised.time:.2f} s after the transition"
+    cells = page.inner_text(row)
+    assert "HIGH" in cells and "pH / 5 pH" in cells and "§ 112-5A(1)(c)" in cells
+    page.screenshot(path=str(artifacts / "console-alarm-list.png"), full_page=True)
+
+    page.click(f'{row} button[data-action="ack"]')
+    page.fill("#act-note", "called ACME: acid dump, neutralising")
+    page.click("#act-submit")
+    page.wait_for_selector("#act-result.ok", timeout=10000)
+    assert "ack by op (active-unacknowledged → active-acknowledged), journal record" in page.inner_text("#act-result")
+    page.click("#act-cancel")
+    page.wait_for_selector(f'{row}[data-state="active-acknowledged"]')
+    page.wait_for_selector("#journal li.j-action")
+    assert f"{ACME_PH_LOW} ack requested by op: called ACME" in page.inner_text("#journal")
+    acks = [a for a in _journal(env["db"], "action") if a["alarm"] == ACME_PH_LOW]
+    assert [(a["action"], a["user"], a["note"]) for a in acks] == [
+        ("ack", "op", "called ACME: acid dump, neutralising")]
+    page.close()
+
+
+def test_new_critical_alarm_gives_a_visual_and_audible_cue(browser: Any, env: dict[str, Any]) -> None:
+    page = _login(browser, env["base"], "op")
+    page.wait_for_selector("#alarm-rows tr[data-alarm]")
+    page.check("#sound")
+    assert page.is_hidden("#cue")
+    env["plant"].value(ACME, "lel", 14.0)  # lel_single: critical
+    page.wait_for_selector("#cue:not([hidden])", timeout=5000)
+    assert "acme-plating/lel/lel_single" in page.inner_text("#cue-text")
+    assert page.evaluate("window.__cues") >= 1
+    # the vapour is gone at once (the scenario's LEL is normal): latched until an operator resets it
+    lel = 'tr[data-alarm="acme-plating/lel/lel_single"]'
+    page.wait_for_selector(f'{lel}[data-state="latched-unacknowledged"]')
+    assert "prio-critical" in page.get_attribute(lel, "class")
+    assert page.query_selector(f'{lel} button[data-action="reset"]') is not None
+    page.close()
+
+
+def test_industry_user_sees_only_its_company_and_cannot_act_on_another(browser: Any, env: dict[str, Any]) -> None:
+    page = _login(browser, env["base"], "acme")
+    page.wait_for_selector("#alarm-rows tr[data-alarm]")
+    page.check("#show-normal")
+    page.wait_for_selector('#alarm-rows tr[data-state="normal"]')
+    sites = {s.split("/")[0] for s in page.eval_on_selector_all("tr[data-alarm]", "r => r.map(x => x.dataset.alarm)")}
+    assert sites == {ACME}
+    assert page.query_selector('button[data-action="shelve"]') is None  # industry: acknowledge only
+    nav = page.inner_text("header nav")
+    assert "ACME Plating" in nav and "Bolt" not in nav
+    resp = page.goto(env["base"] + f"/sites/{BOLT}")
+    assert resp.status == 403 and "not one of ACME Plating Co.'s sites" in page.inner_text("#error-message")
+    token = page.get_attribute("body", "data-csrf")
+    api = page.request
+    r = api.post(env["base"] + f"/api/alarms/{BOLT_PH_HIGH}/ack", data=json.dumps({"note": "x"}),
+                 headers={"X-CSRF-Token": token, "Content-Type": "application/json"})
+    assert r.status == 403
+    assert api.get(env["base"] + f"/api/events?site={BOLT}").status == 403
+    assert api.get(env["base"] + f"/api/sites/{BOLT}/trend?channel=ph").status == 403
+    assert all(a["site"] == ACME for a in api.get(env["base"] + "/api/alarms").json())
+    assert not [a for a in _journal(env["db"], "action") if a["alarm"] == BOLT_PH_HIGH]
+    page.close()
+
+
+def test_enforcement_reads_history_and_exports_but_cannot_act(browser: Any, env: dict[str, Any]) -> None:
+    page = _login(browser, env["base"], "enf")
+    assert page.url.endswith("/history")
+    page.wait_for_selector('#h-rows tr[data-rule="ph_high"]')
+    text = page.inner_text("#h-rows")
+    assert ACME in text and BOLT in text
+    csv = page.request.get(env["base"] + str(page.get_attribute("#dl-csv", "href")))
+    assert csv.status == 200 and csv.text().startswith("n,site,channel,rule,status,start,end")
+    page.click('#h-rows tr[data-rule="ph_high"] a')
+    page.wait_for_selector('#ep-chart[data-drawn]')
+    assert "ph_high" in page.inner_text("#ep-title")
+    page.goto(env["base"] + "/")
+    page.wait_for_selector("#alarm-rows tr[data-alarm]")
+    assert page.query_selector("button.act") is None
+    page.close()
+
+
+def test_site_view_shows_values_trends_sampler_and_live_readings(browser: Any, env: dict[str, Any],
+                                                                 artifacts: Path) -> None:
+    page = _login(browser, env["base"], "op")
+    page.goto(env["base"] + f"/sites/{ACME}")
+    page.wait_for_selector('canvas.trend[data-channel="ph"][data-drawn]')
+    assert "Sampler fridge temperature" in page.inner_text("#sampler")
+    assert "% complete" in page.inner_text("#ch-ph")
+    ph = 'canvas.trend[data-channel="ph"]'  # the scenario keeps playing: each live reading redraws
+    drawn = int(page.get_attribute(ph, "data-drawn"))
+    _wait(lambda: int(page.get_attribute(ph, "data-drawn")) > drawn + 3)
+    assert page.inner_text("#ch-ph .value") == "4.6 pH"  # the scenario's held value, as last received
+    assert "readings, 24 h" in page.inner_text("#ch-ph .complete")
+    page.screenshot(path=str(artifacts / "console-site-view.png"), full_page=True)
+    drawn = int(page.get_attribute(ph, "data-drawn"))
+    page.click('[data-range="604800"]')  # a week: the server downsamples again
+    _wait(lambda: int(page.get_attribute(ph, "data-drawn")) > drawn)
+    page.goto(env["base"] + "/health")
+    page.wait_for_selector('#h-instruments tr[data-instrument]')
+    assert "running" in page.inner_text("#h-headline") or "healthy" in page.inner_text("#h-headline")
+    page.close()

@@ -1,0 +1,271 @@
+"""Every console endpoint's authorisation, over HTTP against uvicorn on a free port, with the daemon's part
+played by real stores and a real alarm engine (tests.browser.harness.Plant): who gets 200, 401, 403, 404;
+CSRF, cookies, login rate limiting, logout, removing a user, and acknowledging through the command queue."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from monitor.console.users import load_users, save_users
+from tests.browser.harness import (
+    ACME,
+    ACME_PH_HIGH,
+    BOLT,
+    BOLT_PH_HIGH,
+    Plant,
+    console,
+    csrf,
+    history,
+    load,
+    login,
+    login_token,
+    write_site,
+    write_users,
+)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("console-api")
+    config = load(write_site(folder))
+    users = write_users(folder / "users.toml")
+    with Plant(config) as plant:
+        plant.feed(sorted(history(config, ACME, hours=6) + history(config, BOLT, hours=6), key=lambda s: s.time))
+        plant.value(ACME, "ph", 9.6)
+        plant.value(BOLT, "ph", 9.9)
+        deadline = time.monotonic() + 10
+        while {t.alarm_id for t in plant.transitions} < {ACME_PH_HIGH, BOLT_PH_HIGH}:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        with console(config, users) as (base, app):
+            clients = {name: login(base, name) for name in ("op", "acme", "bolt", "enf")}
+            yield {"base": base, "plant": plant, "db": config.daemon.historian, "users": users, "app": app,
+                   **clients}
+            for c in clients.values():
+                c.close()
+
+
+def episode_ids(db: Path) -> dict[str, int]:
+    conn = sqlite3.connect(db)
+    try:
+        return {site: int(i) for site, i in conn.execute(
+            "SELECT site, MIN(id) FROM episode_events WHERE rule = 'ph_high' GROUP BY site")}
+    finally:
+        conn.close()
+
+
+GETS = ["/api/me", "/api/sites", "/api/alarms", "/api/journal", f"/api/sites/{ACME}",
+        f"/api/sites/{ACME}/trend?channel=ph", "/api/history", "/api/health", "/api/episodes/1"]
+PAGES = ["/", f"/sites/{ACME}", "/history", "/health", "/episodes/1"]
+
+
+@pytest.mark.parametrize("path", GETS)
+def test_every_api_endpoint_needs_a_session(env: dict[str, Any], path: str) -> None:
+    r = httpx.get(env["base"] + path)
+    assert r.status_code == 401 and r.json()["detail"] == "log in first"
+    assert r.headers["cache-control"] == "no-store"
+
+
+def test_event_stream_and_actions_need_a_session(env: dict[str, Any]) -> None:
+    assert httpx.get(env["base"] + "/api/events").status_code == 401
+    r = httpx.post(env["base"] + f"/api/alarms/{ACME_PH_HIGH}/ack", json={})
+    assert r.status_code == 401
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_pages_send_a_visitor_without_session_to_the_login(env: dict[str, Any], path: str) -> None:
+    r = httpx.get(env["base"] + path)
+    assert r.status_code == 303 and r.headers["location"].startswith("/login?next=")
+
+
+# (user, path, expected status) for every read endpoint and page, with another company's site for industry
+READS = [
+    *[(u, p, 200) for u in ("op", "acme", "enf") for p in GETS[:-1] + PAGES[:-1]],
+    *[(u, f"/api/sites/{BOLT}", 200) for u in ("op", "enf")],
+    ("acme", f"/api/sites/{BOLT}", 403), ("acme", f"/sites/{BOLT}", 403),
+    ("acme", f"/api/sites/{BOLT}/trend?channel=ph", 403), ("acme", f"/api/alarms?site={BOLT}", 403),
+    ("acme", f"/api/history?site={BOLT}", 403), ("acme", f"/api/journal?alarm={BOLT_PH_HIGH}", 403),
+    ("acme", f"/api/events?site={BOLT}", 403), ("bolt", f"/api/sites/{ACME}", 403),
+    ("acme", "/api/sites/no-such-site", 403), ("op", "/api/sites/no-such-site", 404),
+    ("op", "/sites/no-such-site", 404), ("op", f"/api/sites/{ACME}/trend?channel=nope", 404),
+    ("op", f"/api/sites/{ACME}/trend?channel=ph&start=0&end=1e9", 400),
+]
+
+
+@pytest.mark.parametrize(("user", "path", "status"), READS)
+def test_read_access_by_role(env: dict[str, Any], user: str, path: str, status: int) -> None:
+    r = env[user].get(path)
+    assert r.status_code == status, r.text[:200]
+    if status == 403 and not path.startswith("/api/"):
+        assert "not one of ACME Plating Co.'s sites" in html.unescape(r.text)  # says so: not an empty page
+
+
+def test_episode_pages_and_api_follow_the_episode_site(env: dict[str, Any]) -> None:
+    ids = episode_ids(env["db"])
+    for user, site, status in (("op", BOLT, 200), ("enf", BOLT, 200), ("acme", BOLT, 403), ("acme", ACME, 200)):
+        assert env[user].get(f"/api/episodes/{ids[site]}").status_code == status
+        assert env[user].get(f"/episodes/{ids[site]}").status_code == status
+    ep = env["acme"].get(f"/api/episodes/{ids[ACME]}").json()
+    assert (ep["episode"]["rule"], ep["episode"]["limit"], ep["site"]) == ("ph_high", 9.0, ACME)
+    assert env["acme"].get("/api/episodes/999999").status_code == 403
+    assert env["op"].get("/api/episodes/999999").status_code == 404
+
+
+def test_industry_sees_only_its_company_in_lists(env: dict[str, Any]) -> None:
+    acme, op = env["acme"], env["op"]
+    assert {a["site"] for a in acme.get("/api/alarms").json()} == {ACME}
+    assert {a["site"] for a in op.get("/api/alarms").json()} == {ACME, BOLT}
+    assert [s["id"] for s in acme.get("/api/sites").json()] == [ACME]
+    assert {json.loads(line)["site"] for line in acme.get("/api/history").text.splitlines()} == {ACME}
+    assert {json.loads(line)["site"] for line in op.get("/api/history").text.splitlines()} == {ACME, BOLT}
+    assert all(j["alarm"].startswith(ACME + "/") for j in acme.get("/api/journal").json())
+    health = acme.get("/api/health").json()
+    assert {i["key"].split("/")[0] for i in health["instruments"]} == {ACME}
+    assert "historian" not in health["snapshot"]  # the daemon's own queues: operators and enforcement only
+    assert "historian" in env["enf"].get("/api/health").json()["snapshot"]
+    me = acme.get("/api/me").json()
+    assert (me["role"], me["actions"], [s["id"] for s in me["sites"]]) == ("industry", ["ack"], [ACME])
+    assert env["enf"].get("/api/me").json()["actions"] == []
+
+
+def test_history_downloads_csv_and_json_with_the_cli_columns(env: dict[str, Any]) -> None:
+    r = env["enf"].get("/api/history", params={"format": "csv", "download": "true", "rule": "ph_high"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    assert r.headers["content-disposition"] == 'attachment; filename="exceedances.csv"'
+    lines = r.text.splitlines()
+    assert lines[0].startswith("n,site,channel,rule,status,start,end,duration_s")
+    assert int(r.headers["x-total-count"]) == len(lines) - 1 >= 2
+    j = env["enf"].get("/api/history", params={"format": "json", "download": "true", "site": BOLT})
+    rows = [json.loads(x) for x in j.text.splitlines()]
+    assert rows and all(x["site"] == BOLT and "episode_id" not in x for x in rows)
+    assert env["enf"].get("/api/history", params={"from": "yesterday"}).status_code == 400
+
+
+ACTS = [("enf", ACME_PH_HIGH, "ack", 403), ("acme", BOLT_PH_HIGH, "ack", 403),
+        ("acme", ACME_PH_HIGH, "shelve", 403), ("acme", ACME_PH_HIGH, "reset", 403),
+        ("bolt", ACME_PH_HIGH, "ack", 403), ("op", "acme-plating/ph/no_rule", "ack", 404),
+        ("op", ACME_PH_HIGH, "explode", 404), ("op", ACME_PH_HIGH, "out-of-service", 403)]
+
+
+@pytest.mark.parametrize(("user", "alarm", "action", "status"), ACTS)
+def test_actions_refused_by_role_never_reach_the_queue(env: dict[str, Any], user: str, alarm: str, action: str,
+                                                       status: int) -> None:
+    c = env[user]
+    r = c.post(f"/api/alarms/{alarm}/{action}", json={"note": "x", "reason": "y", "until": "1h"},
+               headers={"X-CSRF-Token": csrf(c)})
+    assert r.status_code == status, r.text
+    conn = sqlite3.connect(env["db"])
+    try:
+        queued = conn.execute("SELECT COUNT(*) FROM operator_commands WHERE user = ? AND action = ?",
+                              (user, action)).fetchone()[0]
+    finally:
+        conn.close()
+    assert queued == 0
+
+
+def test_state_changes_need_the_sessions_csrf_token_and_json(env: dict[str, Any]) -> None:
+    op = env["op"]
+    url = f"/api/alarms/{BOLT_PH_HIGH}/ack"
+    assert op.post(url, json={}).status_code == 403
+    assert op.post(url, json={}, headers={"X-CSRF-Token": csrf(env["enf"])}).status_code == 403  # another's
+    assert op.post(url, content=b"note=x", headers={"X-CSRF-Token": csrf(op),
+                                                     "Content-Type": "application/x-www-form-urlencoded"}
+                   ).status_code == 415
+
+
+def test_industry_acknowledges_its_own_alarm_through_the_daemon(env: dict[str, Any]) -> None:
+    acme = env["acme"]
+    r = acme.post(f"/api/alarms/{ACME_PH_HIGH}/ack", json={"note": "operator on site"},
+                  headers={"X-CSRF-Token": csrf(acme)})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["status"] == "done"
+    assert [(t["kind"], t["who"], t["to"]) for t in out["transitions"]] == [("ack", "acme", "active-acknowledged")]
+    seq = out["transitions"][0]["seq"]
+    journal = acme.get("/api/journal", params={"alarm": ACME_PH_HIGH}).json()
+    assert journal[0]["seq"] == seq and journal[0]["who"] == "acme"
+    assert journal[1]["record"] == "action" and (journal[1]["user"], journal[1]["note"]) == ("acme", "operator on site")
+    again = acme.post(f"/api/alarms/{ACME_PH_HIGH}/ack", json={}, headers={"X-CSRF-Token": csrf(acme)})
+    assert again.status_code == 409 and "nothing to acknowledge" in again.json()["detail"]
+
+
+def test_operator_shelves_with_expiry_and_reason(env: dict[str, Any]) -> None:
+    op = env["op"]
+    h = {"X-CSRF-Token": csrf(op)}
+    bad = op.post(f"/api/alarms/{BOLT}/lel/lel_single/shelve", json={"until": "2h"}, headers=h)
+    assert bad.status_code == 400 and "reason" in bad.json()["detail"]
+    r = op.post(f"/api/alarms/{BOLT}/lel/lel_single/shelve", json={"until": "2h", "reason": "meter swap"}, headers=h)
+    assert r.status_code == 200 and r.json()["transitions"][0]["to"] == "shelved"
+    row = next(a for a in op.get("/api/alarms").json() if a["alarm"] == f"{BOLT}/lel/lel_single")
+    assert (row["state"], row["by"], row["reason"]) == ("shelved", "op", "meter swap")
+    assert 7000 < row["until"] - time.time() < 7300
+
+
+def test_login_cookies_rate_limit_and_logout(env: dict[str, Any]) -> None:
+    base = env["base"]
+    with httpx.Client(base_url=base) as c:
+        assert c.post("/login", data={"username": "op", "password": "x", "csrf": "forged"}).status_code == 403
+        token = login_token(c)
+        for _ in range(5):  # each answer is a fresh form with a fresh token
+            r = c.post("/login", data={"username": "enf", "password": "wrong", "csrf": token})
+            assert r.status_code == 401 and "wrong password" in r.text
+            token = re.findall(r'name="csrf" value="([^"]+)"', r.text)[0]
+        r = c.post("/login", data={"username": "enf", "password": "correct horse 1", "csrf": token})
+        assert r.status_code == 429 and int(r.headers["retry-after"]) > 200  # even the right password now
+    env["app"].state.console.limiter._fails.clear()
+    with httpx.Client(base_url=base) as c:
+        r = c.post("/login", data={"username": "enf", "password": "correct horse 1", "csrf": login_token(c)})
+        cookie = r.headers["set-cookie"]
+        assert r.status_code == 303 and r.headers["location"] == "/history"
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Secure" not in cookie
+        assert c.post("/logout", data={"csrf": "nope"}).status_code == 403
+        assert c.get("/api/me").status_code == 200
+        assert c.post("/logout", data={"csrf": csrf(c)}).status_code == 303
+        assert c.get("/api/me").status_code == 401
+
+
+def test_removing_a_user_ends_their_sessions_at_once(env: dict[str, Any]) -> None:
+    c = login(env["base"], "bolt")
+    assert c.get("/api/me").status_code == 200
+    saved = load_users(env["users"])
+    try:
+        save_users(env["users"], {k: v for k, v in saved.items() if k != "bolt"})
+        assert c.get("/api/me").status_code == 401
+    finally:
+        save_users(env["users"], saved)
+        c.close()
+
+
+def test_security_headers(env: dict[str, Any]) -> None:
+    r = env["op"].get("/")
+    assert "script-src 'self'" in r.headers["content-security-policy"]
+    assert r.headers["x-content-type-options"] == "nosniff" and r.headers["x-frame-options"] == "DENY"
+    assert "unsafe-inline" not in r.headers["content-security-policy"]
+
+
+def test_an_action_without_a_running_daemon_is_withdrawn(tmp_path: Path) -> None:
+    from alarms.commands import CommandQueue
+
+    config = load(write_site(tmp_path))
+    users = write_users(tmp_path / "users.toml")
+    CommandQueue(path=config.daemon.historian).close()  # the file exists; no daemon serves the queue
+    with console(config, users, action_wait=0.3) as (base, _app):
+        op = login(base, "op")
+        r = op.post(f"/api/alarms/{ACME_PH_HIGH}/ack", json={}, headers={"X-CSRF-Token": csrf(op)})
+        op.close()
+    assert r.status_code == 504 and "withdrawn" in r.json()["detail"]
+    q = CommandQueue(path=config.daemon.historian)
+    try:
+        assert q.get(r.json()["command"]).status.value == "cancelled"
+    finally:
+        q.close()
