@@ -4,6 +4,11 @@ Judging on the tick (style rule 9) is what catches a channel that went quiet, or
 since start: waiting for data to arrive would never notice its absence. When a channel goes stale the
 daemon records one STALE sample (the evidence that the record has a hole, and the input of the `stale`
 data-quality rule); the next good reading clears it. Pure: the caller passes ``now``.
+
+Which clock: the windows measure *elapsed* time, so the daemon passes a monotonic clock as ``now`` and the
+wall-clock time to stamp STALE samples with as ``stamp``. Judged on the wall clock, an NTP step forward made
+every channel stale at once (a flood of false STALE samples and alarms) and a step back hid a channel that
+really went quiet for as long as the step (tests/faults/test_clock_step.py).
 """
 
 from __future__ import annotations
@@ -55,8 +60,9 @@ class StalenessTracker:
                 w.stale = False
                 log.info("channel %s/%s reporting again", s.site, s.channel)
 
-    def tick(self, now: float) -> Sequence[Sample]:
-        """One STALE sample for each channel that has just gone stale."""
+    def tick(self, now: float, *, stamp: float | None = None) -> Sequence[Sample]:
+        """One STALE sample for each channel that has just gone stale, timed ``stamp`` (default ``now``):
+        the wall-clock time, when ``now`` is a monotonic clock (see the module doc)."""
         out: list[Sample] = []
         for w in self._watches.values():
             if w.stale or now - w.last_good <= w.window:
@@ -65,7 +71,8 @@ class StalenessTracker:
             ch = w.channel
             quiet = now - w.last_good
             log.warning("channel %s/%s stale: no good reading for %.1f s", ch.site, ch.id, quiet)
-            out.append(Sample.bad(time=now, site=ch.site, channel=ch.id, unit=ch.unit, quality=Quality.STALE,
+            out.append(Sample.bad(time=now if stamp is None else stamp, site=ch.site, channel=ch.id,
+                                  unit=ch.unit, quality=Quality.STALE,
                                   reason=f"no good reading for {quiet:.1f} s (window {w.window:g} s)"))
         return out
 
