@@ -7,7 +7,7 @@ of `poll()` for a device problem, so one dead device cannot cost the others thei
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from config.schema import Instrument
@@ -15,6 +15,10 @@ from monitor.sample import Sample
 
 SampleSink = Callable[[Sequence[Sample]], None]
 """Where a streaming driver delivers samples. Must not block (the daemon's sink only enqueues)."""
+
+Committed = Callable[[], Awaitable[None]]
+"""Returns once every sample the sink has taken so far is durably recorded (the daemon's `Historian.flush`): a
+streaming driver given one acknowledges its source (an MQTT PUBACK) only after that."""
 
 
 class PolledDriver(Protocol):
@@ -36,6 +40,6 @@ class StreamingDriver(Protocol):
     instrument: Instrument
     instrument_id: str
 
-    async def run(self, sink: SampleSink) -> None: ...
+    async def run(self, sink: SampleSink, *, committed: Committed | None = None) -> None: ...
 
     async def close(self) -> None: ...

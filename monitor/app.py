@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -109,25 +110,45 @@ class Daemon:
     async def _deliver_verdicts(self) -> None:
         """Evidence before verdict: the readings behind an episode are committed to the historian before the
         episode and its alarm are recorded and announced, so a crash can never leave an alarm whose readings
-        are missing from the record (the cost is one commit, a few ms, per batch of episode events)."""
+        are missing from the record (the cost is one commit, a few ms, per batch of episode events).
+
+        A write that fails (a full disk: ``sqlite3.Error``) puts the events back for the next attempt and
+        raises: recording an episode is idempotent and a failed alarm write leaves the alarm states unchanged,
+        so a retry announces nothing twice (tests/faults/test_disk_full.py)."""
         if not self._verdicts:
             return
         events, self._verdicts = self._verdicts, []
-        await self.historian.flush()
+        try:
+            await self.historian.flush()
+            self.episodes.record(events)
+            self.alarming.on_episodes(events, self.clock())
+        except sqlite3.Error:
+            self._verdicts[:0] = events
+            raise
         self.episode_events += len(events)
-        self.episodes.record(events)
         if self.influx is not None:
             self.influx.submit_events([episode_record(e) for e in events])
         for e in events:
             log.warning("episode %s: %s/%s %s value=%s limit=%s (%s)", e.event, e.site, e.channel,
                         e.rule, e.value, e.limit, e.citation)
-        self.alarming.on_episodes(events, self.clock())
 
     async def _judge(self, stop: asyncio.Event) -> None:
+        retry: float | None = None  # s until the next attempt while episode writes fail
         while not stop.is_set():
-            await self._verdict_wake.wait()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(retry):
+                    await self._verdict_wake.wait()
             self._verdict_wake.clear()
-            await self._deliver_verdicts()
+            try:
+                await self._deliver_verdicts()
+            except sqlite3.Error as exc:
+                if retry is None:
+                    log.error("cannot record %d episode event(s) (%s); held and retried", len(self._verdicts), exc)
+                retry = min(5.0, 2 * (retry or 0.1))
+                continue
+            if retry is not None:
+                log.warning("episode events recorded again")
+                retry = None
 
     async def _poll(self, driver: PolledDriver) -> None:
         key = _key(driver)
@@ -205,6 +226,7 @@ class Daemon:
                 for sd in self.streaming:
                     tg.create_task(self._stream(sd, stop), name=f"stream:{_key(sd)}")
                 tg.create_task(self._judge(stop), name="verdicts")
+                tg.create_task(health.lag.run(stop), name="loop-lag")
                 log.info("daemon running: %d polled instruments, %d streaming, historian %s",
                          len(self.polled), len(self.streaming), self.config.daemon.historian)
                 self.ready.set()
@@ -225,7 +247,11 @@ class Daemon:
                 await sd.close()
             for link in self._links:
                 await link.close()
-            await self._deliver_verdicts()
+            try:
+                await self._deliver_verdicts()
+            except sqlite3.Error as exc:  # the readings are committed: the next start rebuilds these episodes
+                log.error("stopping with %d episode event(s) not recorded (%s); the next start rebuilds them "
+                          "from the recorded readings", len(self._verdicts), exc)
             await self.alarming.stop()
             await self.historian.close()
             self.aggregates.close()

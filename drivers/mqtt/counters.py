@@ -22,6 +22,7 @@ class MqttCounters:
     bad_samples: int = 0  # of which not good
     decode_errors: int = 0  # of which DECODE_ERROR
     time_fallbacks: int = 0  # messages whose device timestamp was missing or unusable
+    repeats: int = 0  # exact copies of a timestamped message already taken (QoS 1 resends), not recorded again
     connects: int = 0  # accepted connections
     reconnects: int = 0  # accepted connections after the first
     connect_failures: int = 0  # attempts that failed: TCP error, CONNACK timeout or refusal

@@ -15,7 +15,9 @@ Delivery guarantees. The session is persistent (MQTT 3.1.1, ``clean_session=Fals
 `MqttBroker.client_id`), so QoS ≥ 1 messages published while the daemon was away are kept by the broker and
 delivered on reconnect. Messages are acknowledged manually, *after* the sink has taken their samples, so a
 message the daemon never delivered (stopped between receipt and sink) is delivered again: at least once.
-Duplicates are therefore possible after a reconnect; with device timestamps they carry identical times.
+Duplicates are therefore possible after a reconnect: an exact copy of a message carrying its device timestamp
+is the same reading and is acknowledged without being recorded again (`drivers.mqtt.dedupe`, counted in
+``repeats``); without a device timestamp a copy is stamped anew, so it cannot collide with the original.
 Every channel topic is subscribed again after every connect, because a broker restarted without persistence
 has forgotten the session (``session present`` = 0 is logged as a warning: what it queued is lost).
 
@@ -43,9 +45,11 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
 
 from config.schema import Channel, DriverKind, Instrument, MqttBroker, SiteConfig
-from drivers.base import SampleSink
+from drivers.base import Committed, SampleSink
+from drivers.mqtt.acks import CommitAcks
 from drivers.mqtt.backoff import Backoff
 from drivers.mqtt.counters import MqttCounters
+from drivers.mqtt.dedupe import RecentMessages
 from drivers.mqtt.loop_binding import LoopBinding
 from drivers.mqtt.payload import Decoded, InstrumentDecoder
 from monitor.sample import Quality, Sample
@@ -99,19 +103,24 @@ class MqttDriver:
         self._outage_since: float | None = None
         self._outage_attempts = 0
         self._unexpected_topics: set[str] = set()
+        self._recent = RecentMessages()
+        self._acks: CommitAcks | None = None
 
     # --- public API -------------------------------------------------------------------------------
 
-    async def run(self, sink: SampleSink) -> None:
+    async def run(self, sink: SampleSink, *, committed: Committed | None = None) -> None:
         """Connect, subscribe and deliver samples to ``sink`` until cancelled or `close`d.
 
         Raises only what the sink raises (a daemon bug: the message stays unacknowledged, so it is delivered
-        again after a restart); broker and network trouble is retried forever.
+        again after a restart); broker and network trouble is retried forever. With ``committed`` (returns
+        once everything the sink took is durable), a message is acknowledged only after that
+        (`drivers.mqtt.acks`); without it, as soon as the sink took its samples.
         """
         if self._closed or self._loop is not None:
             raise RuntimeError(f"MQTT driver {self._name} is closed or already running")
         self._loop = asyncio.get_running_loop()
         self._sink = sink
+        self._acks = CommitAcks(committed=committed, name=self._name) if committed is not None else None
         self._stop = self._loop.create_future()
         self._client = self._new_client()
         self._binding = LoopBinding(client=self._client, loop=self._loop)
@@ -172,13 +181,27 @@ class MqttDriver:
         up_at = time.monotonic()
         self._link_up(session_present)
         self._subscribe(session)
-        while not (session.lost.done() or self._stopping()):
-            either: set[asyncio.Future[Any]] = {session.lost, self._stop}
-            await asyncio.wait(either, timeout=MISC_INTERVAL, return_when=asyncio.FIRST_COMPLETED)
-            if not session.lost.done():
-                self._client.loop_misc()
+        acking = self._start_acks(session_present)
+        try:
+            while not (session.lost.done() or self._stopping()):
+                either: set[asyncio.Future[Any]] = {session.lost, self._stop}
+                await asyncio.wait(either, timeout=MISC_INTERVAL, return_when=asyncio.FIRST_COMPLETED)
+                if not session.lost.done():
+                    self._client.loop_misc()
+        finally:
+            if acking is not None:
+                acking.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await acking
         uptime = time.monotonic() - up_at
         return uptime, session.lost.result() if session.lost.done() else "stopping"
+
+    def _start_acks(self, session_present: bool) -> asyncio.Task[None] | None:
+        if self._acks is None or self._client is None:
+            return None
+        if not session_present:
+            self._acks.session_lost()
+        return asyncio.create_task(self._acks.run(self._client), name=f"mqtt-acks:{self._name}")
 
     async def _open_socket(self) -> MQTTErrorCode:
         """paho's blocking connect, in the executor. Awaited through `shield` so that a cancellation never
@@ -208,6 +231,8 @@ class MqttDriver:
             if not fut.cancelled():
                 fut.exception()  # retrieved: its OSError needs no report while stopping
         if self._client.socket() is not None:
+            if self._acks is not None and self.counters.connected:
+                await self._acks.drain(self._client)  # what was committed is acknowledged before DISCONNECT
             session = self._session = _Session(self._loop)
             self._client.disconnect()  # queued; written by the writer callback, then paho closes the socket
             try:
@@ -254,6 +279,8 @@ class MqttDriver:
                         self._name, self._where, self.client_id)
 
     def _link_lost(self, reason: str, *, was_up: bool) -> None:
+        if self._acks is not None:
+            self._acks.link_lost()
         c = self.counters
         c.connected = c.subscribed = False
         if not was_up:
@@ -351,11 +378,19 @@ class MqttDriver:
             self._emit_failure(lost, f"MQTT broker {self._where} refused the subscription")
 
     def _on_message(self, client: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
+        acks = self._acks
+        if acks is not None and msg.qos > 0 and acks.carried_over(msg.mid, bool(msg.dup)):
+            self.counters.repeats += 1  # re-sent after a reconnect; its samples were taken before
+            acks.hold(msg.mid, msg.qos)
+            return
         decoded = self._decode(msg, time.time())
         if decoded is not None and not self._deliver(decoded.samples):
             return  # not acknowledged: the broker delivers it again to the next session
         if msg.qos > 0:
-            client.ack(msg.mid, msg.qos)
+            if acks is None:
+                client.ack(msg.mid, msg.qos)
+            else:
+                acks.hold(msg.mid, msg.qos)
 
     def _decode(self, msg: mqtt.MQTTMessage, received: float) -> Decoded | None:
         try:
@@ -367,12 +402,16 @@ class MqttDriver:
         if decoder is None:
             self._unexpected(topic, unsubscribe=True)
             return None
+        payload = bytes(msg.payload)
         try:
-            decoded = decoder.decode(bytes(msg.payload), received=received, retained=bool(msg.retain))
+            decoded = decoder.decode(payload, received=received, retained=bool(msg.retain))
         except Exception as exc:  # pragma: no cover - the decoder is built (and fuzzed) never to raise
             log.exception("%s: MQTT payload decoder failed on %r", self._name, topic)
             decoded = decoder.failed(f"internal decoder error {exc!r}", received=received)
         c = self.counters
+        if decoded.timestamped and self._recent.repeat(topic, payload):
+            c.repeats += 1  # a QoS 1 copy of a reading already taken (drivers.mqtt.dedupe): acknowledged only
+            return None
         c.messages += 1
         c.last_message_at = received
         c.time_fallbacks += bool(decoded.time_problem)

@@ -82,6 +82,7 @@ class Decoded:
 
     samples: tuple[Sample, ...]
     time_problem: str = ""
+    timestamped: bool = False  # the samples carry the device's own timestamp (so an exact copy is a repeat)
 
 
 class _DuplicateKey(ValueError):
@@ -256,7 +257,7 @@ class TopicDecoder:
         if time_problem:
             note = f"{self.topic}: device timestamp {self._time_name!r} {time_problem}; receive time used"
             samples = tuple(replace(s, reason=note) if s.good else s for s in samples)
-        return Decoded(samples, time_problem)
+        return Decoded(samples, time_problem, timestamped=bool(self._time_path) and not time_problem)
 
     def _time(self, obj: dict[str, Any] | None, received: float) -> tuple[float, str]:
         """The message's time and, when a configured device timestamp could not be used, why not."""
