@@ -7,9 +7,12 @@ it without talking to the daemon.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import os
 import time
+from collections import deque
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +31,7 @@ class HealthWriter:
         self.path = health_path(daemon.config.daemon.historian)
         self.started = time.time()
         self.state = "running"  # "stopped" on the final write, after the flush
+        self.lag = LoopLag()
 
     def snapshot(self) -> dict[str, Any]:
         d = self.daemon
@@ -47,6 +51,7 @@ class HealthWriter:
             "alarms": d.alarming.health(),
             "influx": asdict(d.influx.counters) if d.influx is not None else None,
             "stale_channels": ["/".join(k) for k in d.staleness.stale_channels()],
+            "loop_lag": self.lag.snapshot(),
         }
 
     async def write_async(self) -> None:
@@ -67,3 +72,37 @@ def _counters(obj: object) -> dict[str, Any]:
         return asdict(stats)
     except TypeError:
         return {k: v for k, v in vars(stats).items() if isinstance(v, int | float | str | bool)}
+
+
+class LoopLag:
+    """Event-loop lag: how late a short sleep on the daemon's loop wakes up. Everything the daemon does runs on
+    that loop (polls, MQTT callbacks, checks, the tick), so a lag of L ms delays every reading's timestamp and
+    every alarm by up to L ms; a blocking call on the loop shows here first.
+
+    ``run`` samples every ``interval`` seconds; `snapshot` gives p50/p99/max in ms over the last ``window``
+    samples (5 minutes by default) and the largest lag since start.
+    """
+
+    def __init__(self, *, interval: float = 0.1, window: int = 3000) -> None:
+        self.interval = interval
+        self._lags: deque[float] = deque(maxlen=window)
+        self.worst = 0.0  # s, since start
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            t = time.monotonic()
+            await asyncio.sleep(self.interval)
+            lag = max(0.0, time.monotonic() - t - self.interval)
+            self._lags.append(lag)
+            self.worst = max(self.worst, lag)
+
+    def snapshot(self) -> dict[str, float | int]:
+        lags = sorted(self._lags)
+        return {"samples": len(lags), "p50_ms": round(_pct(lags, 50) * 1000, 2),
+                "p99_ms": round(_pct(lags, 99) * 1000, 2), "max_ms": round(self.worst * 1000, 2)}
+
+
+def _pct(ordered: list[float], p: float) -> float:
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))]
