@@ -176,13 +176,11 @@ BAD_INFLUX = ('\n[influx]\nurl = "127.0.0.1:8428"\nbucket = ""\ntoken_file = "no
 def test_every_mistake_at_once_is_listed_by_the_command_and_nothing_starts(tmp_path: Path) -> None:
     """One file holding one mistake of (nearly) each class, through the real command line."""
     text = VALID
-    applied = 0
     for what, old, new, _ in CASES:
         if what in ALONE_ONLY or old == INFLUX:
             continue
         text = variant(old, new, what).replace(VALID, text) if what == "one topic/field pair twice" \
             else text.replace(old, new, 1)
-        applied += 1
     site = tmp_path / "site.toml"
     site.write_text(text + BAD_INFLUX)
     expected = {e.path for e in check_config(site)}
