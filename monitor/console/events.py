@@ -28,6 +28,7 @@ import contextlib
 import json
 import logging
 import sqlite3
+import threading
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,7 @@ class Hub:
         self.config = config
         self.interval = interval
         self.closing = False  # read by every stream once a second: ends them for a shutdown
+        self._lock = threading.Lock()  # one poll at a time, and never a close during a poll
         self.rows: dict[str, dict[str, Any]] = {}
         self.polls = 0
         self._subs: set[Subscriber] = set()
@@ -121,15 +123,18 @@ class Hub:
                 if not failing:
                     log.warning("cannot follow %s: %s (retrying)", self.db, exc)
                 failing = True
-                self._reset()
                 changes = _Changes()
             self._publish(changes)
             self.polls += 1
             await asyncio.sleep(self.interval)
 
     def close(self) -> None:
+        """Called at shutdown, possibly while a poll is still running in its worker thread (a cancelled
+        ``to_thread`` does not stop the thread): the lock makes the close wait for it, since closing a SQLite
+        connection in use by another thread crashes the interpreter."""
         self.closing = True
-        self._reset()
+        with self._lock:
+            self._reset()
 
     def prime(self) -> None:
         """Load the current alarm rows synchronously (at start, so the first page is not empty)."""
@@ -144,7 +149,17 @@ class Hub:
         self._alarm_mark = None
 
     def _poll(self, watched: Collection[str]) -> _Changes:
-        """One look at the file (worker thread; only one poll runs at a time)."""
+        """One look at the file (worker thread; only one poll runs at a time, never beside `close`)."""
+        with self._lock:
+            if self.closing:
+                return _Changes()
+            try:
+                return self._poll_locked(watched)
+            except sqlite3.Error:
+                self._reset()
+                raise
+
+    def _poll_locked(self, watched: Collection[str]) -> _Changes:
         out = _Changes()
         if self._conn is None:
             self._conn = connect(self.db)
