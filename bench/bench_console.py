@@ -31,9 +31,7 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import signal
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -49,6 +47,7 @@ import httpx  # noqa: E402
 
 from alarms.engine import AlarmEngine  # noqa: E402
 from alarms.model import AlarmInput  # noqa: E402
+from bench.machine import machine  # noqa: E402
 from config.alarms import alarm_specs  # noqa: E402
 from config.loader import load_config  # noqa: E402
 from monitor.stores.historian_db import open_for_writing  # noqa: E402
@@ -60,17 +59,6 @@ SITES, CHANNELS = 100, 10
 WEEK = 7 * 86400
 
 
-def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}; SQLite {sqlite3.sqlite_version}; "
-            f"{platform.system()} {platform.release()}")
 
 
 def site_file(folder: Path) -> Path:

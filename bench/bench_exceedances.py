@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import platform
 import random
 import sqlite3
 import statistics
@@ -44,6 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.machine import machine  # noqa: E402
 from config.loader import load_config  # noqa: E402
 from monitor.checks.events import EpisodeEvent  # noqa: E402
 from monitor.exceedances import report  # noqa: E402
@@ -76,17 +76,6 @@ RULES = [("ph", "ph_high", 9.0, 1.0, "Town of Southeast § 112-5A(1)(c)"),
          ("lel", "lel_single", 10.0, 1.0, "Town of Southeast § 112-5A(1)(a)")]
 
 
-def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}; "
-            f"SQLite {sqlite3.sqlite_version}; {platform.system()} {platform.release()}")
 
 
 def site_file(folder: Path, db: Path) -> Path:

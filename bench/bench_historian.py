@@ -39,10 +39,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import random
 import resource
-import sqlite3
 import statistics
 import struct
 import subprocess
@@ -56,6 +54,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.machine import machine
 from monitor.export import export_readings
 from monitor.sample import Quality, Sample
 from monitor.stores.historian import Historian
@@ -64,17 +63,6 @@ T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 SITE = "acme-plating"
 
 
-def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}; "
-            f"SQLite {sqlite3.sqlite_version}; {platform.system()} {platform.release()}")
 
 
 def month_samples(days: int, seed: int = 1) -> Iterator[list[Sample]]:

@@ -21,9 +21,6 @@ Transition payloads are realistic (site, channel, rule, states, priority, who, w
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -37,22 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from alarms.engine import AlarmEngine
 from alarms.journal import Entry, Journal
 from alarms.model import AlarmInput, AlarmSettings, Kind, Priority, State, Transition
+from bench.machine import machine
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 SITE = "acme-plating"
 
 
-def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}; "
-            f"SQLite {sqlite3.sqlite_version}; {platform.system()} {platform.release()}")
 
 
 def transition(i: int) -> Entry:

@@ -46,7 +46,7 @@ from config.errors import ConfigErrors
 from config.loader import load_config
 from config.schema import SiteConfig
 from monitor.exceedances_render import iso
-from monitor.export import UsageError, parse_time
+from monitor.export import UsageError, open_database, parse_time
 
 ACTIVE = frozenset({State.ACTIVE_UNACKED, State.ACTIVE_ACKED, State.LATCHED_UNACKED, State.LATCHED_ACKED})
 FILTERS: dict[str, Callable[[State], bool]] = {
@@ -129,21 +129,6 @@ def _fail(args: argparse.Namespace, message: str, code: int) -> int:
     return code
 
 
-def _open(args: argparse.Namespace) -> tuple[SiteConfig | None, Path]:
-    if not args.config and not args.db:
-        raise UsageError("give --config FILE (or --db PATH)")
-    config = None
-    if args.config:
-        try:
-            config = load_config(args.config)
-        except ConfigErrors as exc:
-            raise UsageError(f"invalid site file:\n{exc}") from None
-    db = Path(args.db) if args.db else config.daemon.historian  # type: ignore[union-attr]
-    if not db.is_file():
-        raise UsageError(f"no database at {db}: has the daemon run with this site file?")
-    return config, db
-
-
 def _readonly(db: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
 
@@ -177,7 +162,7 @@ def alarm_rows(conn: sqlite3.Connection, config: SiteConfig | None) -> list[dict
 def _list(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     try:
-        config, db = _open(args)
+        config, db = open_database(args)
         conn = _readonly(db)
         try:
             rows = alarm_rows(conn, config)
@@ -227,7 +212,7 @@ def parse_until(text: str, now: float) -> float:
 def _act(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     try:
-        config, db = _open(args)
+        config, db = open_database(args)
         AlarmKey.parse(args.alarm_id)
         if config is not None and args.alarm_id not in configured_alarms(config):
             raise UsageError(f"{args.alarm_id} is not an alarm of {args.config} "
@@ -276,7 +261,7 @@ def _submit_and_wait(args: argparse.Namespace, queue: CommandQueue, until: float
 def _watch(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     try:
-        _config, db = _open(args)
+        _config, db = open_database(args)
         conn = _readonly(db)
     except UsageError as exc:
         return _fail(args, str(exc), 2)
@@ -340,7 +325,7 @@ def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
             if not seq.isdigit() or not re.fullmatch(r"[0-9a-f]{64}", digest):
                 raise UsageError(f"--anchor {args.anchor!r}: expected SEQ:HASH (64 hex digits)")
             anchor = (int(seq), digest)
-        _config, db = _open(args)
+        _config, db = open_database(args)
         conn = _readonly(db)
     except UsageError as exc:
         return _fail(args, str(exc), 2)

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -281,9 +282,8 @@ def _key(driver: PolledDriver | StreamingDriver) -> str:
     return f"{driver.instrument.site}/{driver.instrument.id}"
 
 
-def _now_dt():  # type: ignore[no-untyped-def]
-    from datetime import datetime
-
+def _now_dt() -> datetime:
+    """First poll at once: APScheduler's interval trigger would otherwise wait one interval."""
     return datetime.now().astimezone()
 
 

@@ -52,15 +52,12 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TextIO
 
-from config.errors import ConfigErrors
-from config.loader import load_config
 from config.rules import DATA_QUALITY_RULES
 from config.schema import SiteConfig
 from monitor.exceedances_render import write_csv, write_json, write_table
-from monitor.export import UsageError, parse_time
+from monitor.export import UsageError, open_database, parse_time
 from monitor.stores.historian_db import QUALITY_BY_CODE
 
 EVIDENCE_MARGIN = 3600.0  # s of readings shown before and after an episode with --evidence
@@ -353,7 +350,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, *, out: TextIO | None = None, now: float | None = None) -> int:
     out = sys.stdout if out is None else out
     try:
-        config, db = _source(args)
+        config, db = open_database(args)
         start = parse_time(args.start) if args.start else None
         end = parse_time(args.end) if args.end else None
         if start is not None and end is not None and start >= end:
@@ -398,18 +395,3 @@ def report(conn: sqlite3.Connection, out: TextIO, *, config: SiteConfig | None, 
         write_table(out, numbered, total=len(found), evidence=args.evidence)
     out.flush()
     return len(found)
-
-
-def _source(args: argparse.Namespace) -> tuple[SiteConfig | None, Path]:
-    if not args.config and not args.db:
-        raise UsageError("give --config FILE (or --db PATH)")
-    config = None
-    if args.config:
-        try:
-            config = load_config(args.config)
-        except ConfigErrors as exc:
-            raise UsageError(f"invalid site file:\n{exc}") from None
-    db = Path(args.db) if args.db else config.daemon.historian  # type: ignore[union-attr]
-    if not db.is_file():
-        raise UsageError(f"no database at {db}: has the daemon run with this site file?")
-    return config, db

@@ -35,6 +35,7 @@ from typing import TextIO
 
 from config.errors import ConfigErrors
 from config.loader import load_config
+from config.schema import SiteConfig
 from monitor.export_render import CSV_HEADER, ExportPlan, render
 from monitor.stores.historian_db import HistorianError, list_channels, open_for_reading, series_of
 
@@ -74,6 +75,23 @@ def parse_time(text: str) -> float:
     if dt.tzinfo is None:
         raise UsageError(f"{text!r} has no UTC offset: add Z (UTC) or the offset, e.g. {text}-05:00")
     return dt.timestamp()
+
+
+def open_database(args: argparse.Namespace) -> tuple[SiteConfig | None, Path]:
+    """The site file (if given) and the daemon's SQLite file, for the commands that read it: `--db PATH`, or the
+    historian named by `--config FILE`. Raises `UsageError` with what to give instead."""
+    if not args.config and not args.db:
+        raise UsageError("give --config FILE (or --db PATH)")
+    config = None
+    if args.config:
+        try:
+            config = load_config(args.config)
+        except ConfigErrors as exc:
+            raise UsageError(f"invalid site file:\n{exc}") from None
+    db = Path(args.db) if args.db else config.daemon.historian  # type: ignore[union-attr]
+    if not db.is_file():
+        raise UsageError(f"no database at {db}: has the daemon run with this site file?")
+    return config, db
 
 
 def auto_jobs() -> int:
