@@ -7,18 +7,26 @@ profile's, each with the permit's own citation; a permit may also adopt federal 
 (``federal.toml``: 40 CFR 401.17). Where an ordinance is silent the profile says so (``stated = false``), and
 ``required = true`` marks an alarm the ordinance demands without printing its number (Pawling's pH alarm).
 `config.rules` decides from these which rules run.
+
+A permit may also state concentration limits for lab-measured pollutants (``[site.permit.pollutants.<name>]``:
+``max``, ``unit``, ``cite``), which replace the jurisdiction's for that parameter in the reports and the SNC
+screen (`monitor.reports.pollutants`, which owns the parameter vocabulary). Unlike a continuous-rule permit
+limit, whose citation defaults to "Permit <id>", each must cite the permit's part or condition explicitly.
 """
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from config.errors import ConfigError
 from config.reader import Reader
+from monitor.reports.pollutants import PARAMETERS, PollutantLimit, accepts_unit, canonical_parameter
 
 JURISDICTIONS_DIR = Path(__file__).parent / "jurisdictions"
 FEDERAL = "federal"
@@ -102,11 +110,13 @@ class Profile:
 
 @dataclass(frozen=True, slots=True)
 class Permit:
-    """A site's discharge permit: its id, its own cited limits, and the federal limits it adopts."""
+    """A site's discharge permit: its id, its own cited limits, the federal limits it adopts, and its own
+    concentration limits for lab-measured pollutants by canonical parameter key (``copper``, ``bod``...)."""
 
     id: str
     limits: Mapping[str, Limit]
     adopt: tuple[str, ...] = ()
+    pollutants: Mapping[str, PollutantLimit] = field(default_factory=dict)
 
 
 def known_jurisdictions() -> list[str]:
@@ -232,10 +242,11 @@ def _check_number_sets(key: str, numbers: dict[str, float], p: str, reader: Read
 
 
 def parse_permit(raw: dict[str, Any], p: str, reader: Reader) -> Permit | None:
-    """``[site.permit]``: ``id``, ``adopt`` (federal limit keys), ``[site.permit.limits.<key>]``."""
+    """``[site.permit]``: ``id``, ``adopt`` (federal limit keys), ``[site.permit.limits.<key>]``,
+    ``[site.permit.pollutants.<parameter>]``."""
     if not raw:
         return None
-    reader.unknown_keys(raw, p, {"id", "adopt", "limits", "description"})
+    reader.unknown_keys(raw, p, {"id", "adopt", "limits", "pollutants", "description"})
     permit_id = reader.str(raw, "id", p, expected="the permit number, e.g. 'IU-2024-017'")
     adopt = raw.get("adopt", [])
     federal, _ = load_profile(FEDERAL)
@@ -250,7 +261,51 @@ def parse_permit(raw: dict[str, Any], p: str, reader: Reader) -> Permit | None:
             reader.error(f"{p}.limits.{key}.stated", False, "a permit limit that states its number (omit it)")
         elif limit is not None:
             limits[key] = limit
-    return Permit(id=permit_id, limits=limits, adopt=tuple(adopt))
+    pollutants = parse_pollutant_limits(reader.table(raw, "pollutants", p), f"{p}.pollutants", reader, permit_id)
+    return Permit(id=permit_id, limits=limits, adopt=tuple(adopt), pollutants=pollutants)
+
+
+_POLLUTANT_KEYS = {"max", "unit", "cite", "quote"}
+_CONCENTRATION_UNITS = "mg/L, ppm, ug/L, µg/L or ppb"
+
+
+def parse_pollutant_limits(raw: dict[str, Any], p: str, reader: Reader, permit_id: str) -> dict[str, PollutantLimit]:
+    """``[site.permit.pollutants.<parameter>]`` tables: ``max`` (a positive finite number; a result strictly
+    greater violates), ``unit`` (one the parameter is measured in), ``cite`` (required: the permit's part or
+    condition, naming the permit) and optional ``quote`` (the permit's words). The key is a parameter name or
+    alias (``copper``, ``cu``, ``"total chromium"``); pH is no concentration (a permit's pH range goes in
+    ``[site.permit.limits.ph_min]`` and ``ph_max``). Returns the limits by canonical parameter key."""
+    out: dict[str, PollutantLimit] = {}
+    keys: dict[str, str] = {}
+    for name, table in raw.items():
+        where = f"{p}.{name}"
+        param = canonical_parameter(name)
+        if param is None:
+            known = sorted(k for k, v in PARAMETERS.items() if v.unit_kind == "concentration")
+            reader.error(where, name, f"a pollutant parameter or an alias of one, one of {known}")
+            continue
+        if PARAMETERS[param].unit_kind != "concentration":
+            reader.error(where, name, "a concentration parameter: a permit's pH range goes in "
+                                      "[site.permit.limits.ph_min] and [site.permit.limits.ph_max]")
+            continue
+        if not isinstance(table, dict):
+            reader.error(where, table, "a table with max, unit and cite")
+            continue
+        if param in keys:
+            reader.error(where, name, f"one limit per parameter ({keys[param]!r} already limits {param})")
+            continue
+        keys[param] = name
+        reader.unknown_keys(table, where, _POLLUTANT_KEYS)
+        parameter = PARAMETERS[param]
+        maximum = reader.number(table, "max", where, minimum=0, exclusive_min=True)
+        unit = reader.str(table, "unit", where, check=functools.partial(accepts_unit, parameter),
+                          expected=f"a unit {parameter.label} is measured in: {_CONCENTRATION_UNITS}")
+        cite = reader.str(table, "cite", where, check=lambda c: bool(c.strip()) and permit_id in c,
+                          expected=f"the permit's citation for this limit, naming the permit, e.g. "
+                                   f"'Permit {permit_id or '<id>'}, Part I.A'")
+        out[param] = PollutantLimit(param, Fraction(repr(maximum)), unit, cite, seed="", line=0,
+                                    quote=reader.str(table, "quote", where, default=""), permit=permit_id)
+    return out
 
 
 def _bool(raw: dict[str, Any], key: str, p: str, reader: Reader, *, default: bool) -> bool:

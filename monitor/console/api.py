@@ -14,6 +14,9 @@ GET  /api/history (json, csv)      yes         its sites          yes
 GET  /api/episodes/{id}            yes         its sites          yes
 GET  /api/health                   yes         its instruments    yes
 GET  /api/events[?site=S]          yes         its sites          yes
+GET  /api/reports[?site=S]         all sites   its sites          all sites
+GET  /api/reports/{site}/{kind}/   yes         its sites, else    yes
+     {name}  (`reports` module)                403
 =================================  ==========  =================  ===========
 
 No session: 401. A site (or alarm, episode) outside the user's sites: 403, also when it does not exist, so an

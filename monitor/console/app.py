@@ -47,10 +47,12 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 @dataclass(slots=True)
 class Console:
-    """What the handlers share. ``secure_cookies``: mark cookies Secure (served over TLS by a proxy)."""
+    """What the handlers share. ``secure_cookies``: mark cookies Secure (served over TLS by a proxy).
+    ``reports_dir``: where the daemon writes its reports (read only, `monitor.console.reports`)."""
 
     config: SiteConfig
     db: Path
+    reports_dir: Path
     users: UserStore
     sessions: Sessions
     limiter: LoginLimiter
@@ -64,10 +66,11 @@ def create_app(*, config: SiteConfig, users_path: Path, secure_cookies: bool = F
                session_lifetime: float = DEFAULT_LIFETIME, poll_interval: float = 0.1,
                action_wait: float = 5.0, limiter: LoginLimiter | None = None) -> FastAPI:
     """The console app for ``config``'s daemon file. ``users_path`` is the users file (`users`)."""
-    from monitor.console import api, pages  # routes import FastAPI machinery: only when an app is built
+    from monitor.console import api, pages, reports  # routes import FastAPI machinery: only when an app is built
+    from monitor.reports.schedule import reports_dir
 
     db = config.daemon.historian
-    console = Console(config=config, db=db, users=UserStore(path=users_path),
+    console = Console(config=config, db=db, reports_dir=reports_dir(config), users=UserStore(path=users_path),
                       sessions=Sessions(lifetime=session_lifetime), limiter=limiter or LoginLimiter(),
                       hub=Hub(db=db, config=config, interval=poll_interval), secure_cookies=secure_cookies,
                       action_wait=action_wait)
@@ -88,6 +91,7 @@ def create_app(*, config: SiteConfig, users_path: Path, secure_cookies: bool = F
                   openapi_url=None)
     app.state.console = console
     app.include_router(api.router)
+    app.include_router(reports.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(SecurityHeaders)

@@ -286,7 +286,7 @@ def _snc(args: argparse.Namespace) -> int:
         result = screen(read_results(conn, first=first, last=last), config, first, last)
     finally:
         conn.close()
-    rows = [{"site": s.site, "parameter": s.parameter, "limit": f"{s.limit.max} {s.limit.unit}", "results": s.count,
+    rows = [{"site": s.site, "parameter": s.parameter, "limit": s.limit.printed, "results": s.count,
              "exceeding": s.exceeding, "exceeding_share": percent(s.exceed_share),
              "at_trc": s.at_trc if s.trc is not None else None, "trc_share": percent(s.trc_share),
              "chronic": s.chronic, "trc_violation": s.trc_violation, "citation": s.limit.citation}
@@ -302,7 +302,8 @@ def _snc(args: argparse.Namespace) -> int:
         print(f"Significant noncompliance screen {first} to {last} (40 CFR 403.8(f)(2)(viii))")
         for r in rows:
             flag = ", ".join(k for k in ("chronic", "trc_violation") if r[k]) or "-"
-            print(f"  {r['site']:<16} {r['parameter']:<18} n={r['results']:<4} >limit {r['exceeding_share']:>8}  "
-                  f">=limit×TRC {r['trc_share']:>8}  SNC: {flag}")
+            print(f"  {r['site']:<16} {r['parameter']:<18} limit {r['limit']:<12} n={r['results']:<4} "
+                  f">limit {r['exceeding_share']:>8}  >=limit×TRC {r['trc_share']:>8}  SNC: {flag}  "
+                  f"({r['citation']})")
         print("In SNC: " + (", ".join(result.industries_in_snc()) or "none"))
     return 0

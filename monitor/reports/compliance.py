@@ -1,9 +1,10 @@
 """The periodic compliance report for one site and period: everything the renderers print, assembled once.
 
 Contents (40 CFR 403.12(e),(h) periodic reports; Town of Pawling's report dates, see `periods`): the permit
-and jurisdiction limits with their citations, the daily summary table, every exceedance episode with the
-cause and corrective action the industry entered (`annotations`), data completeness and instrument downtime
-per channel (the flow meter must be kept in continuous operation), the monthly 401.17 pH accounting, lab
+and jurisdiction limits with their citations (where the permit and the jurisdiction both limit a lab parameter,
+the stricter is listed with its citation and the looser beside it), the daily summary table, every exceedance episode
+with the cause and corrective action the industry entered (`annotations`), data completeness and instrument
+downtime per channel (the flow meter must be kept in continuous operation), the monthly 401.17 pH accounting, lab
 results with the SNC screen where there are any, the data behind the charts, and the journal head (sequence
 and hash) at the time of the report, so a reader can later check that the journal was not cut short.
 
@@ -30,7 +31,7 @@ from monitor.reports.labs import LabResult, read_results
 from monitor.reports.periods import Period
 from monitor.reports.ph_accounting import MonthAccount, monthly_accounts
 from monitor.reports.plan import compile_plans
-from monitor.reports.pollutants import limits_for
+from monitor.reports.pollutants import limits_for, set_aside
 from monitor.reports.snc import SncScreen, screen, window_ending
 from monitor.stores.episodes import EpisodeStore
 
@@ -148,8 +149,16 @@ def permit_limits(site: Site) -> list[LimitLine]:
         seen.setdefault((b.rule, b.channel), LimitLine(RULE_LABELS.get(b.rule, b.rule),
                                                         describe(b, units.get(b.inputs[0], "")), b.citation))
     lines = list(seen.values())
-    for lim in limits_for(site).values():
-        lines.append(LimitLine(f"{lim.label} (lab)", f"a composite result > {lim.max} {lim.unit}", lim.citation))
+    aside = set_aside(site)
+    for key, lim in limits_for(site).items():
+        other = aside.get(key)
+        if other is None:
+            note = ""
+        elif lim.permit:
+            note = f" (the permit's, stricter than {other.printed}, {other.citation})"
+        else:
+            note = f" (stricter than the permit's {other.printed}, {other.citation})"
+        lines.append(LimitLine(f"{lim.label} (lab)", f"a composite result > {lim.printed}{note}", lim.citation))
     return lines
 
 

@@ -8,8 +8,11 @@ Numbers are transcribed as printed, in the printed unit: Vestal prints parts per
 wastewater (density ≈ 1 kg/L) is the same number as mg/L, so lab results in mg/L compare directly (the same
 equivalence `config.rules` uses for Vestal's "normal sewage").
 
-A site's permit may set its own concentration limits; the site file has no place for them yet (see the
-report's "not yet" list), so the screen uses the jurisdiction's.
+A site's discharge permit may state its own concentration limits (``[site.permit.pollutants.<parameter>]``,
+parsed and validated at load by `config.limits`, each with the permit's citation). Where both the permit and
+the jurisdiction limit a parameter, the stricter is in force (`limits_for` says why); a parameter only one
+of them limits has that limit; a parameter neither limits is not screened (no number is ever borrowed from
+another town).
 
 TRC (40 CFR 403.8(f)(2)(viii)(B)): 1.4 for BOD, TSS, fats, oil and grease; 1.2 for all other pollutants
 except pH (pH has no TRC).
@@ -18,6 +21,7 @@ except pH (pH has no TRC).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 
 from config.schema import Site
@@ -62,6 +66,9 @@ CONCENTRATION_UNITS: dict[str, float] = {"mg/l": 1.0, "ppm": 1.0, "ug/l": 0.001,
 PH_UNITS = ("su", "s.u.", "ph", "std units")
 
 
+_EXACT_FACTORS = {u: Fraction(repr(f)) for u, f in CONCENTRATION_UNITS.items()}  # 0.001 as exactly 1/1000
+
+
 def canonical_parameter(name: str) -> str | None:
     return _ALIASES.get(" ".join(name.strip().lower().split()))
 
@@ -75,10 +82,18 @@ def to_mg_per_litre(value: float, unit: str, parameter: Parameter) -> float | No
     return None if factor is None else value * factor
 
 
+def accepts_unit(parameter: Parameter, unit: str) -> bool:
+    """Whether a limit or result for ``parameter`` may be stated in ``unit`` (case does not matter)."""
+    return to_mg_per_litre(1.0, unit, parameter) is not None
+
+
 @dataclass(frozen=True, slots=True)
 class PollutantLimit:
-    """A maximum concentration: a result violates if ``value > max`` ("in excess of", "more than", "greater
-    than" in every seed). ``max`` in mg/L (ppm as printed for Vestal)."""
+    """A maximum concentration: a result violates if ``value > max``, strictly ("in excess of", "more than",
+    "greater than" in every seed; a permit's maximum is read the same way). ``max`` is the number as printed,
+    in ``unit`` as printed (mg/L, ppm, or µg/L for a permit); `max_std` is the same limit in mg/L, the unit
+    lab results are compared in. ``permit`` is the permit's id when the permit states the limit, else empty
+    (the jurisdiction's, with its seed file, line and verbatim quote)."""
 
     parameter: str
     max: Fraction  # exact decimal as printed: limit × TRC must compare exactly ("equal or exceed")
@@ -87,10 +102,22 @@ class PollutantLimit:
     seed: str
     line: int
     quote: str
+    permit: str = ""
 
     @property
     def label(self) -> str:
         return PARAMETERS[self.parameter].label
+
+    @property
+    def max_std(self) -> Fraction:
+        """The limit in mg/L (ppm counts as mg/L), exactly: 2 µg/L is 1/500 mg/L."""
+        return self.max * _EXACT_FACTORS.get(self.unit.strip().lower(), Fraction(1))
+
+    @property
+    def printed(self) -> str:
+        """The limit as a decimal with its unit, e.g. ``0.05 mg/l`` (never the fraction ``1/20``)."""
+        text = format(Decimal(self.max.numerator) / Decimal(self.max.denominator), "f")
+        return f"{text.rstrip('0').rstrip('.') if '.' in text else text} {self.unit}"
 
 
 def _lim(parameter: str, max_: str, unit: str, citation: str, seed: str, line: int, quote: str) -> PollutantLimit:
@@ -129,5 +156,31 @@ JURISDICTION_LIMITS: dict[str, tuple[PollutantLimit, ...]] = {
 
 
 def limits_for(site: Site) -> dict[str, PollutantLimit]:
-    """The concentration limits in force at ``site``, by parameter key."""
-    return {lim.parameter: lim for lim in JURISDICTION_LIMITS.get(site.jurisdiction, ())}
+    """The concentration limits in force at ``site``, by parameter key: for a parameter both the permit and the
+    jurisdiction limit, the stricter (lower, compared in mg/L); otherwise whichever states one.
+
+    Why the stricter and not simply the permit's: the ordinance's limits bind every user of the sewer (they
+    are pretreatment standards, 40 CFR 403.5(d)), so a permit cannot allow more than the ordinance does; a
+    permit may be stricter for its discharge. A looser permit number is not dropped silently: `set_aside`
+    names it and the report prints it beside the limit in force."""
+    limits = {lim.parameter: lim for lim in JURISDICTION_LIMITS.get(site.jurisdiction, ())}
+    if site.permit is not None:
+        for key, own in site.permit.pollutants.items():
+            town = limits.get(key)
+            if town is None or own.max_std <= town.max_std:
+                limits[key] = own
+    return limits
+
+
+def set_aside(site: Site) -> dict[str, PollutantLimit]:
+    """For each parameter both the permit and the jurisdiction limit, the one *not* in force (the looser), by
+    parameter key: the report says what the limit in force stands in place of."""
+    if site.permit is None:
+        return {}
+    in_force = limits_for(site)
+    town = {lim.parameter: lim for lim in JURISDICTION_LIMITS.get(site.jurisdiction, ())}
+    out = {}
+    for key, own in site.permit.pollutants.items():
+        if key in town:
+            out[key] = town[key] if in_force[key] is own else own
+    return out

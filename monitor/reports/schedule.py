@@ -15,7 +15,8 @@ instruments. Files are written to a temporary name and renamed, so the console n
 
 Layout of ``reports_dir``: ``<site>/daily/<YYYY-MM-DD>.json|.csv`` and
 ``<site>/periodic/<site>_<first>_<last>.pdf|.html|.csv``; `list_reports` reads it back for the console's
-history page.
+history page. Where it is: `reports_dir`, ``reports/`` beside the historian (the daemon writes there and the
+console, a separate process given the same site file, reads there; the site file has no setting for it).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,6 +47,11 @@ from monitor.stores.episodes import EpisodeStore
 log = logging.getLogger(__name__)
 FORMATS = ("pdf", "html", "csv")
 CATCH_UP_DAYS = 7
+
+
+def reports_dir(config: SiteConfig) -> Path:
+    """The folder the daemon writes reports into: ``reports/`` beside the historian's SQLite file."""
+    return Path(config.daemon.historian).parent / "reports"
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -148,12 +155,33 @@ def schedule_reports(scheduler: AsyncIOScheduler, config: SiteConfig, reports_di
 
 @dataclass(frozen=True, slots=True)
 class ReportFile:
+    """One written report. ``size`` in bytes; ``modified``: when it was written (Unix time, s)."""
+
     site: str
     kind: str  # daily | periodic
     name: str
     path: Path
     size: int
     modified: float
+
+    @property
+    def format(self) -> str:
+        """The file's format from its suffix: json, csv, pdf or html."""
+        return self.path.suffix.lstrip(".").lower()
+
+    @property
+    def period(self) -> str:
+        """The local days covered, from the name (``2026-03-08``, ``2026-01-01 to 2026-06-30``); '' if the name
+        does not follow the layout above."""
+        stem = self.path.stem
+        if self.kind == "daily" and _DAY.fullmatch(stem):
+            return stem
+        m = _PERIOD.fullmatch(stem[len(self.site) + 1:]) if stem.startswith(self.site + "_") else None
+        return f"{m[1]} to {m[2]}" if self.kind == "periodic" and m else ""
+
+
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_PERIOD = re.compile(r"(\d{4}-\d{2}-\d{2})_(\d{4}-\d{2}-\d{2})")
 
 
 def list_reports(reports_dir: Path) -> list[ReportFile]:

@@ -178,7 +178,7 @@ def _lab_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
               "(1.4 for BOD, TSS, FOG; 1.2 for others).",),
         columns=("Parameter", "Limit", "Results", "Exceeding", "Share", "≥ limit × TRC", "Share", "SNC", "Citation"),
         widths=(1.3, 0.8, 0.7, 0.8, 0.7, 1.0, 0.7, 1.0, 2.6),
-        rows=tuple((x.limit.label, f"{x.limit.max} {x.limit.unit}", str(x.count), str(x.exceeding),
+        rows=tuple((x.limit.label, x.limit.printed, str(x.count), str(x.exceeding),
                     percent(x.exceed_share), str(x.at_trc) if x.trc is not None else "n/a",
                     percent(x.trc_share) if x.trc is not None else "n/a",
                     ", ".join(k for k in ("chronic" if x.chronic else "", "TRC" if x.trc_violation else "") if k)

@@ -1,6 +1,7 @@
 """Significant noncompliance screen, 40 CFR 403.8(f)(2)(viii)(A) and (B), over lab results.
 
-For each industry and pollutant parameter with a concentration limit, over a six-month period:
+For each industry and pollutant parameter with a concentration limit (the stricter of the site's permit's and the
+jurisdiction's where both state one, else whichever does: `pollutants.limits_for`), over a six-month period:
 - *chronic* (A): 66 % or more of all measurements "exceed (by any magnitude)" the limit: ``value > limit``;
 - *TRC* (B): 33 % or more of all measurements "equal or exceed the product of" the limit and the Technical
   Review Criterion (1.4 for BOD, TSS, fats, oil and grease; 1.2 for all others; none for pH):
@@ -102,8 +103,9 @@ def screen(results: Sequence[LabResult], config: SiteConfig, first: date, last: 
             unscreened.extend(rs)
             continue
         trc = PARAMETERS[param].trc
-        exceeding = sum(1 for r in rs if not r.nondetect and _exact(r.value_std) > limit.max)
-        at_trc = 0 if trc is None else sum(1 for r in rs if not r.nondetect and _exact(r.value_std) >= limit.max * trc)
+        cap = limit.max_std  # results are compared in mg/L (`LabResult.value_std`)
+        exceeding = sum(1 for r in rs if not r.nondetect and _exact(r.value_std) > cap)
+        at_trc = 0 if trc is None else sum(1 for r in rs if not r.nondetect and _exact(r.value_std) >= cap * trc)
         out.append(ParameterScreen(site=site, parameter=param, limit=limit, trc=trc, results=tuple(rs),
                                    exceeding=exceeding, at_trc=at_trc))
     return SncScreen(first=first, last=last, screens=tuple(out), unscreened=tuple(unscreened))

@@ -23,6 +23,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from monitor.console.app import ConsoleServer, create_app
 from monitor.console.auth import LoginLimiter
 from monitor.console.users import Role, User, hash_password, save_users
 from monitor.health import health_path
+from monitor.reports.schedule import reports_dir, write_daily
 from monitor.sample import Quality, Sample, judge_value
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
@@ -288,6 +290,37 @@ def _write_health(db: Path, historian: Historian, started: float) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(snap))
     os.replace(tmp, path)
+
+
+# ---- the daemon's reports ------------------------------------------------------------------------------------
+
+REPORT_PDF = b"%PDF-1.4\n%" + bytes(range(256)) + b"\n%%EOF\n"  # every byte value: a download must alter none
+ACME_PDF = f"{ACME}_2026-01-01_2026-06-30.pdf"
+ACME_HTML = f"{ACME}_2026-01-01_2026-06-30.html"
+REPORT_DAY = date(2026, 7, 1)
+
+
+def write_reports(config: SiteConfig) -> dict[str, Path]:
+    """Reports in the daemon's reports folder (`schedule.reports_dir`) as its jobs leave them: Bolt's daily
+    summary written by the real job (JSON and CSV), ACME's periodic report as PDF and HTML; and what must never be
+    listed or served: a half-written temporary file, a file of a format not served, and a symbolic link out of
+    the folder to the site file. Times written, newest first: ACME's PDF, ACME's HTML, Bolt's daily files."""
+    root = reports_dir(config)
+    now = time.time()
+    daily = write_daily(config, config.site(BOLT), REPORT_DAY, root, now=now)
+    periodic = root / ACME / "periodic"
+    periodic.mkdir(parents=True, exist_ok=True)
+    files = {"pdf": periodic / ACME_PDF, "html": periodic / ACME_HTML, "json": daily[0], "csv": daily[1]}
+    files["pdf"].write_bytes(REPORT_PDF)
+    files["html"].write_text("<!doctype html><title>ACME</title><p>Periodic compliance report</p>", encoding="utf-8")
+    for age, key in enumerate(("pdf", "html", "json", "csv")):
+        os.utime(files[key], (now - 600 * (age + 1), now - 600 * (age + 1)))
+    (periodic / f".{ACME_PDF}.tmp").write_bytes(b"%PDF half written")
+    (root / ACME / "daily").mkdir(parents=True, exist_ok=True)
+    (root / ACME / "daily" / "notes.txt").write_text("not a report")
+    assert config.source is not None
+    (root / ACME / "daily" / "2026-07-02.csv").symlink_to(config.source)
+    return files
 
 
 # ---- the console ---------------------------------------------------------------------------------------------

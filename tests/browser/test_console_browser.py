@@ -1,7 +1,7 @@
 """The console in headless Chromium: each role logs in; a simulator scenario's pH alarm appears live and is
 acknowledged from the page (the ack reaches the journal, with the user); an industry user cannot see or act
-on another company's alarm by page or API; screenshots of the alarm list and a site view for review
-(tests/artifacts/)."""
+on another company's alarm by page or API; the history page lists the daemon's reports a user may see, each a
+download; screenshots of the alarm list and a site view for review (tests/artifacts/)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,17 @@ import pytest
 
 from tests.browser.harness import (
     ACME,
+    ACME_PDF,
     ACME_PH_LOW,
     BOLT,
     BOLT_PH_HIGH,
     PASSWORD,
+    REPORT_PDF,
     Plant,
     console,
     history,
     load,
+    write_reports,
     write_site,
     write_users,
 )
@@ -43,6 +46,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         time.sleep(0.3)
         plant.value(ACME, "ph", 7.2)
         _wait(lambda: any(t.alarm_id == BOLT_PH_HIGH for t in plant.transitions))
+        write_reports(config)
         with console(config, users) as (base, app):
             yield {"base": base, "plant": plant, "config": config, "db": config.daemon.historian, "app": app}
 
@@ -161,6 +165,30 @@ def test_enforcement_reads_history_and_exports_but_cannot_act(browser: Any, env:
     page.goto(env["base"] + "/")
     page.wait_for_selector("#alarm-rows tr[data-alarm]")
     assert page.query_selector("button.act") is None
+    page.close()
+
+
+def test_history_page_lists_the_reports_of_the_users_sites(browser: Any, env: dict[str, Any]) -> None:
+    page = _login(browser, env["base"], "enf")
+    page.wait_for_selector("#r-rows tr[data-report]")
+    rows = page.eval_on_selector_all("#r-rows tr[data-report]", "r => r.map(x => x.dataset.report)")
+    assert rows == [f"{ACME}/periodic/{ACME_PDF}", f"{ACME}/periodic/{ACME_PDF[:-3]}html",
+                    f"{BOLT}/daily/2026-07-01.json", f"{BOLT}/daily/2026-07-01.csv"]  # newest first
+    first = page.inner_text(f'#r-rows tr[data-report="{ACME}/periodic/{ACME_PDF}"]')
+    assert all(x in first for x in (ACME, "periodic", "2026-01-01 to 2026-06-30", ACME_PDF, f"{len(REPORT_PDF)} B"))
+    assert "4 report(s)" in page.inner_text("#r-count")
+    link = page.get_attribute(f'#r-rows a[download="{ACME_PDF}"]', "href")
+    got = page.request.get(env["base"] + str(link))
+    assert got.status == 200 and got.body() == REPORT_PDF and got.headers["content-type"] == "application/pdf"
+    page.select_option("#f-site", BOLT)
+    page.click("#filters button[type=submit]")
+    shown = "r => r.map(x => x.dataset.report.split('/')[0])"
+    _wait(lambda: page.eval_on_selector_all("#r-rows tr[data-report]", shown) == [BOLT, BOLT])  # the site filter
+    page.close()
+    page = _login(browser, env["base"], "acme")
+    page.goto(env["base"] + "/history")
+    page.wait_for_selector("#r-rows tr[data-report]")
+    assert page.eval_on_selector_all("#r-rows tr[data-report]", shown) == [ACME, ACME]
     page.close()
 
 

@@ -1,10 +1,12 @@
 """Every console endpoint's authorisation, over HTTP against uvicorn on a free port, with the daemon's part
 played by real stores and a real alarm engine (tests.browser.harness.Plant): who gets 200, 401, 403, 404;
-CSRF, cookies, login rate limiting, logout, removing a user, and acknowledging through the command queue."""
+CSRF, cookies, login rate limiting, logout, removing a user, and acknowledging through the command queue; the
+reports in the daemon's reports folder listed and downloaded byte for byte, and every path out of it refused."""
 
 from __future__ import annotations
 
 import html
+import http.client
 import json
 import re
 import sqlite3
@@ -19,9 +21,12 @@ import pytest
 from monitor.console.users import load_users, save_users
 from tests.browser.harness import (
     ACME,
+    ACME_HTML,
+    ACME_PDF,
     ACME_PH_HIGH,
     BOLT,
     BOLT_PH_HIGH,
+    REPORT_PDF,
     Plant,
     console,
     csrf,
@@ -29,6 +34,7 @@ from tests.browser.harness import (
     load,
     login,
     login_token,
+    write_reports,
     write_site,
     write_users,
 )
@@ -47,10 +53,11 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         while {t.alarm_id for t in plant.transitions} < {ACME_PH_HIGH, BOLT_PH_HIGH}:
             assert time.monotonic() < deadline
             time.sleep(0.02)
+        reports = write_reports(config)
         with console(config, users) as (base, app):
             clients = {name: login(base, name) for name in ("op", "acme", "bolt", "enf")}
             yield {"base": base, "plant": plant, "db": config.daemon.historian, "users": users, "app": app,
-                   **clients}
+                   "reports": reports, **clients}
             for c in clients.values():
                 c.close()
 
@@ -65,7 +72,8 @@ def episode_ids(db: Path) -> dict[str, int]:
 
 
 GETS = ["/api/me", "/api/sites", "/api/alarms", "/api/journal", f"/api/sites/{ACME}",
-        f"/api/sites/{ACME}/trend?channel=ph", "/api/history", "/api/health", "/api/episodes/1"]
+        f"/api/sites/{ACME}/trend?channel=ph", "/api/history", "/api/health", "/api/reports",
+        f"/api/reports/{ACME}/periodic/{ACME_PDF}", "/api/episodes/1"]
 PAGES = ["/", f"/sites/{ACME}", "/history", "/health", "/episodes/1"]
 
 
@@ -99,6 +107,10 @@ READS = [
     ("acme", "/api/sites/no-such-site", 403), ("op", "/api/sites/no-such-site", 404),
     ("op", "/sites/no-such-site", 404), ("op", f"/api/sites/{ACME}/trend?channel=nope", 404),
     ("op", f"/api/sites/{ACME}/trend?channel=ph&start=0&end=1e9", 400),
+    ("acme", f"/api/reports?site={BOLT}", 403), ("acme", f"/api/reports/{BOLT}/daily/2026-07-01.json", 403),
+    ("bolt", f"/api/reports/{ACME}/periodic/{ACME_PDF}", 403), ("acme", "/api/reports/no-such-site/daily/x.csv", 403),
+    ("op", "/api/reports/no-such-site/daily/x.csv", 404), ("op", "/api/reports?site=no-such-site", 404),
+    ("bolt", f"/api/reports/{BOLT}/daily/2026-07-01.csv", 200), ("op", f"/api/reports/{ACME}/daily/x.csv", 404),
 ]
 
 
@@ -149,6 +161,63 @@ def test_history_downloads_csv_and_json_with_the_cli_columns(env: dict[str, Any]
     rows = [json.loads(x) for x in j.text.splitlines()]
     assert rows and all(x["site"] == BOLT and "episode_id" not in x for x in rows)
     assert env["enf"].get("/api/history", params={"from": "yesterday"}).status_code == 400
+
+
+def test_reports_are_listed_newest_first_for_the_users_sites(env: dict[str, Any]) -> None:
+    listed = env["op"].get("/api/reports").json()
+    assert [(r["site"], r["kind"], r["name"]) for r in listed] == [  # no temporary file, .txt or link out
+        (ACME, "periodic", ACME_PDF), (ACME, "periodic", ACME_HTML),
+        (BOLT, "daily", "2026-07-01.json"), (BOLT, "daily", "2026-07-01.csv")]
+    pdf = listed[0]
+    assert (pdf["format"], pdf["period"], pdf["size"], pdf["site_name"]) == (
+        "pdf", "2026-01-01 to 2026-06-30", len(REPORT_PDF), "ACME Plating Co. — MH-1")
+    assert pdf["url"] == f"/api/reports/{ACME}/periodic/{ACME_PDF}"
+    assert pdf["modified"] == pytest.approx(env["reports"]["pdf"].stat().st_mtime)
+    assert (listed[2]["period"], listed[2]["size"]) == ("2026-07-01", env["reports"]["json"].stat().st_size)
+    assert env["enf"].get("/api/reports").json() == listed
+    assert [r["name"] for r in env["acme"].get("/api/reports").json()] == [ACME_PDF, ACME_HTML]
+    assert [r["name"] for r in env["bolt"].get("/api/reports").json()] == ["2026-07-01.json", "2026-07-01.csv"]
+    assert [r["site"] for r in env["op"].get("/api/reports", params={"site": BOLT}).json()] == [BOLT, BOLT]
+    page = env["acme"].get("/history").text
+    assert 'id="r-rows"' in page and ">Reports</h2>" in page
+
+
+@pytest.mark.parametrize(("key", "media"), [("pdf", "application/pdf"), ("html", "text/html; charset=utf-8"),
+                                            ("json", "application/json"), ("csv", "text/csv; charset=utf-8")])
+def test_a_report_downloads_as_its_exact_bytes_and_type(env: dict[str, Any], key: str, media: str) -> None:
+    path: Path = env["reports"][key]
+    r = env["enf"].get(f"/api/reports/{path.parent.parent.name}/{path.parent.name}/{path.name}")
+    assert r.status_code == 200 and r.content == path.read_bytes() and len(r.content) > 50
+    assert r.headers["content-type"] == media
+    assert r.headers["content-disposition"] == f'attachment; filename="{path.name}"'  # never shown in our origin
+    assert r.headers["cache-control"] == "no-store" and r.headers["x-content-type-options"] == "nosniff"
+
+
+TRAVERSALS = [
+    f"/api/reports/{ACME}/periodic/../../../site.toml", f"/api/reports/{ACME}/periodic/..%2F..%2F..%2Fsite.toml",
+    f"/api/reports/{ACME}/..%2F..%2F..%2F/site.toml", "/api/reports/..%2F..%2F/x/site.toml",
+    f"/api/reports/{ACME}/daily/%2E%2E%2F%2E%2E%2F%2E%2E%2Fusers.toml", f"/api/reports/{ACME}/periodic/%2Fetc%2Fpasswd",
+    f"/api/reports/{ACME}/periodic/..%5C..%5C..%5Csite.toml",
+    f"/api/reports/{ACME}/..%2F{BOLT}%2Fdaily/2026-07-01.json",
+    f"/api/reports/{ACME}/periodic/{ACME_PDF}%00.txt", f"/api/reports/{ACME}/periodic/.{ACME_PDF}.tmp",
+    f"/api/reports/{ACME}/daily/notes.txt", f"/api/reports/{ACME}/daily/2026-07-02.csv",  # a link to the site file
+    f"/api/reports/{ACME}/../site.toml", f"/api/reports/{ACME}/./periodic/{ACME_PDF}", "/api/reports/./../../site.toml",
+]
+
+
+@pytest.mark.parametrize("user", ["op", "acme"])
+def test_no_path_leads_out_of_the_reports_folder(env: dict[str, Any], user: str) -> None:
+    client, base = env[user], httpx.URL(env["base"])
+    for path in TRAVERSALS:  # sent as written: httpx would resolve the dot segments itself
+        conn = http.client.HTTPConnection(base.host, base.port, timeout=10)
+        try:
+            conn.request("GET", path, headers={"Cookie": f"pretreat_session={client.cookies['pretreat_session']}"})
+            resp = conn.getresponse()
+            status, body = resp.status, resp.read()
+        finally:
+            conn.close()
+        assert status == 404, (path, status, body[:200])
+        assert b"[daemon]" not in body and b"scrypt$" not in body
 
 
 ACTS = [("enf", ACME_PH_HIGH, "ack", 403), ("acme", BOLT_PH_HIGH, "ack", 403),

@@ -102,7 +102,8 @@ def test_html_and_csv_carry_the_same_figures(site: tuple[SiteConfig, Path]) -> N
                           now=NOW)
     html, csv_text = render_html(report), render_csv(report)
     for figure in ("168,000", "155,900", "7.2 !", "Permit PJSC-IU-2026-03", "Caustic dosing pump tripped",
-                   "40 CFR 401.17(a)(1)", "Town of Pawling"):
+                   "40 CFR 401.17(a)(1)", "Town of Pawling", "BOD (lab)", "200 mg/L",
+                   "Permit PJSC-IU-2026-03, Part I.B"):  # the permit's lab limit and its citation
         assert figure in html and figure in csv_text, figure
     assert html.count("<svg") == 3  # flow, pH and temperature charts
     assert "# Daily summary" in csv_text and "2026-03-08,23," in csv_text  # the 23-hour day
@@ -126,8 +127,16 @@ def test_snc_cli(site: tuple[SiteConfig, Path], capsys: pytest.CaptureFixture[st
     assert run_cli("snc", "--config", str(tmp / "site.toml"), "--to", "2026-06-30", "--format", "json") == 0
     out = json.loads(capsys.readouterr().out)
     assert out["window"] == ["2026-01-01", "2026-06-30"]
-    assert out["screens"] == []  # Pawling prints no concentration limits: nothing to screen against
-    assert out["in_snc"] == []
+    # Pawling prints no concentration limits: BOD is screened against the permit's 200 mg/L (250: 1 of 1
+    # exceeds, chronic; under 200 × 1.4 = 280, no TRC), TSS against nothing (unscreened)
+    [bod] = out["screens"]
+    assert (bod["parameter"], bod["limit"], bod["results"], bod["exceeding"], bod["at_trc"]) == (
+        "bod", "200 mg/L", 1, 1, 0)
+    assert (bod["chronic"], bod["trc_violation"], bod["citation"]) == (True, False, "Permit PJSC-IU-2026-03, Part I.B")
+    assert out["in_snc"] == ["acme"]
+    assert run_cli("snc", "--config", str(tmp / "site.toml"), "--to", "2026-06-30") == 0
+    table = capsys.readouterr().out
+    assert "limit 200 mg/L" in table and "(Permit PJSC-IU-2026-03, Part I.B)" in table and "In SNC: acme" in table
 
 
 def test_pawling_periods_and_schedule(site: tuple[SiteConfig, Path], tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from datetime import date
 from fractions import Fraction
 from pathlib import Path
 
+from config.schema import SiteConfig
 from monitor.reports.aggregates_db import connect
 from monitor.reports.labs import read_results
 from monitor.reports.snc import SncScreen, percent, screen, window_ending
@@ -41,10 +42,9 @@ def _dataset() -> str:
     return "\n".join(rows) + "\n"
 
 
-def _screen(tmp_path: Path) -> SncScreen:
-    config = lab_config(tmp_path)
-    result = _import(tmp_path, config, _dataset())
-    assert result.imported == 50 + 1 + 100 + 3 + 100 + 1 + 3
+def screen_imported(tmp_path: Path, config: SiteConfig, csv_text: str, count: int) -> SncScreen:
+    """Import ``csv_text`` (``count`` results) and screen every result over the first half of 2026."""
+    assert _import(tmp_path, config, csv_text).imported == count
     first, last = window_ending(date(2026, 6, 30))
     assert (first, last) == (date(2026, 1, 1), date(2026, 6, 30))
     conn = connect(config.daemon.historian)
@@ -52,6 +52,10 @@ def _screen(tmp_path: Path) -> SncScreen:
         return screen(read_results(conn), config, first, last)
     finally:
         conn.close()
+
+
+def _screen(tmp_path: Path) -> SncScreen:
+    return screen_imported(tmp_path, lab_config(tmp_path), _dataset(), 50 + 1 + 100 + 3 + 100 + 1 + 3)
 
 
 def test_hand_computed_screen_with_ties(tmp_path: Path) -> None:
