@@ -10,9 +10,13 @@ Measures, median of ``--runs`` runs each, and prints a markdown table with the m
    server is back (timed from the restarted sink's start to an empty queue). Goal ≥ 100,000/s.
 3. CPU of the durable queue: process CPU time (user + sys, all threads; the server's CPU excluded) to send
    the same points through the sink vs. formatting them and writing them directly, synchronously, with the
-   same `LineWriter` and batch size (the cheapest possible path). Goal: < 20 % more. Paired, interleaved
-   runs; the queue's own operations (append, read back, acknowledge) are also timed alone, without the
-   network, because on a small machine shared with the server the end-to-end ratio is noisy.
+   same `LineWriter` and batch size (the cheapest possible path). Goal: < 20 % more. Both runs get the
+   points the same way — ``CHUNK`` samples per event-loop turn, as polls arrive — so the producer's loop
+   turns are on both sides of the ratio and only the sink differs. At least 7 pairs (after one pair not
+   counted, which warms the allocator, the page cache and the server's series), each pair in alternating
+   order; median of the per-pair ratios. The queue's own operations (append, read back, acknowledge) are
+   also timed alone, without the network, because on a small machine shared with the server the end-to-end
+   ratio is noisy.
 
 VictoriaMetrics runs on the same machine and competes for the same cores, so the numbers are a lower
 bound for a daemon writing to a remote server.
@@ -39,7 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from config.influx import InfluxSettings  # noqa: E402
 from monitor.sample import Sample  # noqa: E402
-from monitor.stores.influx import InfluxSink  # noqa: E402
+from monitor.stores.influx import APPEND_GROUP_BYTES, InfluxSink  # noqa: E402
 from monitor.stores.influx_lines import SampleFormatter  # noqa: E402
 from monitor.stores.influx_writer import LineWriter  # noqa: E402
 from monitor.stores.outbox import Outbox  # noqa: E402
@@ -79,23 +83,38 @@ async def sustained(vm: VictoriaMetrics, work: Path, samples: list[Sample]) -> t
     if not await sink.wait_drained(600):
         raise RuntimeError("sink did not drain")
     elapsed, used = time.perf_counter() - t0, cpu() - c0
+    sent = sink.counters.points_sent
     await sink.close()
-    queue.unlink()
+    _remove_queue(queue)
+    if sent != len(samples):  # the sink must have done all the work the direct run does
+        raise RuntimeError(f"sink acknowledged {sent} points, expected {len(samples)}")
     return len(samples) / elapsed, used
 
 
-def direct(vm: VictoriaMetrics, samples: list[Sample]) -> tuple[float, float]:
-    """The same points, formatted and written straight to the server: no queue, no threads."""
+async def direct(vm: VictoriaMetrics, samples: list[Sample]) -> tuple[float, float]:
+    """The same points, arriving as they do for the sink (``CHUNK`` per event-loop turn), formatted and
+    written straight to the server every ``BATCH`` points, on the event loop: no queue, no threads."""
     writer = LineWriter(settings=settings(vm, Path("/nonexistent")), token="")
     fmt = SampleFormatter(instruments=INSTRUMENTS)
     c0, t0 = cpu(), time.perf_counter()
-    for i in range(0, len(samples), BATCH):
-        result = writer.write("\n".join(fmt.lines(samples[i:i + BATCH])).encode())
-        if not result.ok:
-            raise RuntimeError(f"direct write failed: {result}")
+    start = 0
+    for end in range(CHUNK, len(samples) + CHUNK, CHUNK):
+        if end - start >= BATCH or end >= len(samples):
+            result = writer.write("\n".join(fmt.lines(samples[start:end])).encode())
+            if not result.ok:
+                raise RuntimeError(f"direct write failed: {result}")
+            start = end
+        await asyncio.sleep(0)
     elapsed, used = time.perf_counter() - t0, cpu() - c0
     writer.close()
     return len(samples) / elapsed, used
+
+
+def _remove_queue(queue: Path) -> None:
+    """The queue file and everything beside it (WAL, lock, segments), so runs do not pile up page cache."""
+    for extra in ("", "-wal", "-shm", ".lock"):
+        queue.with_name(queue.name + extra).unlink(missing_ok=True)
+    shutil.rmtree(queue.with_name(queue.name + ".segments"), ignore_errors=True)
 
 
 async def drain(vm: VictoriaMetrics, work: Path, samples: list[Sample]) -> float:
@@ -119,7 +138,7 @@ async def drain(vm: VictoriaMetrics, work: Path, samples: list[Sample]) -> float
         raise RuntimeError("backlog did not drain")
     elapsed = time.perf_counter() - t0
     await again.close()
-    queue.unlink()
+    _remove_queue(queue)
     return depth / elapsed
 
 
@@ -142,18 +161,22 @@ def median(xs: list[float]) -> float:
 
 def queue_only(work: Path, samples: list[Sample]) -> float:
     """CPU seconds of the durable queue's own work for these points, without network: append the records
-    the sink would append, read them back, acknowledge them (the low-noise part of the comparison)."""
+    the sink would append (``APPEND_GROUP_BYTES`` per transaction), read them back, acknowledge them (the
+    low-noise part of the comparison)."""
     fmt = SampleFormatter(instruments=INSTRUMENTS)
     records = [("\n".join(fmt.lines(samples[i:i + BATCH])).encode(), BATCH)
                for i in range(0, len(samples), BATCH)]
-    box = Outbox(path=work / f"iso-{time.monotonic_ns()}.sqlite", budget_bytes=4 << 30)
+    per_group = max(1, -(-APPEND_GROUP_BYTES // len(records[0][0])))
+    path = work / f"iso-{time.monotonic_ns()}.sqlite"
+    box = Outbox(path=path, budget_bytes=4 << 30)
     c0 = cpu()
-    for i in range(0, len(records), 4):  # the writer appends ~4 records per flush at this rate
-        box.append_many(records[i:i + 4])
+    for i in range(0, len(records), per_group):
+        box.append_many(records[i:i + per_group])
         while batch := box.peek(max_items=BATCH):
             box.ack(r.id for r in batch)
     used = cpu() - c0
     box.close()
+    _remove_queue(path)
     return used
 
 
@@ -161,7 +184,7 @@ async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--points", type=int, default=1_000_000, help="points per sustained run and backlog")
     ap.add_argument("--cpu-points", type=int, default=500_000, help="points per CPU-comparison run")
-    ap.add_argument("--runs", type=int, default=3, help="runs of each measure (CPU: at least 5)")
+    ap.add_argument("--runs", type=int, default=3, help="runs of each measure (CPU: at least 7 pairs)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-influx-"))
     vm = VictoriaMetrics(work)
@@ -176,18 +199,38 @@ async def main() -> None:
             drains.append(await drain(vm, work, _shift(samples, run * 1000.0 + 500.0)))
             print(f"run {run + 1}: sustained {rates[-1]:,.0f}/s, drain {drains[-1]:,.0f}/s", flush=True)
         del samples
-        part = make_samples(args.cpu_points, base - 86400)
-        direct_cpu, sink_cpu, iso = [], [], []
-        for run in range(max(5, args.runs)):  # interleaved, so load from elsewhere hits both alike
-            direct_cpu.append(direct(vm, _shift(part, run * 1000.0))[1])
-            sink_cpu.append((await sustained(vm, work, _shift(part, run * 1000.0 + 500.0)))[1])
-            iso.append(queue_only(work, part))
-            print(f"CPU run {run + 1}: direct {direct_cpu[-1]:.3f} s, sink {sink_cpu[-1]:.3f} s, queue "
-                  f"alone {iso[-1]:.3f} s", flush=True)
+        direct_cpu, sink_cpu, iso = await cpu_pairs(vm, work, make_samples(args.cpu_points, base - 86400),
+                                                    max(7, args.runs))
         _table(args, rates, drains, direct_cpu, sink_cpu, iso)
     finally:
         vm.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+async def cpu_pairs(vm: VictoriaMetrics, work: Path, part: list[Sample],
+                    pairs: int) -> tuple[list[float], list[float], list[float]]:
+    """CPU seconds of ``pairs`` direct/sink pairs (and of the queue alone), after one pair not counted.
+    Each pair runs back to back, in alternating order, so load from elsewhere and any drift hit both
+    sides alike; every run writes new timestamps of the same series."""
+    direct_cpu, sink_cpu, iso = [], [], []
+    for run in range(-1, pairs):
+        now_direct, now_sink = _shift(part, run * 1000.0), _shift(part, run * 1000.0 + 500.0)
+        if run % 2:
+            d = (await direct(vm, now_direct))[1]
+            s = (await sustained(vm, work, now_sink))[1]
+        else:
+            s = (await sustained(vm, work, now_sink))[1]
+            d = (await direct(vm, now_direct))[1]
+        q = queue_only(work, part)
+        if run < 0:
+            print(f"CPU warm-up pair (not counted): direct {d:.3f} s, sink {s:.3f} s", flush=True)
+            continue
+        direct_cpu.append(d)
+        sink_cpu.append(s)
+        iso.append(q)
+        print(f"CPU pair {run + 1}: direct {d:.3f} s, sink {s:.3f} s ({100 * (s / d - 1):+.1f} %), queue "
+              f"alone {q:.3f} s", flush=True)
+    return direct_cpu, sink_cpu, iso
 
 
 def _shift(samples: list[Sample], dt: float) -> list[Sample]:

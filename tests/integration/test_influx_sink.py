@@ -23,7 +23,7 @@ import pytest
 
 from config.influx import AuthScheme, InfluxSettings
 from monitor.sample import Quality, Sample
-from monitor.stores.influx import InfluxSink, InfluxStartupError
+from monitor.stores.influx import APPEND_GROUP_BYTES, InfluxSink, InfluxStartupError
 from monitor.stores.influx_lines import EventRecord
 from monitor.stores.outbox import Outbox
 from tests.support import VictoriaMetrics
@@ -369,3 +369,91 @@ async def test_health_counters_are_written_as_pretreat_health(victoria: Victoria
             ("pretreat_health_server_up", "influx"), ("pretreat_health_started", "influx")} <= names
     written = next(s for s in series if s["metric"]["__name__"] == "pretreat_health_samples_written")
     assert written["values"] == [42]
+
+
+def _queued(path: Path) -> list[tuple[int, list[float]]]:
+    """(count, values) of each record left in a closed sink's queue file, oldest first."""
+    box = Outbox(path=path, budget_bytes=1 << 30)
+    try:
+        records = box.peek(max_items=1 << 30)
+    finally:
+        box.close()
+    return [(r.count, [float(line.split(b"value=")[1].split(b",")[0]) for line in r.payload.split(b"\n")])
+            for r in records]
+
+
+def _burst(n: int) -> list[Sample]:
+    base = round(time.time()) - 3600.0
+    return [Sample(time=base + i * 0.01, site="acme", channel="ph", value=float(i), unit="pH") for i in range(n)]
+
+
+async def test_a_burst_is_queued_as_full_batches_in_bounded_transactions(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    transactions: list[list[int]] = []  # payload sizes of each append_many call
+    append = Outbox.append_many
+
+    def spy(self: Outbox, items: Any) -> list[int]:
+        transactions.append([len(p) for p, _ in items])
+        return append(self, items)
+
+    monkeypatch.setattr(Outbox, "append_many", spy)
+    vm = VictoriaMetrics(tmp_path)  # never started: everything stays queued
+    s = settings(vm, tmp_path, batch_size=1000)
+    sink = sink_for(s)
+    await sink.start()
+    sink.submit(_burst(30_000))  # ~3 MB of lines, more than one transaction's worth
+    await sink.flush()
+    await sink.close()
+    records = _queued(s.queue_path)
+    assert [count for count, _ in records] == [1000] * 30  # each record one full request body
+    assert [v for _, values in records for v in values] == [float(i) for i in range(30_000)]
+    assert len(transactions) >= 2  # a transaction closes at the first record that reaches the bound
+    assert all(sum(sizes[:-1]) < APPEND_GROUP_BYTES for sizes in transactions)
+
+
+async def test_a_failed_append_is_retried_in_order_without_loss_or_duplicates(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = 0
+    append = Outbox.append_many
+
+    def fail_first(self: Outbox, items: Any) -> list[int]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # the first transaction of the burst, while the rest is still being formatted
+            raise OSError(28, "No space left on device")
+        return append(self, items)
+
+    monkeypatch.setattr(Outbox, "append_many", fail_first)
+    vm = VictoriaMetrics(tmp_path)
+    s = settings(vm, tmp_path, batch_size=1000)
+    sink = sink_for(s)
+    await sink.start()
+    sink.submit(_burst(30_000))
+    await sink.flush()  # returns once the retry made everything durable
+    counters = sink.counters
+    await sink.close()
+    assert counters.queue_errors == 1 and counters.pending_in_memory == 0 and counters.queue_depth == 30_000
+    assert calls >= 3
+    records = _queued(s.queue_path)
+    assert [v for _, values in records for v in values] == [float(i) for i in range(30_000)]
+    assert all(count == len(values) for count, values in records)
+
+
+async def test_flush_and_wait_drained_are_woken_not_polled(victoria: VictoriaMetrics, tmp_path: Path) -> None:
+    # The threads wake the event loop only when a flush()/wait_drained() waits; each must still return as
+    # soon as its condition holds, not at its 0.5 s re-check (20 of those would take 10 s).
+    sink = sink_for(settings(victoria, tmp_path, flush_interval=5.0))
+    await sink.start()
+    samples = _burst(2000)
+    t0 = time.monotonic()
+    for i in range(0, 1000, 100):
+        sink.submit(samples[i:i + 100])
+        await sink.flush()
+    for i in range(1000, 2000, 100):
+        sink.submit(samples[i:i + 100])
+        assert await sink.wait_drained(10)
+    elapsed = time.monotonic() - t0
+    await sink.close()
+    assert elapsed < 4.0, f"20 flush/drain waits took {elapsed:.1f} s"
+    series = by_name(victoria.wait_for_points('{__name__="ph_value"}', 2000))
+    assert series["ph_value"]["values"] == [float(i) for i in range(2000)]

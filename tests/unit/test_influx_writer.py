@@ -102,3 +102,14 @@ def test_backoff_is_capped_jittered_and_resets() -> None:
     assert b.next() == 0.25
     assert b.next(hint=3.0) == 3.0  # a server's Retry-After is honoured ...
     assert b.next(hint=100.0) == 4.0  # ... up to the cap
+
+
+def test_one_bad_line_in_a_whole_batch_record_is_the_only_one_quarantined() -> None:
+    # The sink stores a batch as one record (one request body); a 400 splits it into its lines.
+    lines = [f"m v={i} {i}".encode() for i in range(5000)]
+    server = Server({lines[4321]})
+    quarantined: list[bytes] = []
+    assert deliver(server, [b"\n".join(lines)], lambda line, res: quarantined.append(line)).ok
+    assert quarantined == [lines[4321]]
+    assert server.written == lines[:4321] + lines[4322:]
+    assert server.requests <= 2 * 13 + 1  # bisection: about 2·log2(5000) requests
