@@ -216,7 +216,7 @@ def _instrument(raw: dict[str, Any], p: str, site: str, reader: Reader, base: Pa
     driver = reader.enum(raw, "driver", p, DriverKind)
     common = dict(
         id=inst_id, site=site, driver=driver,
-        poll_interval=reader.number(raw, "poll_interval", p, default=1.0, minimum=0.01, maximum=86400),
+        poll_interval=reader.number(raw, "poll_interval", p, default=1.0, minimum=0.001, maximum=86400),
         timeout=reader.number(raw, "timeout", p, default=1.0, minimum=0.01, maximum=60),
     )
     if driver is DriverKind.MQTT:

@@ -30,7 +30,7 @@ from monitor.checks.engine import CheckEngine
 from monitor.checks.events import EpisodeEvent
 from monitor.health import HealthWriter
 from monitor.reports.aggregates import DailyAggregator
-from monitor.reports.schedule import schedule_reports
+from monitor.reports.schedule import reports_dir, schedule_reports
 from monitor.sample import Sample
 from monitor.staleness import StalenessTracker
 from monitor.stores.episodes import EpisodeStore
@@ -55,8 +55,15 @@ class PollStats:
 
 @dataclass(slots=True)
 class _Running:
+    """The polls in flight: by instrument (to skip an overlapping one) and by task (to drain at shutdown)."""
+
     busy: set[str] = field(default_factory=set)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def finished(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:  # a defect: loud, and polling goes on
+            log.error("poll %s failed: %r", task.get_name(), exc, exc_info=exc)
 
 
 class Daemon:
@@ -151,23 +158,32 @@ class Daemon:
                 log.warning("episode events recorded again")
                 retry = None
 
-    async def _poll(self, driver: PolledDriver) -> None:
-        key = _key(driver)
+    async def _poll_round(self, drivers: Sequence[PolledDriver]) -> None:
+        """One APScheduler job per distinct poll interval starts a poll of each of its instruments.
+
+        Why one job per interval and not one per instrument: with hundreds of instruments on short intervals,
+        APScheduler's own bookkeeping per job run (trigger arithmetic, executor submission, events) cost a
+        third of the event loop (bench/bench_polling.py); instruments with the same interval were due at the
+        same instant anyway. Each poll is its own task, so a slow or dead device delays nobody; a device whose
+        previous poll is still running is skipped and counted, never polled twice at once."""
+        running = self._running
+        for d in drivers:
+            key = _key(d)
+            if key in running.busy:
+                self.stats[key].skipped += 1
+                continue
+            running.busy.add(key)  # before the task starts: the next round must see it busy
+            task = asyncio.create_task(self._poll(d, key), name=f"poll:{key}")
+            running.tasks.add(task)
+            task.add_done_callback(running.finished)
+
+    async def _poll(self, driver: PolledDriver, key: str) -> None:
         stats = self.stats[key]
-        if key in self._running.busy:
-            stats.skipped += 1  # never overlap two polls of one device
-            return
-        self._running.busy.add(key)
-        task = asyncio.current_task()
-        if task is not None:
-            self._running.tasks.add(task)
         started = time.monotonic()
         try:
             samples = await driver.poll()
         finally:
             self._running.busy.discard(key)
-            if task is not None:
-                self._running.tasks.discard(task)
         stats.polls += 1
         self.heartbeat.progress()
         stats.last_duration = time.monotonic() - started
@@ -206,12 +222,10 @@ class Daemon:
         await self.alarming.start(self.clock)
         scheduler = AsyncIOScheduler()
         try:
-            for d in self.polled:
-                inst = d.instrument
-                # max_instances=2 lets our own guard see (and count) an overlapping poll instead of
-                # APScheduler logging a warning per skip; coalesce folds a backlog into one run.
-                scheduler.add_job(self._poll, "interval", args=[d], seconds=inst.poll_interval,
-                                  id=_key(d), max_instances=2, coalesce=True, misfire_grace_time=None,
+            for interval, drivers in _by_interval(self.polled).items():
+                # coalesce folds a backlog into one run; misfire_grace_time=None runs a late round anyway
+                scheduler.add_job(self._poll_round, "interval", args=[drivers], seconds=interval,
+                                  id=f"poll-every-{interval:g}s", coalesce=True, misfire_grace_time=None,
                                   next_run_time=_now_dt())
             scheduler.add_job(self._tick, "interval", seconds=self.config.daemon.tick_interval, id="tick",
                               coalesce=True)
@@ -220,7 +234,7 @@ class Daemon:
             if self.heartbeat.interval is not None:  # only under systemd with WatchdogSec=
                 scheduler.add_job(self.heartbeat.job, "interval", seconds=self.heartbeat.interval,
                                   id="watchdog", coalesce=True)
-            schedule_reports(scheduler, self.config, self.config.daemon.historian.parent / "reports",
+            schedule_reports(scheduler, self.config, reports_dir(self.config),
                              aggregator=self.aggregates)
             scheduler.start()
             async with asyncio.TaskGroup() as tg:
@@ -280,6 +294,13 @@ class Daemon:
 
 def _key(driver: PolledDriver | StreamingDriver) -> str:
     return f"{driver.instrument.site}/{driver.instrument.id}"
+
+
+def _by_interval(drivers: Sequence[PolledDriver]) -> dict[float, list[PolledDriver]]:
+    rounds: dict[float, list[PolledDriver]] = {}
+    for d in drivers:
+        rounds.setdefault(d.instrument.poll_interval, []).append(d)
+    return rounds
 
 
 def _now_dt() -> datetime:

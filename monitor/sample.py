@@ -87,6 +87,9 @@ def judge_value(
         return Sample.bad(time=time, site=site, channel=channel, unit=unit, quality=Quality.BAD_VALUE,
                           reason=f"non-finite value {raw!r}")
     value = raw * scale + offset
+    if not math.isfinite(value):  # a finite raw number can overflow once scaled
+        return Sample.bad(time=time, site=site, channel=channel, unit=unit, quality=Quality.BAD_VALUE,
+                          reason=f"value {raw!r} x {scale:g} + {offset:g} is not finite")
     if (valid_min is not None and value < valid_min) or (valid_max is not None and value > valid_max):
         return Sample.bad(time=time, site=site, channel=channel, unit=unit, quality=Quality.OUT_OF_RANGE,
                           reason=f"{value:g} {unit} outside valid range [{valid_min}, {valid_max}]")

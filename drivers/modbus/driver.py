@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ class _Target:
     valid_min: float | None
     valid_max: float | None
     where: str  # "point 'ph' (input 0)", for reasons
+    lo: float = -math.inf  # the valid range with no ends as infinities, for the fast path in `_judge`
+    hi: float = math.inf
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +108,9 @@ class ModbusDriver:
                     channel=pc.channel.id, unit=pc.channel.unit, scale=pc.channel.scale,
                     value_offset=pc.channel.offset, valid_min=pc.channel.valid_min,
                     valid_max=pc.channel.valid_max,
-                    where=f"point {pc.point.name!r} ({block.table.value} {pc.point.address})")
+                    where=f"point {pc.point.name!r} ({block.table.value} {pc.point.address})",
+                    lo=-math.inf if pc.channel.valid_min is None else pc.channel.valid_min,
+                    hi=math.inf if pc.channel.valid_max is None else pc.channel.valid_max)
             for pc in block.channels
         )
         prefix = (f"{inst.site}/{inst.id} unit {inst.unit_id} on {self.link.key}, "
@@ -141,6 +146,10 @@ class ModbusDriver:
             raw = t.decode(values, t.offset)
         except Exception as exc:  # cannot happen after the link's length check; never let it escape
             return self._bad(t, now, Quality.DECODE_ERROR, f"{step.prefix}, {t.where}: cannot decode ({exc})")
+        value = raw * t.scale + t.value_offset
+        if t.lo <= value <= t.hi and value - value == 0.0:  # in range and finite (NaN and inf fail): good
+            self.counters.good += 1  # what judge_value would return, without its keyword call (hot path)
+            return Sample(now, t.site, t.channel, value, t.unit)
         sample = judge_value(raw, time=now, site=t.site, channel=t.channel, unit=t.unit, scale=t.scale,
                              offset=t.value_offset, valid_min=t.valid_min, valid_max=t.valid_max)
         if sample.quality is Quality.GOOD:

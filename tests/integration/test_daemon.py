@@ -4,6 +4,7 @@ mosquitto), `pretreat run` polling them, every reading in the SQLite historian."
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import signal
 import sqlite3
@@ -22,7 +23,7 @@ from monitor.sample import Quality
 from monitor.stores.historian import Historian
 from simulators.modbus_server import SimFault
 from simulators.runner import SiteSimulator
-from tests.support import Mosquitto, demo_site_file, require_binary
+from tests.support import Mosquitto, demo_site_file, free_port, require_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,6 +41,22 @@ async def run_for(daemon: Daemon, seconds: float) -> None:
     await asyncio.sleep(seconds)
     stop.set()
     await asyncio.wait_for(task, 15)
+
+
+async def silence_during_run(daemon: Daemon, instrument: str, *, before: float, after: float) -> float:
+    """Run ``daemon`` against its site's simulators; ``before`` s in, silence ``instrument``; stop ``after`` s
+    later. Returns when it was silenced (Unix time)."""
+    async with SiteSimulator(config=daemon.config) as sim:
+        stop = asyncio.Event()
+        task = asyncio.create_task(daemon.run(stop))
+        await asyncio.wait_for(daemon.ready.wait(), 10)
+        await asyncio.sleep(before)
+        silenced = time.time()
+        sim.device("acme-plating", instrument).fault = SimFault.SILENT
+        await asyncio.sleep(after)
+        stop.set()
+        await asyncio.wait_for(task, 15)
+    return silenced
 
 
 def recorded(config: SiteConfig, channel: str) -> list:  # type: ignore[type-arg]
@@ -62,17 +79,8 @@ async def test_every_channel_of_every_driver_is_recorded_with_the_served_value(s
 
 
 async def test_a_silent_device_is_recorded_as_bad_quality_and_neighbours_keep_reporting(site: SiteConfig) -> None:
-    async with SiteSimulator(config=site) as sim:
-        daemon = Daemon(config=site)
-        stop = asyncio.Event()
-        task = asyncio.create_task(daemon.run(stop))
-        await asyncio.wait_for(daemon.ready.wait(), 10)
-        await asyncio.sleep(1.5)
-        silenced = time.time()
-        sim.device("acme-plating", "flow-meter").fault = SimFault.SILENT
-        await asyncio.sleep(5.0)
-        stop.set()
-        await asyncio.wait_for(task, 15)
+    daemon = Daemon(config=site)
+    silenced = await silence_during_run(daemon, "flow-meter", before=1.5, after=5.0)
     flow_after = [s for s in recorded(site, "flow") if s.time > silenced + 0.6]
     assert flow_after and all(not s.good for s in flow_after)
     assert {s.quality for s in flow_after} <= {Quality.COMM_FAILURE, Quality.STALE}
@@ -82,6 +90,41 @@ async def test_a_silent_device_is_recorded_as_bad_quality_and_neighbours_keep_re
     # the pH meter (RTU) and the sampler (another TCP link) kept their 1 s / 5 s cadence
     ph_after = [s for s in recorded(site, "ph") if s.time > silenced]
     assert len(ph_after) >= 4 and all(s.good for s in ph_after)
+
+
+def three_meters(tmp_path: Path, *, interval: float, timeout: float) -> SiteConfig:
+    """Three Modbus TCP flow meters with the same poll interval (one APScheduler job polls them all)."""
+    parts = ['[daemon]\nhistorian = "h.sqlite"\ncommit_interval = 0.1\ntick_interval = 1.0\n'
+             '[[site]]\nid = "acme-plating"\njurisdiction = "southeast"\ntimezone = "UTC"\n']
+    for n in range(3):
+        parts.append(f'[[site.instrument]]\nid = "fm{n}"\ndriver = "modbus_tcp"\nhost = "127.0.0.1"\n'
+                     f'port = {free_port()}\nregister_map = "flow_meter"\npoll_interval = {interval}\n'
+                     f'timeout = {timeout}\n'
+                     f'[[site.channel]]\nid = "flow{n}"\ninstrument = "fm{n}"\npoint = "flow_rate"\n'
+                     'kind = "flow"\nunit = "gpm"\n')
+    (tmp_path / "site.toml").write_text("".join(parts))
+    return load_config(tmp_path / "site.toml")
+
+
+async def test_a_poll_still_running_when_the_next_is_due_is_skipped_and_counted(tmp_path: Path) -> None:
+    """No two polls of one device at once: while the silent meter waits out its 0.4 s timeout, the rounds due
+    every 0.1 s skip it (and count each skip), and its two neighbours are polled on every round regardless."""
+    site = three_meters(tmp_path, interval=0.1, timeout=0.4)
+    daemon = Daemon(config=site)
+    silenced = await silence_during_run(daemon, "fm0", before=1.0, after=3.0)
+    stats = daemon.stats
+    rows = {n: [s for s in recorded(site, f"flow{n}") if s.time > silenced + 0.5] for n in range(3)}
+    # the silent meter: each poll waited its full timeout, the rounds in between were skipped and counted
+    assert stats["acme-plating/fm0"].skipped >= 10
+    waited = [s.time for s in rows[0] if "no reply within" in s.reason]  # polls that waited out the timeout
+    assert len(waited) >= 3 and all(b - a >= 0.39 for a, b in itertools.pairwise(waited))
+    # every poll it finished is recorded, once: one row per poll (STALE rows come from the clock tick)
+    polled = [s for s in recorded(site, "flow0") if s.quality is not Quality.STALE]
+    assert len(polled) == stats["acme-plating/fm0"].polls
+    # its neighbours kept the 0.1 s cadence: ~25 polls in 2.5 s, none skipped for long
+    for n in (1, 2):
+        assert len(rows[n]) >= 18 and all(s.good for s in rows[n])
+        assert stats[f"acme-plating/fm{n}"].skipped <= 3
 
 
 def test_sigterm_flushes_every_reading_and_exits_zero(tmp_path: Path, mosquitto: Mosquitto) -> None:

@@ -253,3 +253,30 @@ async def test_flush_without_start_and_empty_submit(tmp_path: Path) -> None:
     await h.flush()
     await h.close()
     assert h.counters.samples_written == 1
+
+
+async def test_a_large_batch_spans_statements_in_submission_order(hist: Historian) -> None:
+    """Rows go in as multi-row INSERTs of a power-of-two size (`_insert_many`): 4096 + 2048 + ... + 1 rows for
+    a batch of 8,191 across 7 channels. Every row must arrive once, in submission (seq) order, exactly."""
+    n = 8_191
+    samples = [good(T0 + i // 7 * 0.5, i * 0.25 + 0.1, channel=f"c{i % 7}") for i in range(n)]
+    samples[4_096] = bad(samples[4_096].time, "a bad one on a statement boundary", channel=samples[4_096].channel)
+    hist.submit(samples)
+    await hist.flush()
+    assert hist.counters.samples_written == n and hist.counters.samples_rejected == 0
+    for c in range(7):
+        assert list(hist.query(site="acme", channel=f"c{c}")) == samples[c::7]
+    with sqlite3.connect(hist.path) as conn:
+        seqs = [s for (s,) in conn.execute("SELECT seq FROM readings ORDER BY seq")]
+    assert seqs == list(range(seqs[0], seqs[0] + n))
+
+
+async def test_one_malformed_sample_in_a_large_batch_costs_only_itself(hist: Historian) -> None:
+    """A data error anywhere in a multi-row statement rolls the batch back and it is retried row by row: the
+    thousands of good rows around the bad one are all recorded."""
+    samples = [good(T0 + i, float(i)) for i in range(5_000)]
+    samples[4_500] = good(math.nan, 1.0)
+    hist.submit(samples)
+    await hist.flush()
+    assert (hist.counters.samples_written, hist.counters.samples_rejected) == (4_999, 1)
+    assert [s.value for s in hist.query(site="acme", channel="ph")] == [float(i) for i in range(5_000) if i != 4_500]
