@@ -241,8 +241,12 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             streams = health.get("streaming", {})
             if subscribed_at is None and len(streams) == N_LEL and all(c.get("subscribed") for c in streams.values()):
                 subscribed_at = time.time()
+            mem = health.get("memory") or {}
+            sqlite_kib = mem.get("sqlite_kib")
             samples.append({"t": elapsed, "rss": rss, "fds": fds, "lag_p99": lag.get("p99_ms", 0.0),
-                            "lag_max": lag.get("max_ms", 0.0)})
+                            "lag_max": lag.get("max_ms", 0.0),
+                            "sqlite": float("nan") if sqlite_kib is None else sqlite_kib / 1024,
+                            "blocks": mem.get("python_blocks", 0)})
             await asyncio.sleep(5.0)
         await asyncio.gather(*tasks)
         settled = await settle(config, capture)
@@ -342,6 +346,10 @@ def verify(config: SiteConfig, history: dict[tuple[str, str], list[Any]], captur
     }
 
 
+def _median(samples: list[dict[str, Any]], key: str) -> float:
+    return statistics.median([s[key] for s in samples]) if samples else float("nan")
+
+
 def render(res: dict[str, Any], minutes: int) -> str:
     samples = res["samples"]
     warm = min(300.0, res["seconds"] / 3)
@@ -361,6 +369,10 @@ def render(res: dict[str, Any], minutes: int) -> str:
            "| measure | value | goal |", "|---|---:|---|",
            f"| RSS after warm-up ({warm:.0f} s) → at the end | {base:.1f} → {end:.1f} MiB | |",
            f"| RSS growth after warm-up | {growth:+.2f} % | < 5 % |",
+           f"| of which SQLite's allocations (page caches, bounded by cache_size) | "
+           f"{_median(after[:6], 'sqlite'):.1f} → {_median(after[-6:], 'sqlite'):.1f} MiB | |",
+           f"| Python objects (allocated blocks) | {_median(after[:6], 'blocks'):,.0f} → "
+           f"{_median(after[-6:], 'blocks'):,.0f} | |",
            f"| open file descriptors after warm-up → at the end | {after[0]['fds']} → {after[-1]['fds']} | flat |",
            f"| event-loop lag p99 after warm-up (worst 5-min window) | {max(s['lag_p99'] for s in after):.1f} ms "
            "| |",
@@ -379,13 +391,15 @@ def render(res: dict[str, Any], minutes: int) -> str:
            f"| pH excursions injected; each raised and cleared ph_low once | {p['ph_excursions']}; "
            f"{'yes' if p['ph_low_raises_as_injected'] else 'NO'} | yes |",
            f"| all alarms back to normal, all events heard, at the end | {'yes' if res['settled'] else 'NO'} "
-           "| yes |", "", "RSS and descriptors over time:", "", "| minute | RSS MiB | fds | loop lag p99 ms |",
-           "|---:|---:|---:|---:|"]
+           "| yes |", "", "RSS and descriptors over time:", "",
+           "| minute | RSS MiB | SQLite MiB | Python blocks | fds | loop lag p99 ms |",
+           "|---:|---:|---:|---:|---:|---:|"]
     for m in range(minutes + 1):
         near = [s for s in samples if m * 60 <= s["t"] < m * 60 + 60]
         if near:
             s = near[-1]
-            out.append(f"| {m} | {s['rss']:.1f} | {s['fds']} | {s['lag_p99']:.1f} |")
+            out.append(f"| {m} | {s['rss']:.1f} | {s['sqlite']:.1f} | {s['blocks']:,} | {s['fds']} | "
+                       f"{s['lag_p99']:.1f} |")
     return "\n".join(out)
 
 

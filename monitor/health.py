@@ -17,6 +17,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from monitor import memory
+
 if TYPE_CHECKING:
     from monitor.app import Daemon
 
@@ -52,6 +54,7 @@ class HealthWriter:
             "influx": asdict(d.influx.counters) if d.influx is not None else None,
             "stale_channels": ["/".join(k) for k in d.staleness.stale_channels()],
             "loop_lag": self.lag.snapshot(),
+            "memory": memory.snapshot(),
         }
 
     async def write_async(self) -> None:

@@ -281,6 +281,16 @@ def render(report: Report, *, now: float) -> str:
     h = snap.get("historian") or {}
     lines.append(f"historian  {report.historian}: {h.get('samples_written', '?')} samples written, "
                  f"queue {h.get('queue_depth', '?')}, write errors {h.get('write_errors', '?')}")
+    mem, lag = snap.get("memory"), snap.get("loop_lag")
+    if isinstance(mem, dict) and isinstance(lag, dict):
+        sq = mem.get("sqlite_kib")
+        lines.append(f"process    RSS {_mib(mem.get('rss_kib'))} (SQLite {_mib(sq)}), "
+                     f"event-loop lag p99 {lag.get('p99_ms', '?')} ms, worst {lag.get('max_ms', '?')} ms")
+    mem, lag = snap.get("memory"), snap.get("loop_lag")
+    if isinstance(mem, dict) and isinstance(lag, dict):
+        sq = mem.get("sqlite_kib")
+        lines.append(f"process    RSS {_mib(mem.get('rss_kib'))} (SQLite {_mib(sq)}), "
+                     f"event-loop lag p99 {lag.get('p99_ms', '?')} ms, worst {lag.get('max_ms', '?')} ms")
     influx = snap.get("influx")
     if isinstance(influx, dict):
         lines.append(f"influx     queue {influx.get('queue_depth', 0)} points "
@@ -297,6 +307,10 @@ def render(report: Report, *, now: float) -> str:
             lines.append("    " + _channel_line(ch, now))
     lines += _alarm_lines(report.alarms, now)
     return "\n".join(lines)
+
+
+def _mib(kib: Any) -> str:
+    return f"{kib / 1024:.1f} MiB" if isinstance(kib, int | float) else "?"
 
 
 def _delivery(snap: dict[str, Any]) -> dict[str, dict[str, Any]]:
