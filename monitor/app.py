@@ -28,6 +28,7 @@ from drivers.base import PolledDriver, StreamingDriver
 from monitor.alarming import Alarming
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import EpisodeEvent
+from monitor.clockwatch import ClockWatch
 from monitor.health import HealthWriter
 from monitor.reports.aggregates import DailyAggregator
 from monitor.reports.schedule import reports_dir, schedule_reports
@@ -94,6 +95,8 @@ class Daemon:
         self._verdicts: list[EpisodeEvent] = []  # episode events waiting for their readings to be committed
         self._verdict_wake = asyncio.Event()
         self._running = _Running()
+        self.scheduler: AsyncIOScheduler | None = None  # while running
+        self.clock_watch: ClockWatch | None = None
         self.ready = asyncio.Event()
         self.notifier = notifier if notifier is not None else SystemdNotifier(address=None)
         self.heartbeat = Heartbeat(notifier=self.notifier, stall_after=stall_after_for(config))
@@ -220,7 +223,8 @@ class Daemon:
                 raise
         self._warm_up()
         await self.alarming.start(self.clock)
-        scheduler = AsyncIOScheduler()
+        scheduler = self.scheduler = AsyncIOScheduler()
+        self.clock_watch = ClockWatch(scheduler=scheduler, wall=self.clock)
         try:
             for interval, drivers in _by_interval(self.polled).items():
                 # coalesce folds a backlog into one run; misfire_grace_time=None runs a late round anyway
@@ -242,6 +246,7 @@ class Daemon:
                     tg.create_task(self._stream(sd, stop), name=f"stream:{_key(sd)}")
                 tg.create_task(self._judge(stop), name="verdicts")
                 tg.create_task(health.lag.run(stop), name="loop-lag")
+                tg.create_task(self.clock_watch.run(stop), name="clock-watch")
                 log.info("daemon running: %d polled instruments, %d streaming, historian %s",
                          len(self.polled), len(self.streaming), self.config.daemon.historian)
                 self.ready.set()

@@ -54,6 +54,7 @@ class HealthWriter:
             "influx": asdict(d.influx.counters) if d.influx is not None else None,
             "stale_channels": ["/".join(k) for k in d.staleness.stale_channels()],
             "loop_lag": self.lag.snapshot(),
+            "clock_steps": d.clock_watch.steps if d.clock_watch is not None else 0,
             "memory": memory.snapshot(),
         }
 

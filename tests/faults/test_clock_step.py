@@ -12,20 +12,23 @@ What a real step does (the daemon's clock is ``time.time``):
   they must survive a restart. A forward step makes those that fell due in the skipped interval fire once
   (stamped when due; a reminder is sent once, not once per skipped period); a backward step postpones them
   by the size of the step. Both are logged as ordinary transitions in the journal.
-- The scheduler is the part a real step still hurts: APScheduler 3 plans its jobs on the wall clock
-  (``datetime.now()``), so a step back delays every poll and tick by the size of the step (a step forward makes
-  each job run once, coalesced). The daemon's watchdog (monitor/systemd.py) stops petting systemd when no
-  poll completes, so a step back longer than ``WatchdogSec`` gets the service restarted, which resumes polling;
-  a shorter one leaves a gap in the record, marked by the STALE samples of the first tick after it. This test
-  steps only the daemon's own clock, not the scheduler's (stepping the machine's clock would disturb everything
-  else running on it).
+- The scheduler plans its jobs on the wall clock too (APScheduler 3 uses ``datetime.now()``), so a step back
+  would delay every poll and tick by the size of the step. `monitor.clockwatch` sees the step (the wall clock
+  moved against the monotonic one) and makes every interval job due at once; a step forward needs nothing
+  (APScheduler runs what fell due once, coalesced). These tests step only the daemon's own clock, not the
+  machine's (that would disturb everything else running on it); the last one also moves the scheduler's
+  plan the way a real step back does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 from pathlib import Path
+
+import pytest
+from apscheduler.triggers.interval import IntervalTrigger
 
 from config.loader import load_config
 from simulators.modbus_server import SimFault
@@ -107,3 +110,24 @@ async def test_alarm_reminders_fire_once_after_a_step_forward_and_nothing_fires_
     assert after_forward == 1  # one reminder, not sixty
     assert after_back == 0  # stepping back fires nothing and changes no alarm
 
+
+
+async def test_polling_resumes_at_once_after_a_step_back_instead_of_waiting_it_out(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A real step back of an hour leaves every interval job planned an hour ahead on the new clock: no poll,
+    no tick for an hour. Here the daemon's clock steps back and the scheduler's plan is moved an hour ahead,
+    as the step would; the clock watch must notice and polling must go on within a couple of seconds."""
+    config = load_config(two_meters(tmp_path))
+    clock = SteppedClock()
+    async with SiteSimulator(config=config), InProcessDaemon(config, clock=clock) as daemon:
+        await asyncio.sleep(1.0)
+        assert daemon.scheduler is not None and daemon.clock_watch is not None
+        for job in daemon.scheduler.get_jobs():
+            if isinstance(job.trigger, IntervalTrigger):  # what the step does to APScheduler's plan
+                job.modify(next_run_time=job.next_run_time + timedelta(hours=1))
+        clock.offset -= HOUR
+        polls = daemon.stats[f"{SITE}/fm-a"].polls
+        resumed = await eventually(lambda: daemon.stats[f"{SITE}/fm-a"].polls >= polls + 2, within=4.0)
+    assert resumed, "polling waited out the step"
+    assert daemon.clock_watch.steps == 1
+    assert any("wall clock stepped back 3600" in r.getMessage() for r in caplog.records)
