@@ -23,6 +23,7 @@ from config.limits import parse_permit
 from config.reader import Reader
 from config.rules import select_rules
 from config.schema import (
+    MIN_RETENTION_DAYS,
     ByteOrder,
     Channel,
     ChannelKind,
@@ -46,7 +47,7 @@ SITES_DIR = Path(__file__).parent / "sites"
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ID_EXPECTED = "an id of letters, digits, '_', '-' or '.' (at most 64 characters)"
 
-_DAEMON_KEYS = {"historian", "commit_interval", "tick_interval", "stale_after_polls"}
+_DAEMON_KEYS = {"historian", "commit_interval", "tick_interval", "stale_after_polls", "retention_days"}
 _SITE_KEYS = {"id", "name", "jurisdiction", "company", "timezone", "instrument", "channel", "permit", "rules",
               "route", "alarm"}
 _INSTRUMENT_KEYS = {
@@ -167,7 +168,21 @@ def _daemon(raw: dict[str, Any], reader: Reader, base: Path) -> DaemonSettings:
         commit_interval=reader.number(raw, "commit_interval", "daemon", default=0.5, minimum=0.01, maximum=60),
         tick_interval=reader.number(raw, "tick_interval", "daemon", default=1.0, minimum=0.05, maximum=60),
         stale_after_polls=reader.number(raw, "stale_after_polls", "daemon", default=3.0, minimum=1.0),
+        retention_days=_retention_days(raw, reader),
     )
+
+
+def _retention_days(raw: dict[str, Any], reader: Reader) -> int | None:
+    """Off unless set; never below three years (see `monitor.stores.retention`)."""
+    value = raw.get("retention_days")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_RETENTION_DAYS:
+        reader.error("daemon.retention_days", value,
+                     f"a whole number of days >= {MIN_RETENTION_DAYS}: monitoring records are kept at least 3 years "
+                     "(40 CFR 403.12(o)); leave it out to keep every reading")
+        return None
+    return value
 
 
 def _site(raw: dict[str, Any], p: str, reader: Reader, base: Path,

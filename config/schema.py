@@ -235,6 +235,10 @@ class DaemonSettings:
     commit_interval: float = 0.5  # s between historian commits (batching)
     tick_interval: float = 1.0  # s between clock ticks (staleness, delays)
     stale_after_polls: float = 3.0  # default staleness window, in poll intervals
+    retention_days: int | None = None  # raw readings older than this are purged; None: keep everything (default)
+
+
+MIN_RETENTION_DAYS = 1096  # monitoring records are kept at least 3 years (40 CFR 403.12(o)), a leap day included
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -38,6 +38,7 @@ from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
 from monitor.stores.influx import InfluxSink, InfluxStartupError, instruments_of
 from monitor.stores.influx_lines import episode_record
+from monitor.stores.retention import HOLD_MARGIN, PurgeResult, purge
 from monitor.systemd import Heartbeat, SystemdNotifier, stall_after_for
 from monitor.warmup import reconcile, warm_up
 
@@ -97,6 +98,7 @@ class Daemon:
         self._running = _Running()
         self.scheduler: AsyncIOScheduler | None = None  # while running
         self.clock_watch: ClockWatch | None = None
+        self.retention: list[PurgeResult] = []  # purges run since start (only with [daemon] retention_days)
         self.ready = asyncio.Event()
         self.notifier = notifier if notifier is not None else SystemdNotifier(address=None)
         self.heartbeat = Heartbeat(notifier=self.notifier, stall_after=stall_after_for(config))
@@ -200,6 +202,27 @@ class Daemon:
         self.ingest(self.staleness.tick(time.monotonic(), stamp=now))
         self.alarming.tick(now)
 
+    async def _purge(self) -> None:
+        """Retention (``[daemon] retention_days``): delete raw readings past it, keeping every episode's."""
+        days = self.config.daemon.retention_days
+        assert days is not None
+        cutoff = self.clock() - days * 86_400.0
+
+        def run() -> PurgeResult:
+            episodes = [(e.site, e.start, e.end) for e in self.episodes.episodes(end=cutoff + HOLD_MARGIN)]
+            return purge(self.config.daemon.historian, cutoff=cutoff, episodes=episodes)
+
+        try:
+            result = await asyncio.to_thread(run)
+        except sqlite3.Error as exc:  # a busy or full file: the next run (6 h) tries again, nothing is lost
+            log.error("retention: purge before %s failed (%s); retried at the next run",
+                      datetime.fromtimestamp(cutoff).astimezone().isoformat(timespec="seconds"), exc)
+            return
+        self.retention.append(result)
+        log.info("retention: %d readings older than %s (%d days) deleted; readings within a day of %d "
+                 "episode window(s) kept", result.deleted,
+                 datetime.fromtimestamp(cutoff).astimezone().isoformat(timespec="seconds"), days, result.holds)
+
     def _warm_up(self) -> None:
         """Rebuild rule state from the recent record and bring persisted alarms in line with it."""
         now = self.clock()
@@ -233,6 +256,9 @@ class Daemon:
                                   next_run_time=_now_dt())
             scheduler.add_job(self._tick, "interval", seconds=self.config.daemon.tick_interval, id="tick",
                               coalesce=True)
+            if self.config.daemon.retention_days is not None:  # off by default: see monitor.stores.retention
+                scheduler.add_job(self._purge, "interval", hours=6, id="retention", coalesce=True,
+                                  next_run_time=_now_dt() + timedelta(minutes=1))
             scheduler.add_job(health.write_async, "interval",
                               seconds=max(self.config.daemon.tick_interval, 1.0), id="health", coalesce=True)
             if self.heartbeat.interval is not None:  # only under systemd with WatchdogSec=

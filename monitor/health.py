@@ -55,6 +55,9 @@ class HealthWriter:
             "stale_channels": ["/".join(k) for k in d.staleness.stale_channels()],
             "loop_lag": self.lag.snapshot(),
             "clock_steps": d.clock_watch.steps if d.clock_watch is not None else 0,
+            "retention": {"days": d.config.daemon.retention_days, "purges": len(d.retention),
+                          "deleted": sum(r.deleted for r in d.retention),
+                          "last_cutoff": d.retention[-1].cutoff if d.retention else None},
             "memory": memory.snapshot(),
         }
 
