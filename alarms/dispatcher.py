@@ -13,7 +13,7 @@ Guarantees.
   counted, `monitor.stores.outbox`).
 - A notice leaves its outbox only after the channel confirmed it (MQTT PUBACK, SMTP 250, HTTP 2xx), and is
   delivered in queue order: a failure stops the channel's queue and retries it with capped, jittered
-  backoff (`drivers.mqtt.backoff.Backoff`), at once when the notifier reports its link back (``ready``).
+  backoff (`drivers.backoff.Backoff`), at once when the notifier reports its link back (``ready``).
   A message refused for good (HTTP 4xx other than 408/429, SMTP 5xx) is quarantined with the reason (kept
   in the outbox file, logged, counted) and the queue moves on.
 - Restarts: undelivered notices are in the outbox files and are delivered by the next run. Delivery is
@@ -46,7 +46,7 @@ from alarms.notifiers.base import Delivery, Notice, Notifier, NotifierContext
 from alarms.routing import Router
 from config.alarms import AlarmConfig
 from config.notify import FloodSettings
-from drivers.mqtt.backoff import Backoff
+from drivers.backoff import Backoff
 from monitor.stores.outbox import Outbox, OutboxError
 
 log = logging.getLogger(__name__)

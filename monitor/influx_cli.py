@@ -30,8 +30,9 @@ from typing import Any
 from config.errors import ConfigErrors
 from config.influx import InfluxSettings, TokenError
 from config.loader import load_config
+from drivers.backoff import retries
 from monitor.stores.historian import Historian, HistorianError
-from monitor.stores.influx import Backoff, instruments_of
+from monitor.stores.influx import instruments_of
 from monitor.stores.influx_lines import SampleFormatter
 from monitor.stores.influx_writer import LineWriter, Outcome, WriteResult, deliver
 
@@ -130,7 +131,7 @@ def _batches(formatter: SampleFormatter, samples: Iterator[Any], size: int) -> I
 
 def _send(writer: LineWriter, lines: list[bytes], report: BackfillReport, give_up_after: float,
           max_backoff: float) -> None:
-    backoff = Backoff(cap=max_backoff)
+    backoff = retries(max_backoff)
     failing_since: float | None = None
 
     def quarantine(line: bytes, result: WriteResult) -> None:

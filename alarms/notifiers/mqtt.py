@@ -54,7 +54,7 @@ from alarms.model import SYSTEM, AlarmKey, AlarmState, Refusal
 from alarms.notifiers.base import CommandResult, Delivery, Message, Notice, NotifierContext, iso_utc
 from alarms.notifiers.mqtt_link import LinkDown, MqttLink
 from config.notify import MqttNotify, NotifierConfig
-from drivers.mqtt.backoff import Backoff
+from drivers.backoff import Backoff
 
 log = logging.getLogger(__name__)
 

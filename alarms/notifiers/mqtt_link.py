@@ -2,7 +2,7 @@
 
 Same binding of paho-mqtt to asyncio as the subscriber driver (`drivers.mqtt.loop_binding`: paho's socket is
 watched by the event loop, every paho callback runs on the loop thread; only the blocking connect runs in the
-executor) and the same capped, jittered backoff (`drivers.mqtt.backoff`), in one owned reconnect loop.
+executor) and the same capped, jittered backoff (`drivers.backoff`), in one owned reconnect loop.
 
 Differences from the driver, and why:
 - **A new paho client for every connection.** paho re-sends its unacknowledged QoS 1 messages by itself after
@@ -32,7 +32,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
 
 from config.notify import MqttNotify
-from drivers.mqtt.backoff import Backoff
+from drivers.backoff import Backoff
 from drivers.mqtt.loop_binding import LoopBinding
 
 log = logging.getLogger(__name__)

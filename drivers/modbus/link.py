@@ -48,6 +48,7 @@ from pymodbus.framer import FramerType
 from pymodbus.pdu import ModbusPDU
 
 from config.schema import DriverKind, Instrument, SerialSettings, Table
+from drivers.backoff import retries
 from monitor.sample import Quality
 
 log = logging.getLogger(__name__)
@@ -150,8 +151,6 @@ class ModbusLink:
         self.port = port
         self.serial = serial
         self.counters = LinkCounters()
-        self._backoff_initial = backoff_initial
-        self._backoff_max = backoff_max
         self._drop_after = drop_after_timeouts
         self._rng = rng or random.Random()
         self._lock = asyncio.Lock()
@@ -160,7 +159,7 @@ class ModbusLink:
         self._unanswered: set[int] = set()  # units that timed out since the last reply on this link
         self._timeouts_in_row = 0
         self._down_since: float | None = None  # monotonic time the current outage started
-        self._delay = backoff_initial
+        self._retries = retries(backoff_max, initial=backoff_initial, rand=self._rng.random)  # drivers.backoff
         self._next_attempt = 0.0  # monotonic time before which no reconnect is tried
         self._quiet_until = 0.0  # monotonic time before which the bus must stay idle
         self._ever_connected = False
@@ -279,7 +278,7 @@ class ModbusLink:
         if self._down_since is not None:
             log.info("Modbus link %s recovered after %.1f s", self.key, time.monotonic() - self._down_since)
             self._down_since = None
-            self._delay = self._backoff_initial
+            self._retries.reset()
 
     async def _connected_client(self, connect_timeout: float) -> Client:
         if self._closed:
@@ -316,8 +315,7 @@ class ModbusLink:
             self._down_since = time.monotonic()
             self.counters.outages += 1
             log.warning("Modbus link %s down: %s; reconnecting with backoff", self.key, reason)
-        self._next_attempt = time.monotonic() + self._delay * self._rng.uniform(0.5, 1.0)
-        self._delay = min(self._delay * 2, self._backoff_max)
+        self._next_attempt = time.monotonic() + self._retries.next()
 
     def _new_client(self, timeout: float) -> Client:
         client: Client

@@ -45,9 +45,9 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
 
 from config.schema import Channel, DriverKind, Instrument, MqttBroker, SiteConfig
+from drivers.backoff import Backoff
 from drivers.base import Committed, SampleSink
 from drivers.mqtt.acks import CommitAcks
-from drivers.mqtt.backoff import Backoff
 from drivers.mqtt.counters import MqttCounters
 from drivers.mqtt.dedupe import RecentMessages
 from drivers.mqtt.loop_binding import LoopBinding

@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import logging
 import math
-import random
 import threading
 import time
 from collections import deque
@@ -44,6 +43,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from config.influx import InfluxSettings, TokenError
+from drivers.backoff import retries
 from monitor.sample import Sample
 from monitor.stores.influx_lines import EventRecord, SampleFormatter, event_line, health_record
 from monitor.stores.influx_writer import LineWriter, Outcome, WriteResult, deliver
@@ -82,22 +82,6 @@ class InfluxCounters:
     unknown_channels: int = 0  # samples of a channel missing from the instrument map (written as "other")
     server_up: bool = False
     queue_alarm: bool = False
-
-
-class Backoff:
-    """Capped exponential backoff with jitter: delay in [d/2, d], d = min(cap, base·2^n)."""
-
-    def __init__(self, *, cap: float, base: float = 0.25, rng: Callable[[], float] = random.random) -> None:
-        self.cap, self.base, self._rng, self.attempt = cap, base, rng, 0
-
-    def next(self, hint: float | None = None) -> float:
-        d = min(self.cap, self.base * 2 ** min(self.attempt, 30))
-        self.attempt += 1
-        delay = d / 2 + self._rng() * d / 2
-        return max(delay, min(hint, self.cap)) if hint else delay
-
-    def reset(self) -> None:
-        self.attempt = 0
 
 
 class InfluxSink:
@@ -385,7 +369,7 @@ class InfluxSink:
     def _sender_loop(self) -> None:
         assert self._outbox is not None and self._writer is not None
         outbox, writer = self._outbox, self._writer
-        backoff = Backoff(cap=self.settings.max_backoff)
+        backoff = retries(self.settings.max_backoff)
         while not self._stop_sender.is_set():
             batch = outbox.peek(max_items=self.settings.batch_size)
             if not batch:

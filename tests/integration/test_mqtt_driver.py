@@ -24,8 +24,8 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from config.loader import load_config
 from config.schema import Channel, ChannelKind, DriverKind, Instrument, MqttBroker, PayloadFormat
+from drivers.backoff import Backoff
 from drivers.mqtt import MqttDriver, build_mqtt_drivers
-from drivers.mqtt.backoff import Backoff
 from monitor.sample import Quality, Sample
 from tests.support import Mosquitto, free_port, require_binary
 

@@ -14,7 +14,7 @@ from alarms.notifiers.base import Delivery, Message, Notice, NotifierContext
 from alarms.notifiers.email import EmailNotifier, compose
 from config.alarms import AlarmConfig, Route, SiteAlarms
 from config.notify import EmailNotify, FloodSettings, NotifierConfig, NotifierKind, NotifySection
-from drivers.mqtt.backoff import Backoff
+from drivers.backoff import Backoff
 from tests.notify_servers import SmtpServer
 from tests.support import free_port
 

@@ -19,7 +19,7 @@ from alarms.notifiers.base import NotifierContext
 from alarms.notifiers.mqtt import MqttNotifier, parse_command
 from config.alarms import AlarmConfig
 from config.notify import MqttNotify, NotifierConfig, NotifierKind, NotifySection
-from drivers.mqtt.backoff import Backoff
+from drivers.backoff import Backoff
 from tests.notify_servers import MqttProbe, eventually
 from tests.support import Mosquitto
 

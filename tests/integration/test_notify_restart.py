@@ -23,7 +23,7 @@ CHILD = textwrap.dedent('''
     from alarms.model import Kind, Priority, State, Transition
     from config.alarms import AlarmConfig, Route, SiteAlarms
     from config.notify import (MqttNotify, NotifierConfig, NotifierKind, NotifySection, WebhookNotify)
-    from drivers.mqtt.backoff import Backoff
+    from drivers.backoff import Backoff
 
     state_dir, port, url, mode = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
     channels = (

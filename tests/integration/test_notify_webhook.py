@@ -11,7 +11,7 @@ from alarms.model import Kind, Priority, State, Transition
 from alarms.notifiers.base import Notice, NotifierContext
 from config.alarms import AlarmConfig, Route, SiteAlarms
 from config.notify import FloodSettings, NotifierConfig, NotifierKind, NotifySection, WebhookNotify
-from drivers.mqtt.backoff import Backoff
+from drivers.backoff import Backoff
 from tests.notify_servers import HttpReceiver
 
 T0 = 1_700_000_000.0

@@ -23,7 +23,7 @@ from alarms.model import AlarmInput, AlarmSettings, Kind, Priority, State, Trans
 from alarms.notifiers.base import Delivery, Message, Notice, NotifierContext
 from config.alarms import DEFAULT_KINDS, AlarmConfig, Route, SiteAlarms
 from config.notify import FloodSettings, LogNotify, NotifierConfig, NotifierKind, NotifySection
-from drivers.mqtt.backoff import Backoff
+from drivers.backoff import Backoff
 
 T0 = 1_700_000_000.0
 FAST = Backoff(initial=0.01, maximum=0.05, jitter=0.0)

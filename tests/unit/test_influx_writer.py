@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.stores.influx import Backoff
+from drivers.backoff import retries
 from monitor.stores.influx_writer import Outcome, WriteResult, classify_status, deliver
 
 
@@ -94,9 +94,9 @@ def test_auth_failure_is_returned_without_bisecting() -> None:
 
 
 def test_backoff_is_capped_jittered_and_resets() -> None:
-    b = Backoff(cap=4.0, base=0.25, rng=lambda: 1.0)
+    b = retries(4.0, rand=lambda: 0.0)
     assert [b.next() for _ in range(6)] == [0.25, 0.5, 1.0, 2.0, 4.0, 4.0]
-    low = Backoff(cap=4.0, base=0.25, rng=lambda: 0.0)
+    low = retries(4.0, rand=lambda: 1.0)
     assert [low.next() for _ in range(3)] == [0.125, 0.25, 0.5]  # never less than half: no hot loop
     b.reset()
     assert b.next() == 0.25

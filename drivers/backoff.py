@@ -1,10 +1,12 @@
-"""Capped, jittered exponential backoff for the driver's one reconnect loop.
+"""Capped, jittered exponential backoff: the one policy of every reconnect and retry loop (the MQTT driver,
+alarm delivery, the InfluxDB sink and backfill).
 
 Why jitter: after a broker restart every instrument client of every site reconnects at once; spreading the
 attempts keeps them from arriving as one burst. Why "stable_after": a broker that accepts the connection
 and drops it at once (a second daemon using the same client id, an ACL that kicks the client) would
 otherwise be hammered at the initial delay forever, so a session only resets the backoff once it has lasted.
-Nothing here is MQTT-specific; it lives next to its only user until another driver needs it.
+`Retries` counts one loop's consecutive failures under a policy and honours a server's own hint (HTTP
+Retry-After).
 """
 
 from __future__ import annotations
@@ -39,3 +41,24 @@ class Backoff:
         exponent = min(max(failures, 0), 64)  # 2**64 × initial is far past any cap; avoids float overflow
         base = min(self.maximum, self.initial * self.factor**exponent)
         return base * (1.0 - self.jitter * rand())
+
+
+class Retries:
+    """One loop's consecutive failures and the delay before its next attempt, under ``policy``."""
+
+    def __init__(self, policy: Backoff, *, rand: Callable[[], float] = random.random) -> None:
+        self.policy, self.rand, self.failures = policy, rand, 0
+
+    def next(self, hint: float | None = None) -> float:
+        """Seconds to wait now; a server's ``hint`` (Retry-After) is honoured up to the policy's maximum."""
+        delay = self.policy.delay(self.failures, rand=self.rand)
+        self.failures += 1
+        return max(delay, min(hint, self.policy.maximum)) if hint else delay
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+def retries(maximum: float, *, initial: float = 0.25, rand: Callable[[], float] = random.random) -> Retries:
+    """Equal jitter (each delay in [d/2, d]) doubling from ``initial`` up to ``maximum`` seconds."""
+    return Retries(Backoff(initial=min(initial, maximum), maximum=maximum, jitter=0.5, stable_after=0.0), rand=rand)
