@@ -78,7 +78,8 @@ class Daemon:
 
         self.config = config
         self.clock = clock
-        self.historian = Historian(path=config.daemon.historian, commit_interval=config.daemon.commit_interval)
+        self.historian = Historian(path=config.daemon.historian, commit_interval=config.daemon.commit_interval,
+                                   channels=len(config.channels))
         self.episodes = EpisodeStore(path=config.daemon.historian)
         self.aggregates = DailyAggregator(path=config.daemon.historian, config=config)  # daily report figures
         # InfluxDB is a copy for dashboards, never the only one: the historian stays the record of evidence.

@@ -47,6 +47,7 @@ from monitor.stores.historian_db import (
     open_for_writing,
     read_channels,
     read_readings,
+    writer_cache_kib,
 )
 
 __all__ = ["Historian", "HistorianCounters", "HistorianError", "HistorianReader", "read_channels",
@@ -94,10 +95,12 @@ class Historian:
     """Records samples in a SQLite file. Start before the drivers, close after them (close flushes)."""
 
     def __init__(self, *, path: Path, commit_interval: float = 0.5, max_queue: int = 1_000_000,
-                 busy_timeout: float = 5.0) -> None:
+                 busy_timeout: float = 5.0, channels: int = 0) -> None:
         """``busy_timeout`` (s): how long one write waits for another connection's lock (the episode store
-        shares the file) before the attempt counts as failed and is retried later."""
+        shares the file) before the attempt counts as failed and is retried later. ``channels``: how many
+        series the daemon records, which sizes the writer's page cache (`historian_db.writer_cache_kib`)."""
         self.path = Path(path)
+        self.cache_kib = writer_cache_kib(channels)
         self.commit_interval = commit_interval
         self.max_queue = max_queue
         self.busy_timeout = busy_timeout
@@ -251,7 +254,7 @@ class Historian:
     def _run(self, opened: asyncio.Future[None]) -> None:
         assert self._loop is not None
         try:
-            conn = open_for_writing(self.path, busy_timeout=self.busy_timeout)
+            conn = open_for_writing(self.path, busy_timeout=self.busy_timeout, cache_kib=self.cache_kib)
             self._next_seq = int(conn.execute(
                 "SELECT value FROM historian_meta WHERE key = 'next_seq'").fetchone()[0])
             rows = conn.execute("SELECT id, site, channel, unit FROM channels")

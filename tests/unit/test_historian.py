@@ -280,3 +280,10 @@ async def test_one_malformed_sample_in_a_large_batch_costs_only_itself(hist: His
     await hist.flush()
     assert (hist.counters.samples_written, hist.counters.samples_rejected) == (4_999, 1)
     assert [s.value for s in hist.query(site="acme", channel="ph")] == [float(i) for i in range(5_000) if i != 4_500]
+
+
+def test_the_writer_cache_is_sized_by_channels_within_bounds() -> None:
+    from monitor.stores.historian_db import writer_cache_kib
+
+    assert [writer_cache_kib(n) for n in (0, 10, 180, 1_000, 100_000)] == [65_536, 2_048, 2_048, 8_000, 65_536]
+    assert Historian(path=Path("unused.sqlite"), channels=1_000).cache_kib == 8_000
