@@ -57,6 +57,7 @@ _ALARM_HYSTERESIS_PCT = 5.0  # the queue alarm clears this far below the thresho
 # MiB, reused, instead of fresh memory for a whole burst (whose page faults cost more CPU than the extra
 # commits, ~0.1 ms each), and lets the sender start on a burst while the rest is being formatted.
 APPEND_GROUP_BYTES = 2 << 20
+CLOSE_DRAIN = 2.0  # s `close` lets the sender deliver the queue while the server is up (systemd waits 30 s)
 
 
 class InfluxStartupError(Exception):
@@ -161,8 +162,10 @@ class InfluxSink:
             t.start()
         self._state = "running"
 
-    async def close(self) -> None:
-        """Make everything submitted durable, stop sending, close the queue. Safe to call twice."""
+    async def close(self, *, drain: float = CLOSE_DRAIN) -> None:
+        """Make everything submitted durable, send what the server takes within ``drain`` seconds (only while
+        it is up: an outage never delays a shutdown), stop sending, close the queue. What is left stays in the
+        durable queue for the next start. Safe to call twice."""
         if self._state in ("closed", "new"):
             self._state = "closed"
             return
@@ -170,6 +173,8 @@ class InfluxSink:
         self._stop_writer.set()
         self._wake_writer.set()
         await asyncio.to_thread(self._threads[0].join)
+        if self._c.server_up and drain > 0:  # the last polls before a SIGTERM reach Grafana now, not next start
+            await self.wait_drained(drain)
         self._stop_sender.set()
         self._wake_sender.set()
         await asyncio.to_thread(self._threads[1].join)

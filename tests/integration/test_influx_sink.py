@@ -457,3 +457,20 @@ async def test_flush_and_wait_drained_are_woken_not_polled(victoria: VictoriaMet
     assert elapsed < 4.0, f"20 flush/drain waits took {elapsed:.1f} s"
     series = by_name(victoria.wait_for_points('{__name__="ph_value"}', 2000))
     assert series["ph_value"]["values"] == [float(i) for i in range(2000)]
+
+
+async def test_close_sends_what_was_submitted_last_while_the_server_is_up(victoria: VictoriaMetrics,
+                                                                          tmp_path: Path) -> None:
+    """A SIGTERM right after a poll: its points reach the server at close (a short, bounded drain while the
+    server is up) instead of waiting in the durable queue for the next start."""
+    sink = sink_for(settings(victoria, tmp_path, flush_interval=5.0))  # the writer would not wake by itself
+    await sink.start()
+    sink.submit([Sample(time=time.time(), site="acme", channel="ph", value=7.0, unit="pH")])
+    assert await sink.wait_drained(10)  # the server is known to be up
+    last = [Sample(time=time.time() + i * 0.001, site="acme", channel="ph", value=7.5, unit="pH") for i in range(5)]
+    sink.submit(last)
+    await sink.close()
+    counters = sink.counters
+    assert counters.points_sent == 6 and counters.queue_depth == 0
+    series = by_name(victoria.wait_for_points('{__name__="ph_value"}', 6))
+    assert series["ph_value"]["timestamps"][-5:] == [ms(s.time) for s in last]
