@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,18 @@ def resolve_map_path(ref: str, base: Path) -> Path:
         p = Path(ref)
         return p if p.is_absolute() else base / p
     return MAPS_DIR / f"{ref}.toml"
+
+
+def load_config_or_report(path: str | Path, *, outcome: str = "") -> SiteConfig | None:
+    """`load_config` for a command: on mistakes, print each (key path, value, expectation) and their count to
+    stderr, with ``outcome`` ("nothing started"), and return None; the command then exits non-zero."""
+    try:
+        return load_config(path)
+    except ConfigErrors as exc:
+        for e in exc.errors:
+            print(e, file=sys.stderr)
+        print(f"{len(exc.errors)} error(s) in the configuration{'; ' + outcome if outcome else ''}", file=sys.stderr)
+        return None
 
 
 def load_config(path: str | Path) -> SiteConfig:

@@ -21,8 +21,7 @@ from datetime import datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from config.errors import ConfigErrors
-from config.loader import load_config
+from config.loader import load_config_or_report
 from config.schema import SiteConfig
 from drivers.base import PolledDriver, StreamingDriver
 from monitor.alarming import Alarming
@@ -348,12 +347,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.config)
-    except ConfigErrors as exc:
-        for e in exc.errors:
-            print(e, file=sys.stderr)
-        print(f"{len(exc.errors)} error(s) in the configuration; nothing started", file=sys.stderr)
+    config = load_config_or_report(args.config, outcome="nothing started")
+    if config is None:
         return 2
     return asyncio.run(_serve(config))
 

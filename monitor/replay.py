@@ -27,8 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from itertools import chain, islice
 from typing import TextIO
 
-from config.errors import ConfigErrors
-from config.loader import load_config
+from config.loader import load_config_or_report
 from config.rules import is_data_quality
 from config.schema import SiteConfig
 from monitor.checks.engine import CheckEngine, Processor
@@ -55,12 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.config)
-    except ConfigErrors as exc:
-        for e in exc.errors:
-            print(e, file=sys.stderr)
-        print(f"{len(exc.errors)} error(s) in the site file; nothing replayed", file=sys.stderr)
+    config = load_config_or_report(args.config, outcome="nothing replayed")
+    if config is None:
         return _EXIT_CONFIG
     try:
         with open(args.readings, newline="", encoding="utf-8-sig") as src:

@@ -394,15 +394,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from config.errors import ConfigErrors
-    from config.loader import load_config
+    from config.loader import load_config_or_report
 
-    try:
-        config = load_config(args.config)
-    except ConfigErrors as exc:
-        for e in exc.errors:
-            print(e, file=sys.stderr)
-        print(f"{len(exc.errors)} error(s) in the configuration", file=sys.stderr)
+    config = load_config_or_report(args.config)
+    if config is None:
         return EXIT_ERROR
     now = time.time()
     try:

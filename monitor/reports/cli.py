@@ -23,8 +23,7 @@ import time
 from datetime import date, datetime
 from pathlib import Path
 
-from config.errors import ConfigErrors
-from config.loader import load_config
+from config.loader import load_config_or_report
 from config.schema import SiteConfig
 
 FORMATS = ("pdf", "html", "csv")
@@ -38,13 +37,7 @@ def _day(text: str) -> date:
 
 
 def _config(args: argparse.Namespace) -> SiteConfig | None:
-    try:
-        return load_config(args.config)
-    except ConfigErrors as exc:
-        for e in exc.errors:
-            print(e, file=sys.stderr)
-        print(f"{len(exc.errors)} error(s) in the configuration", file=sys.stderr)
-        return None
+    return load_config_or_report(args.config)
 
 
 def _common(p: argparse.ArgumentParser, *, site: bool = True, suppress: bool = False) -> None:
