@@ -185,3 +185,34 @@ def demo_site_file(tmp_path: Path, broker_port: int) -> Path:
     site = tmp_path / "site.toml"
     site.write_text(text)
     return site
+
+
+FLOW_METER_SITE = """
+[daemon]
+historian = "pretreat.sqlite"
+commit_interval = 0.1
+tick_interval = 0.2
+
+[[site]]
+id = "acme"
+name = "ACME Plating"
+timezone = "UTC"
+
+[[site.instrument]]
+id = "flow-meter"
+driver = "modbus_tcp"
+host = "127.0.0.1"
+port = {port}
+register_map = "flow_meter"
+poll_interval = 0.2
+timeout = 0.2
+
+[[site.channel]]
+id = "flow"
+instrument = "flow-meter"
+point = "flow_rate"
+kind = "flow"
+unit = "gpm"
+"""
+"""The smallest site a daemon runs: one simulated Modbus TCP flow meter (fill in ``port``), polled every 0.2 s,
+historian in the site file's folder. For tests that need a real daemon but not the demo's broker and pty."""

@@ -25,7 +25,7 @@ from pathlib import Path
 from config.loader import load_config
 from monitor.cli import build_parser
 from monitor.health import health_path
-from tests.support import Mosquitto, demo_site_file, free_port, require_binary, wait_for_port
+from tests.support import FLOW_METER_SITE, Mosquitto, demo_site_file, free_port, require_binary, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "pretreat-monitor.service"
@@ -237,34 +237,6 @@ def test_daemon_runs_inside_the_units_syscall_filter_families_and_wx_rule(tmp_pa
 
 
 # -- the daemon's side of Type=notify -------------------------------------------------------------------
-TCP_SITE = """
-[daemon]
-historian = "pretreat.sqlite"
-tick_interval = 0.2
-
-[[site]]
-id = "acme"
-name = "ACME Plating"
-timezone = "UTC"
-
-[[site.instrument]]
-id = "flow-meter"
-driver = "modbus_tcp"
-host = "127.0.0.1"
-port = {port}
-register_map = "flow_meter"
-poll_interval = 0.2
-timeout = 0.2
-
-[[site.channel]]
-id = "flow"
-instrument = "flow-meter"
-point = "flow_rate"
-kind = "flow"
-unit = "gpm"
-"""
-
-
 def receive(sock: socket.socket, until: float) -> list[tuple[float, str]]:
     out = []
     while time.monotonic() < until:
@@ -293,7 +265,7 @@ def test_pretreat_run_sends_ready_then_watchdog_pets_then_stopping(tmp_path: Pat
     """`pretreat run` as systemd starts it: $NOTIFY_SOCKET and $WATCHDOG_USEC in its environment."""
     port = free_port()
     site = tmp_path / "site.toml"
-    site.write_text(TCP_SITE.format(port=port))
+    site.write_text(FLOW_METER_SITE.format(port=port))
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(str(tmp_path / "notify"))
     sim = subprocess.Popen([sys.executable, "-m", "monitor.cli", "--log-level", "WARNING", "sim", "--config",

@@ -15,35 +15,7 @@ from monitor.app import Daemon
 from monitor.status import EXIT_DEGRADED, EXIT_HEALTHY, EXIT_NOT_RUNNING, Report, collect, render
 from simulators.modbus_server import SimFault
 from simulators.runner import SiteSimulator
-from tests.support import free_port
-
-SITE = """
-[daemon]
-historian = "pretreat.sqlite"
-commit_interval = 0.1
-tick_interval = 0.2
-
-[[site]]
-id = "acme"
-name = "ACME Plating"
-timezone = "UTC"
-
-[[site.instrument]]
-id = "flow-meter"
-driver = "modbus_tcp"
-host = "127.0.0.1"
-port = {port}
-register_map = "flow_meter"
-poll_interval = 0.2
-timeout = 0.2
-
-[[site.channel]]
-id = "flow"
-instrument = "flow-meter"
-point = "flow_rate"
-kind = "flow"
-unit = "gpm"
-"""
+from tests.support import FLOW_METER_SITE, free_port
 
 
 async def wait_for(config_path: Path, predicate: Callable[[Report], bool]) -> Report:
@@ -59,7 +31,7 @@ async def wait_for(config_path: Path, predicate: Callable[[Report], bool]) -> Re
 
 async def test_status_follows_a_running_daemon_through_a_silent_device_and_its_stop(tmp_path: Path) -> None:
     site = tmp_path / "site.toml"
-    site.write_text(SITE.format(port=free_port()))
+    site.write_text(FLOW_METER_SITE.format(port=free_port()))
     config = load_config(site)
     async with SiteSimulator(config=config) as sim:
         daemon = Daemon(config=config)
