@@ -287,3 +287,39 @@ def test_the_writer_cache_is_sized_by_channels_within_bounds() -> None:
 
     assert [writer_cache_kib(n) for n in (0, 10, 180, 1_000, 100_000)] == [65_536, 2_048, 2_048, 8_000, 65_536]
     assert Historian(path=Path("unused.sqlite"), channels=1_000).cache_kib == 8_000
+
+
+async def test_a_steady_stream_is_committed_once_per_interval_not_back_to_back(tmp_path: Path) -> None:
+    """Samples arriving steadily from 1,000 channels (20,000 a second): the writer commits once per commit
+    interval. It used to commit again as soon as anything was queued, so under load it committed back to back
+    in small transactions, rewriting every channel's newest page for a few rows each time."""
+    h = Historian(path=tmp_path / "h.sqlite", commit_interval=0.3, channels=1_000)
+    await h.start()
+    try:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 1.5
+        n = 0
+        while loop.time() < end:
+            first = n % 50 * 20  # 20 of the 1,000 channels each time
+            h.submit([good(T0 + n + i / 1_000, float(i), channel=f"c{i}") for i in range(first, first + 20)])
+            n += 1
+            await asyncio.sleep(0.001)
+        batches = h.counters.batches
+        await h.flush()
+    finally:
+        await h.close()
+    assert h.counters.samples_written == n * 20
+    assert 3 <= batches <= 1.5 / 0.3 + 2, batches
+
+
+async def test_a_full_batch_is_committed_without_waiting_for_the_interval(tmp_path: Path) -> None:
+    from monitor.stores.historian import _EARLY_COMMIT
+
+    h = Historian(path=tmp_path / "h.sqlite", commit_interval=30.0)
+    await h.start()
+    try:
+        await eventually(lambda: h.counters.batches == 0)  # the writer is waiting out its interval
+        h.submit([good(T0 + i, float(i)) for i in range(_EARLY_COMMIT)])
+        await eventually(lambda: h.counters.samples_written == _EARLY_COMMIT, within=10.0)
+    finally:
+        await h.close()
