@@ -29,6 +29,7 @@ from monitor.checks.engine import CheckEngine
 from monitor.checks.events import EpisodeEvent
 from monitor.clockwatch import ClockWatch
 from monitor.health import HealthWriter
+from monitor.memory import settle_gc
 from monitor.reports.aggregates import DailyAggregator
 from monitor.reports.schedule import reports_dir, schedule_reports
 from monitor.sample import Sample
@@ -68,15 +69,19 @@ class _Running:
 
 
 class Daemon:
-    """Runs one site file until stopped. ``clock`` is injectable for tests of the tick logic."""
+    """Runs one site file until stopped. ``clock`` is injectable for tests of the tick logic.
+
+    ``tune_gc``: tune the process's garbage collector once started (`monitor.memory.settle_gc`). The
+    ``pretreat run`` process does; a test or tool embedding a daemon keeps its own settings."""
 
     def __init__(self, *, config: SiteConfig, clock: Callable[[], float] = time.time,
-                 notifier: SystemdNotifier | None = None) -> None:
+                 notifier: SystemdNotifier | None = None, tune_gc: bool = False) -> None:
         from drivers.modbus.driver import build_modbus_drivers
         from drivers.mqtt.driver import build_mqtt_drivers
 
         self.config = config
         self.clock = clock
+        self.tune_gc = tune_gc
         self.historian = Historian(path=config.daemon.historian, commit_interval=config.daemon.commit_interval,
                                    channels=len(config.channels))
         self.episodes = EpisodeStore(path=config.daemon.historian)
@@ -266,6 +271,8 @@ class Daemon:
                                   id="watchdog", coalesce=True)
             schedule_reports(scheduler, self.config, reports_dir(self.config),
                              aggregator=self.aggregates)
+            if self.tune_gc:
+                settle_gc()
             scheduler.start()
             async with asyncio.TaskGroup() as tg:
                 for sd in self.streaming:
@@ -359,7 +366,7 @@ async def _serve(config: SiteConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await Daemon(config=config, notifier=SystemdNotifier.from_env()).run(stop)
+        await Daemon(config=config, notifier=SystemdNotifier.from_env(), tune_gc=True).run(stop)
     except InfluxStartupError as exc:
         print(f"pretreat: cannot start the InfluxDB sink: {exc}", file=sys.stderr)
         return 2

@@ -286,11 +286,6 @@ def render(report: Report, *, now: float) -> str:
         sq = mem.get("sqlite_kib")
         lines.append(f"process    RSS {_mib(mem.get('rss_kib'))} (SQLite {_mib(sq)}), "
                      f"event-loop lag p99 {lag.get('p99_ms', '?')} ms, worst {lag.get('max_ms', '?')} ms")
-    mem, lag = snap.get("memory"), snap.get("loop_lag")
-    if isinstance(mem, dict) and isinstance(lag, dict):
-        sq = mem.get("sqlite_kib")
-        lines.append(f"process    RSS {_mib(mem.get('rss_kib'))} (SQLite {_mib(sq)}), "
-                     f"event-loop lag p99 {lag.get('p99_ms', '?')} ms, worst {lag.get('max_ms', '?')} ms")
     influx = snap.get("influx")
     if isinstance(influx, dict):
         lines.append(f"influx     queue {influx.get('queue_depth', 0)} points "

@@ -152,6 +152,8 @@ def test_sigterm_flushes_every_reading_and_exits_zero(tmp_path: Path, mosquitto:
     polled = sum(i["polls"] for i in health["instruments"].values())
     assert polled >= 4
     assert "stopped;" in err
+    # `pretreat run` set what start-up made aside from the garbage collector (monitor.memory.settle_gc)
+    assert health["memory"]["gc_frozen"] > 10_000 and health["memory"]["gc_collections"] > 0
 
 
 def test_invalid_config_starts_nothing(tmp_path: Path) -> None:

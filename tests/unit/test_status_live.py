@@ -48,8 +48,8 @@ async def test_status_follows_a_running_daemon_through_a_silent_device_and_its_s
             # where the memory is: the process's RSS and, within it, SQLite's allocations (open connections)
             mem = healthy.snapshot["memory"]  # type: ignore[index]
             assert mem["rss_kib"] > mem["sqlite_kib"] > 0 and mem["python_blocks"] > 0
-            assert re.search(r"^process +RSS \d+\.\d MiB \(SQLite \d+\.\d MiB\), event-loop lag p99",
-                             render(healthy, now=time.time()), re.M)
+            assert len(re.findall(r"^process +RSS \d+\.\d MiB \(SQLite \d+\.\d MiB\), event-loop lag p99",
+                                  render(healthy, now=time.time()), re.M)) == 1
             sim.device("acme", "flow-meter").fault = SimFault.SILENT
             degraded = await wait_for(site, lambda r: r.exit_code == EXIT_DEGRADED)
             assert degraded.problems == ["1 stale channel(s): acme/flow"], render(degraded, now=time.time())
