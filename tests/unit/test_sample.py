@@ -1,12 +1,19 @@
-"""`judge_value`: the one place a decoded number becomes a good reading or a bad one with its reason."""
+"""`Sample`, and `judge_value`: the one place a decoded number becomes a good reading or a bad one with its
+reason."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from monitor.sample import Quality, judge_value
+from monitor.sample import Quality, Sample, judge_value
+
+ROOT = Path(__file__).resolve().parents[2]
 
 KW = {"time": 1.0, "site": "acme", "channel": "ph", "unit": "pH"}
 
@@ -31,3 +38,21 @@ def test_a_number_that_is_no_reading_is_bad_with_its_reason(raw: float, scale: f
 def test_a_finite_number_that_overflows_when_scaled_is_bad_even_without_a_valid_range() -> None:
     s = judge_value(1e308, **KW, scale=10.0)  # type: ignore[arg-type]
     assert (s.quality, s.value) == (Quality.BAD_VALUE, None) and "is not finite" in s.reason
+
+
+def test_a_sample_is_a_value_and_the_type_checker_refuses_to_change_one(tmp_path: Path) -> None:
+    """Samples are evidence: equal by value, hashable, changed only by copying. Assignment is refused by mypy
+    (run by ``make test``), not at run time: see `monitor.sample.evidence` for why."""
+    a = Sample(time=1.0, site="acme", channel="ph", value=7.0, unit="pH")
+    b = Sample(time=1.0, site="acme", channel="ph", value=7.0, unit="pH")
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    assert dataclasses.replace(a, value=8.0).value == 8.0 and a.value == 7.0
+    assert not hasattr(a, "__dict__")  # slotted: no stray attributes either
+    snippet = tmp_path / "mutate.py"
+    snippet.write_text("from monitor.sample import Sample\n"
+                       "s = Sample(time=1.0, site='a', channel='c', value=1.0, unit='u')\n"
+                       "s.value = 2.0\n")
+    out = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", str(snippet)], cwd=ROOT,
+                         capture_output=True, text=True)
+    refused = 'mutate.py:3: error: Property "value" defined in "Sample" is read-only'
+    assert out.returncode == 1 and refused in out.stdout, out.stdout
