@@ -119,8 +119,7 @@ class Daemon:
         if self.influx is not None:
             self.influx.submit(samples)
         self.staleness.observe(samples, time.monotonic())
-        process = self.engine.process
-        events = [e for s in samples for e in process(s)]
+        events = self.engine.process_many(samples)
         if events:
             self._verdicts.extend(events)
             self._verdict_wake.set()

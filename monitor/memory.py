@@ -77,9 +77,14 @@ def settle_gc() -> None:
     counting before a collection looks at them. Garbage cycles (an exception and its traceback) are still
     collected, just in fewer, larger passes: a pass of the youngest generation takes a few ms.
     """
+    global _frozen
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+    _frozen = gc.get_freeze_count()  # counted once: it walks every frozen object
+
+
+_frozen = 0  # objects settle_gc set aside (0 until it runs)
 
 
 def snapshot() -> dict[str, int | None]:
@@ -88,4 +93,4 @@ def snapshot() -> dict[str, int | None]:
     return {"rss_kib": rss_kib(), "sqlite_kib": None if sq is None else sq // 1024,
             "python_blocks": sys.getallocatedblocks(),
             # the collector's passes since start (all generations) and the objects `settle_gc` set aside
-            "gc_collections": sum(g["collections"] for g in gc.get_stats()), "gc_frozen": gc.get_freeze_count()}
+            "gc_collections": sum(g["collections"] for g in gc.get_stats()), "gc_frozen": _frozen}

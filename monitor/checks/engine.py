@@ -174,24 +174,24 @@ class CheckEngine:
 
     def process(self, sample: Sample) -> list[EpisodeEvent]:
         """Judge one sample; returns the transitions it caused (usually none)."""
-        proc = self._procs.get((sample.site, sample.channel))
-        if proc is None:
-            self.unknown += 1
-            return []
-        if sample.quality is Quality.GOOD and sample.value is not None:
-            rejected = proc.good(sample.time, float(sample.value))
-        else:  # a good sample without a value breaks the Sample contract: judge it as undecodable
-            quality = sample.quality.value if sample.quality is not Quality.GOOD else "decode_error"
-            rejected = proc.bad(sample.time, quality)
-        if rejected:
-            self.rejected += 1
-        return self.drain()
+        return self.process_many((sample,))
 
     def process_many(self, samples: Iterable[Sample]) -> list[EpisodeEvent]:
-        out: list[EpisodeEvent] = []
+        """Judge samples in order; returns the transitions they caused, in emission order (usually none).
+        The daemon's path: one call per batch, not per sample."""
+        procs, good = self._procs, Quality.GOOD
         for s in samples:
-            out.extend(self.process(s))
-        return out
+            proc = procs.get((s.site, s.channel))
+            if proc is None:
+                self.unknown += 1
+                continue
+            if s.quality is good and s.value is not None:
+                rejected = proc.good(s.time, float(s.value))
+            else:  # a good sample without a value breaks the Sample contract: judge it as undecodable
+                rejected = proc.bad(s.time, s.quality.value if s.quality is not good else "decode_error")
+            if rejected:
+                self.rejected += 1
+        return self.drain()
 
     def drain(self) -> list[EpisodeEvent]:
         """Events emitted since the last drain, in emission order."""
