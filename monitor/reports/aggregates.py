@@ -143,13 +143,15 @@ class _Chan:
         return acc
 
     def sample(self, t: float, v: float | None) -> None:
+        """Accrue one reading (``v`` None: a bad one). Runs for every reading the daemon records, so the common
+        case (a reading of the cursor's day, after a good one within the max gap) is written out inline."""
         last = self.last_t
         if last is not None and t < last:
             self.day(t).late += 1
             return
         self.last_t = t
         cur = self.cursor
-        if cur.start <= t < cur.end:  # the common case, inlined: it runs for every reading the daemon records
+        if cur.start <= t < cur.end:
             acc = self.days.get(cur.day) or self._at(cur.day)
         else:
             acc = self.day(t)
@@ -157,23 +159,21 @@ class _Chan:
         if acc.first_t is None:
             acc.first_t = t
         acc.last_t = t
-        if v is not None:
-            self.good(t, v, acc)
-
-    def good(self, t: float, v: float, acc: _Day) -> None:
+        if v is None:
+            return
         acc.good += 1
         acc.vsum += v
-        if acc.vmin is None or v < acc.vmin:
+        vmin, vmax = acc.vmin, acc.vmax
+        if vmin is None or v < vmin:
             acc.vmin, acc.vmin_t = v, t
-        if acc.vmax is None or v > acc.vmax:
+        if vmax is None or v > vmax:
             acc.vmax, acc.vmax_t = v, t
         t0, v0 = self.good_t, self.good_v
         if t0 is not None and v0 is not None:
-            cur = self.cursor
-            if (cur.start <= t0 and t < cur.end and t - t0 <= self.max_gap and not self.outside
-                    and not self.is_total):  # `interval`'s common case, inlined: it runs for every reading
-                acc.integral += v0 * (t - t0)
-                acc.covered += t - t0
+            gap = t - t0
+            if cur.start <= t0 and t < cur.end and gap <= self.max_gap and not self.outside and not self.is_total:
+                acc.integral += v0 * gap  # `interval` for two readings of one day, neither down nor outside
+                acc.covered += gap
             else:
                 self.interval(t0, v0, t, v)
         if self.rolling_peak:
