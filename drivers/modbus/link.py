@@ -207,11 +207,13 @@ class ModbusLink:
 
     async def _transact(self, unit: int, table: Table, address: int, count: int,
                         reply_timeout: float) -> Sequence[int]:
-        try:
-            client = await self._connected_client(reply_timeout)
-        except CommFailure:
-            self.counters.comm_failures += 1
-            raise
+        client = self._client
+        if client is None or not client.connected or self._closed:  # (connected: no coroutine to await)
+            try:
+                client = await self._connected_client(reply_timeout)
+            except CommFailure:
+                self.counters.comm_failures += 1
+                raise
         params = client.ctx.comm_params
         if params.timeout_connect != reply_timeout:
             params.timeout_connect = reply_timeout
