@@ -62,6 +62,7 @@ class _Running:
 
     busy: set[str] = field(default_factory=set)
     tasks: dict[asyncio.Task[None], str] = field(default_factory=dict)  # task -> instrument key
+    stopping: bool = False  # the daemon is shutting down: no new poll starts
 
     def finished(self, task: asyncio.Task[None]) -> None:
         key = self.tasks.pop(task, "?")
@@ -178,6 +179,8 @@ class Daemon:
         same instant anyway. Each poll is its own task, so a slow or dead device delays nobody; a device whose
         previous poll is still running is skipped and counted, never polled twice at once."""
         running = self._running
+        if running.stopping:  # APScheduler runs a round as its own task: one may start after the stop began
+            return
         busy, create = running.busy, asyncio.create_task  # (unnamed tasks: naming each cost 1 % of the loop)
         for key, d in drivers:
             if key in busy:
@@ -300,12 +303,14 @@ class Daemon:
                 self.notifier.ready(status=f"polling {len(self.polled)} instruments, "
                                            f"{len(self.streaming)} streaming")
                 await stop.wait()
+                self._running.stopping = True  # rounds due from now on start nothing (see _poll_round)
                 self._verdict_wake.set()  # let the verdict task see the stop
                 log.info("stopping: draining polls and flushing the historian")
         finally:
             self.notifier.stopping(status="draining polls and flushing the historian")
             # Pause first so no new poll starts, let the ones in flight finish (APScheduler's shutdown would
             # cancel them), then shut the scheduler down.
+            self._running.stopping = True  # (also when leaving on an error)
             if scheduler.running:
                 scheduler.pause()
                 await self._drain_polls()
@@ -341,8 +346,10 @@ class Daemon:
 
     async def _drain_polls(self) -> None:
         """Wait (at most 5 s: longer than any reply timeout) for the polls in flight to record their samples."""
-        if self._running.tasks:
-            await asyncio.wait(set(self._running.tasks), timeout=5.0)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5.0
+        while self._running.tasks and (left := deadline - loop.time()) > 0:
+            await asyncio.wait(set(self._running.tasks), timeout=left)
 
 
 def _key(driver: PolledDriver | StreamingDriver) -> str:

@@ -129,6 +129,28 @@ async def test_a_poll_still_running_when_the_next_is_due_is_skipped_and_counted(
         assert stats[f"acme-plating/fm{n}"].skipped <= 3
 
 
+async def test_a_poll_round_due_as_the_daemon_stops_starts_no_poll(tmp_path: Path) -> None:
+    """APScheduler runs a due poll round as a task of its own: one created just before the stop runs after the
+    shutdown has paused the scheduler and drained the polls in flight. It used to start polls then, whose samples
+    reached a closed historian and were lost although the polls were counted (bench_polling lost 25 polls' worth
+    in one of ten stops). A stopping daemon's rounds start nothing; every poll counted is recorded."""
+    site = three_meters(tmp_path, interval=30.0, timeout=0.5)  # one round at start, then none
+    daemon = Daemon(config=site)
+    async with SiteSimulator(config=site):
+        stop = asyncio.Event()
+        task = asyncio.create_task(daemon.run(stop))
+        await asyncio.wait_for(daemon.ready.wait(), 10)
+        await asyncio.sleep(0.5)  # the first round's polls are done
+        drivers = [(f"acme-plating/{d.instrument_id}", d) for d in daemon.polled]
+        stop.set()
+        late = asyncio.create_task(daemon._poll_round(drivers))  # what APScheduler hands the loop when due
+        await asyncio.wait_for(task, 15)
+        await late
+    for n in range(3):
+        polled = [s for s in recorded(site, f"flow{n}") if s.quality is not Quality.STALE]
+        assert len(polled) == daemon.stats[f"acme-plating/fm{n}"].polls == 1
+
+
 def test_sigterm_flushes_every_reading_and_exits_zero(tmp_path: Path, mosquitto: Mosquitto) -> None:
     require_binary("socat")
     site_file = demo_site_file(tmp_path, mosquitto.port)
