@@ -323,3 +323,13 @@ async def test_a_full_batch_is_committed_without_waiting_for_the_interval(tmp_pa
         await eventually(lambda: h.counters.samples_written == _EARLY_COMMIT, within=10.0)
     finally:
         await h.close()
+
+
+async def test_a_good_reading_with_a_reason_keeps_it_beside_plain_ones(hist: Historian) -> None:
+    """Plain good readings go in through a statement with quality and reason as literals; a good reading that
+    carries a reason (a note from its driver) must take the full path and keep it, in its place in time."""
+    noted = Sample(time=T0 + 1, site="acme", channel="ph", value=7.1, unit="pH", reason="device clock corrected")
+    samples = [good(T0, 7.0), noted, bad(T0 + 2, "no reply"), good(T0 + 3, 7.2)]
+    hist.submit(samples)
+    await hist.flush()
+    assert list(hist.query(site="acme", channel="ph")) == samples
