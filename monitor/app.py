@@ -32,7 +32,7 @@ from monitor.health import HealthWriter
 from monitor.memory import settle_gc
 from monitor.reports.aggregates import DailyAggregator
 from monitor.reports.schedule import reports_dir, schedule_reports
-from monitor.sample import Quality, Sample
+from monitor.sample import GOOD, Sample
 from monitor.staleness import StalenessTracker
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
@@ -43,7 +43,6 @@ from monitor.systemd import Heartbeat, SystemdNotifier, stall_after_for
 from monitor.warmup import reconcile, warm_up
 
 log = logging.getLogger(__name__)
-GOOD = Quality.GOOD
 
 
 @dataclass(slots=True)

@@ -36,6 +36,8 @@ class Quality(StrEnum):
         return self is Quality.GOOD
 
 
+GOOD = Quality.GOOD  # for the per-reading paths: ``s.quality is GOOD`` without the class attribute look-up
+
 T = TypeVar("T")
 
 

@@ -27,7 +27,7 @@ from monitor.checks.excursion import ExcursionDuration, MonthlyExcursion
 from monitor.checks.quality import BadSampleRule, Flatline
 from monitor.checks.slug import LoadingSlug, SlugDetector
 from monitor.checks.threshold import SamplerInterval, SamplerTemperature, ThresholdRule
-from monitor.sample import Quality, Sample
+from monitor.sample import GOOD, Sample
 
 _MAX = sys.float_info.max
 RuleFactory = Callable[..., Rule]
@@ -179,16 +179,16 @@ class CheckEngine:
     def process_many(self, samples: Iterable[Sample]) -> list[EpisodeEvent]:
         """Judge samples in order; returns the transitions they caused, in emission order (usually none).
         The daemon's path: one call per batch, not per sample."""
-        procs, good = self._procs, Quality.GOOD
+        procs = self._procs
         for s in samples:
             proc = procs.get((s.site, s.channel))
             if proc is None:
                 self.unknown += 1
                 continue
-            if s.quality is good and s.value is not None:
+            if s.quality is GOOD and s.value is not None:
                 rejected = proc.good(s.time, float(s.value))
             else:  # a good sample without a value breaks the Sample contract: judge it as undecodable
-                rejected = proc.bad(s.time, s.quality.value if s.quality is not good else "decode_error")
+                rejected = proc.bad(s.time, s.quality.value if s.quality is not GOOD else "decode_error")
             if rejected:
                 self.rejected += 1
         return self.drain()

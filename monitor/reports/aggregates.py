@@ -29,11 +29,10 @@ from config.schema import SiteConfig
 from monitor.reports.aggregates_db import UPSERT_DAY, ChannelState, connect, read_states
 from monitor.reports.days import DayCursor, day_bounds, local_day, spread
 from monitor.reports.plan import PEAK_WINDOW, ChannelPlan, compile_plans
-from monitor.sample import Quality, Sample
+from monitor.sample import GOOD, Sample
 from monitor.stores.historian_db import HistorianReader, series_of
 
 log = logging.getLogger(__name__)
-GOOD = Quality.GOOD
 
 
 class _Day:

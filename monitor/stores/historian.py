@@ -40,7 +40,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from monitor.sample import Quality, Sample
+from monitor.sample import GOOD, Sample
 from monitor.stores.historian_db import (
     QUALITY_CODES,
     HistorianError,
@@ -63,9 +63,8 @@ _MAX_BACKOFF = 5.0  # s between retries of a failing write
 _COLUMNS = ("channel_id", "time", "seq", "value", "quality", "reason")
 _ROW = "(" + ", ".join("?" * len(_COLUMNS)) + ")"
 _FULL = (len(_COLUMNS), _ROW)  # a row shape for _insert_many: parameters a row, its VALUES tuple
-_PLAIN = (4, f"(?, ?, ?, ?, {QUALITY_CODES[Quality.GOOD]}, '')")  # a good reading without a reason
+_PLAIN = (4, f"(?, ?, ?, ?, {QUALITY_CODES[GOOD]}, '')")  # a good reading without a reason
 _CHANNEL = itemgetter(0)  # a row's channel id
-GOOD = Quality.GOOD
 _INSERT = f"INSERT INTO readings ({', '.join(_COLUMNS)}) VALUES {_ROW}"
 _CHUNK_ROWS = 4096  # rows per INSERT statement (24,576 parameters; SQLite >= 3.32 allows 32,766)
 # Errors about the data in one row (retrying cannot help); every other sqlite3.Error is about the file.

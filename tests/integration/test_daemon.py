@@ -17,7 +17,7 @@ import pytest
 
 from config.loader import load_config
 from config.schema import SiteConfig
-from monitor.app import Daemon
+from monitor.app import Daemon, _by_interval
 from monitor.health import health_path
 from monitor.sample import Quality
 from monitor.stores.historian import Historian
@@ -141,7 +141,7 @@ async def test_a_poll_round_due_as_the_daemon_stops_starts_no_poll(tmp_path: Pat
         task = asyncio.create_task(daemon.run(stop))
         await asyncio.wait_for(daemon.ready.wait(), 10)
         await asyncio.sleep(0.5)  # the first round's polls are done
-        drivers = [(f"acme-plating/{d.instrument_id}", d) for d in daemon.polled]
+        (drivers,) = _by_interval(daemon.polled).values()  # the one round, as the scheduler was given it
         stop.set()
         late = asyncio.create_task(daemon._poll_round(drivers))  # what APScheduler hands the loop when due
         await asyncio.wait_for(task, 15)
