@@ -208,9 +208,9 @@ class ModbusLink:
     async def _transact(self, unit: int, table: Table, address: int, count: int,
                         reply_timeout: float) -> Sequence[int]:
         client = self._client
-        if client is None or not client.connected or self._closed:  # (connected: no coroutine to await)
+        if client is None or not client.connected or self._closed:  # connected: no coroutine to await
             try:
-                client = await self._connected_client(reply_timeout)
+                client = await self._reconnect(reply_timeout)
             except CommFailure:
                 self.counters.comm_failures += 1
                 raise
@@ -282,13 +282,11 @@ class ModbusLink:
             self._down_since = None
             self._retries.reset()
 
-    async def _connected_client(self, connect_timeout: float) -> Client:
+    async def _reconnect(self, connect_timeout: float) -> Client:
+        """A new connection, when the link has none that is up (`_transact` checks); raises `CommFailure`."""
         if self._closed:
             raise CommFailure("link closed")
-        client = self._client
-        if client is not None:
-            if client.connected:
-                return client
+        if self._client is not None:
             self._drop("connection lost")
         now = time.monotonic()
         if now < self._next_attempt:
