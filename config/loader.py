@@ -21,7 +21,9 @@ from config.alarms import parse_alarms
 from config.errors import ConfigError, ConfigErrors
 from config.influx import parse_influx
 from config.limits import parse_permit
-from config.reader import Reader
+from config.links import MISSING_POINT, check_mqtt_client_ids, check_mqtt_topics, check_shared_links
+from config.paths import historian_problem
+from config.reader import Reader, did_you_mean
 from config.rules import select_rules
 from config.schema import (
     MIN_RETENTION_DAYS,
@@ -58,7 +60,7 @@ _INSTRUMENT_KEYS = {
 }
 _CHANNEL_KEYS = {
     "id", "instrument", "kind", "unit", "scale", "offset", "valid_min", "valid_max",
-    "point", "topic", "field", "payload", "stale_after", "description", "location",
+    "point", "topic", "field", "payload", "stale_after", "description", "location", "resolution",
 }
 _POINT_KEYS = {"name", "table", "address", "type", "byte_order", "word_order", "description"}
 
@@ -118,6 +120,19 @@ def _register_map(path: Path, reader: Reader) -> RegisterMap | None:
     return RegisterMap(name=str(name), points=points, source=path)
 
 
+def shipped_maps() -> list[str]:
+    """The names of the register maps shipped in ``config/maps/``."""
+    return sorted(p.stem for p in MAPS_DIR.glob("*.toml"))
+
+
+def _map_expected(ref: str, path: Path) -> str:
+    """What a register_map that names no file should have been: the shipped maps, and the nearest one."""
+    shipped = shipped_maps()
+    if "/" not in ref and not ref.endswith(".toml"):
+        return f"one of the shipped register maps {shipped}{did_you_mean(ref, shipped)}, or a map file's path"
+    return f"an existing register map file ({path} not found), or one of the shipped maps {shipped}"
+
+
 def resolve_map_path(ref: str, base: Path) -> Path:
     """A bare name is a shipped map; anything with a slash or a .toml suffix is a path from the site file."""
     if "/" in ref or ref.endswith(".toml"):
@@ -126,11 +141,11 @@ def resolve_map_path(ref: str, base: Path) -> Path:
     return MAPS_DIR / f"{ref}.toml"
 
 
-def load_config_or_report(path: str | Path, *, outcome: str = "") -> SiteConfig | None:
+def load_config_or_report(path: str | Path, *, outcome: str = "", for_daemon: bool = False) -> SiteConfig | None:
     """`load_config` for a command: on mistakes, print each (key path, value, expectation) and their count to
     stderr, with ``outcome`` ("nothing started"), and return None; the command then exits non-zero."""
     try:
-        return load_config(path)
+        return load_config(path, for_daemon=for_daemon)
     except ConfigErrors as exc:
         for e in exc.errors:
             print(e, file=sys.stderr)
@@ -138,8 +153,11 @@ def load_config_or_report(path: str | Path, *, outcome: str = "") -> SiteConfig 
         return None
 
 
-def load_config(path: str | Path) -> SiteConfig:
-    """Load a site file; raises `ConfigErrors` with every mistake found (in it and its register maps)."""
+def load_config(path: str | Path, *, for_daemon: bool = False) -> SiteConfig:
+    """Load a site file; raises `ConfigErrors` with every mistake found (in it and its register maps).
+
+    ``for_daemon``: also check what only the daemon needs, the historian's path being writable by this user
+    (`config.paths`); commands that only read the record leave it False."""
     path = Path(path).resolve()
     reader = Reader(str(path))
     data = _read_toml(path, reader)
@@ -147,6 +165,9 @@ def load_config(path: str | Path) -> SiteConfig:
         raise ConfigErrors(reader.errors)
     reader.unknown_keys(data, "", {"daemon", "site", "influx", "gateway", "notify"})
     daemon = _daemon(reader.table(data, "daemon", ""), reader, path.parent)
+    if for_daemon and (problem := historian_problem(daemon.historian)) is not None:
+        reader.error("daemon.historian", str(daemon.historian),
+                     f"a SQLite file the daemon can create and write: {problem}")
     influx = parse_influx(data, reader, path.parent, historian=daemon.historian)
     gateway = parse_gateway(data, reader, path.parent)
     maps: dict[Path, RegisterMap | None] = {}
@@ -156,15 +177,17 @@ def load_config(path: str | Path) -> SiteConfig:
     if not raw_sites:
         reader.error("site", MISSING_SITES, "at least one [[site]]")
     for i, raw in enumerate(raw_sites):
+        reader.name(f"site[{i}]", raw)
         site = _site(raw, f"site[{i}]", reader, path.parent, maps)
         if site.id in site_ids:
             reader.error(f"site[{i}].id", site.id, "a site id not already used")
         site_ids.add(site.id)
         sites.append(site)
-    _check_shared_links(sites, reader)
+    check_shared_links(sites, reader)
     alarms = parse_alarms(data, reader, path.parent, sites=sites, historian=daemon.historian)
+    check_mqtt_client_ids(sites, alarms.notify if alarms is not None else None, reader)
     if reader.errors:
-        raise ConfigErrors(reader.errors)
+        raise ConfigErrors(reader.labelled())
     by_id = {(i.site, i.id): i for s in sites for i in s.instruments}
     return SiteConfig(daemon=daemon, sites=tuple(sites), source=path, instruments_by_id=by_id, influx=influx,
                       gateway=gateway, alarms=alarms)
@@ -205,19 +228,22 @@ def _site(raw: dict[str, Any], p: str, reader: Reader, base: Path,
     tz = reader.str(raw, "timezone", p, default="UTC", check=_valid_tz, expected="an IANA time zone name")
     instruments: dict[str, Instrument] = {}
     for i, ri in enumerate(reader.tables(raw, "instrument", p)):
+        reader.name(f"{p}.instrument[{i}]", ri)
         inst = _instrument(ri, f"{p}.instrument[{i}]", site_id, reader, base, maps)
-        if inst.id in instruments:
+        if inst.id in instruments:  # the first keeps the id: its channels are checked against it, not the copy
             reader.error(f"{p}.instrument[{i}].id", inst.id, "an instrument id not already used in this site")
+            continue
         instruments[inst.id] = inst
     channels: dict[str, Channel] = {}
     for i, rc in enumerate(reader.tables(raw, "channel", p)):
+        reader.name(f"{p}.channel[{i}]", rc)
         ch = _channel(rc, f"{p}.channel[{i}]", site_id, instruments, reader)
         if ch.id in channels:
             reader.error(f"{p}.channel[{i}].id", ch.id, "a channel id not already used in this site")
         channels[ch.id] = ch
     if not channels:
         reader.error(f"{p}.channel", [], "at least one [[site.channel]]")
-    _check_mqtt_topics(list(channels.values()), instruments, p, reader)
+    check_mqtt_topics(list(channels.values()), instruments, p, reader)
     jurisdiction = reader.str(raw, "jurisdiction", p, default="")
     permit = parse_permit(reader.table(raw, "permit", p), f"{p}.permit", reader)
     checks = select_rules(site=site_id, jurisdiction=jurisdiction, timezone=tz or "UTC",
@@ -262,8 +288,10 @@ def _instrument(raw: dict[str, Any], p: str, site: str, reader: Reader, base: Pa
                           time_field=reader.str(raw, "time_field", p, default=""))
     rmap = None
     ref = reader.str(raw, "register_map", p, expected="a register map name or path")
-    if ref:
-        map_path = resolve_map_path(ref, base)
+    map_path = resolve_map_path(ref, base) if ref else None
+    if map_path is not None and not map_path.is_file():
+        reader.error(f"{p}.register_map", ref, _map_expected(ref, map_path))
+    elif map_path is not None:
         if map_path not in maps:
             sub = Reader(str(map_path))
             maps[map_path] = _register_map(map_path, sub)
@@ -331,54 +359,27 @@ def _channel(raw: dict[str, Any], p: str, site: str, instruments: dict[str, Inst
         payload=reader.enum(raw, "payload", p, PayloadFormat, default="json"),
         stale_after=reader.number(raw, "stale_after", p, default=0.0, minimum=0.0),
         location=reader.enum(raw, "location", p, MeasuringPoint) if "location" in raw else None,
+        resolution=_resolution(raw, p, reader, scale, inst),
     )
 
 
-MISSING_POINT = "(missing)"
+def _resolution(raw: dict[str, Any], p: str, reader: Reader, scale: float, inst: Instrument | None) -> float | None:
+    """The configured ``resolution``, else the ``scale`` of a scaled point, else 1 for an unscaled integer
+    register; None (unknown) for a float register or an MQTT value."""
+    configured = reader.number(raw, "resolution", p, default=None, minimum=0, exclusive_min=True)
+    if configured is not None or "resolution" in raw:
+        return configured
+    if scale not in (0, 1):
+        return abs(scale)
+    rmap = inst.register_map if inst is not None else None
+    point = rmap.points.get(str(raw.get("point", ""))) if rmap is not None else None
+    if point is not None and point.dtype not in (DataType.FLOAT32, DataType.FLOAT64):
+        return 1.0
+    return None
 
 
 def _valid_topic(topic: str) -> bool:
     return bool(topic) and "+" not in topic and "#" not in topic and "\x00" not in topic
-
-
-def _check_mqtt_topics(channels: list[Channel], instruments: dict[str, Instrument], p: str,
-                       reader: Reader) -> None:
-    """Two channels of one MQTT instrument on one topic need distinct JSON fields to tell them apart."""
-    seen: dict[tuple[str, str, str], str] = {}
-    for ch in channels:
-        inst = instruments.get(ch.instrument)
-        if inst is None or inst.driver is not DriverKind.MQTT:
-            continue
-        key = (ch.instrument, ch.topic, ch.field)
-        if key in seen:
-            reader.error(f"{p}.channel[id={ch.id}].field", ch.field,
-                         f"a topic/field pair not already used by channel '{seen[key]}'")
-        seen[key] = ch.id
-        if ch.payload is PayloadFormat.JSON and not ch.field:
-            reader.error(f"{p}.channel[id={ch.id}].field", MISSING_POINT,
-                         "the JSON field holding the value (or payload = \"number\")")
-
-
-def _check_shared_links(sites: list[Site], reader: Reader) -> None:
-    """One unit id per link, and one set of serial settings per serial port."""
-    units: dict[tuple[str, int], str] = {}
-    serials: dict[str, tuple[SerialSettings, str]] = {}
-    for s in sites:
-        for inst in s.instruments:
-            where = f"site[id={s.id}].instrument[id={inst.id}]"
-            if not inst.driver.is_modbus:
-                continue
-            key = (inst.link_key, inst.unit_id)
-            if key in units:
-                reader.error(f"{where}.unit_id", inst.unit_id,
-                             f"a unit id not already used on {inst.link_key} (by {units[key]})")
-            units[key] = where
-            if inst.serial is not None:
-                prev = serials.get(inst.serial.port)
-                if prev is not None and _line_settings(prev[0]) != _line_settings(inst.serial):
-                    reader.error(f"{where}.baudrate", inst.serial.baudrate,
-                                 f"the same line settings as {prev[1]} on {inst.serial.port}")
-                serials.setdefault(inst.serial.port, (inst.serial, where))
 
 
 def _check_mqtt_secret(raw: dict[str, Any], p: str, reader: Reader, base: Path) -> None:
@@ -396,14 +397,10 @@ def _check_mqtt_secret(raw: dict[str, Any], p: str, reader: Reader, base: Path) 
                      "password only with a user name)")
 
 
-def _line_settings(s: SerialSettings) -> tuple[int, int, str, int]:
-    return (s.baudrate, s.bytesize, s.parity, s.stopbits)
-
-
 def check_config(path: str | Path) -> list[ConfigError]:
     """Every error in a site file (empty when valid): what `pretreat check-config` prints."""
     try:
-        load_config(path)
+        load_config(path, for_daemon=True)
     except ConfigErrors as exc:
         return exc.errors
     return []

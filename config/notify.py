@@ -198,6 +198,7 @@ def parse_notify(doc: dict[str, Any], reader: Reader, base: Path, *,
     channels: list[NotifierConfig] = []
     seen: set[str] = set()
     for i, raw in enumerate(reader.tables(t, "channel", p)):
+        reader.name(f"{p}.channel[{i}]", raw)
         ch = _channel(raw, f"{p}.channel[{i}]", reader, base)
         if ch is None:
             continue

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import builtins
+import difflib
 import math
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -23,6 +25,47 @@ class Reader:
     def __init__(self, file: str) -> None:
         self.file = file
         self.errors: list[ConfigError] = []
+        self._ids: dict[str, str] = {}  # "site[0].instrument[1]" -> "ph-meter"
+        self._index: dict[tuple[str, str, str], int] = {}  # ("site[0]", "instrument", "ph-meter") -> 1
+
+    def name(self, path: str, raw: dict[str, Any]) -> None:
+        """Remember the id of the array item at ``path`` (``site[0].instrument[1]``) so that errors inside
+        it name it (`labelled`). Called before the item is validated: an id is worth showing even when
+        something else in the item is wrong."""
+        item = raw.get("id")
+        m = _LAST_ITEM.fullmatch(path)
+        if not isinstance(item, builtins.str) or not item or m is None:
+            return
+        self._ids[path] = item
+        self._index.setdefault((m["parent"] or "", m["key"], item), int(m["index"]))
+
+    def labelled(self) -> list[ConfigError]:
+        """The errors, each with its key path told by the ids of the items on it."""
+        return [e if e.file != self.file else _with_label(e, self._label(e.path)) for e in self.errors]
+
+    def _label(self, path: builtins.str) -> builtins.str:
+        """``site[0].instrument[1].qos`` → ``site 's1' instrument 'lel' qos (site[0].instrument[1].qos)``; an
+        item given by id (``channel[id=lel]``) is shown with its index too. "" when no item has an id."""
+        indexed, words, tail, named = "", [], [], False
+        for key, sel in _TOKEN.findall(path):
+            if sel is None or sel == "":
+                tail.append(key)
+                continue
+            parent = ".".join(filter(None, [indexed, *tail]))
+            if sel.startswith("id="):
+                item = sel[3:]
+                where = self._index.get((parent, key, item))
+                indexed = f"{parent}.{key}[{where if where is not None else sel}]".lstrip(".")
+            else:
+                indexed = f"{parent}.{key}[{sel}]".lstrip(".")
+                item = self._ids.get(indexed, "")
+            kind = " ".join([*tail, key])
+            words.append(f"{kind} {item!r}" if item else f"{kind}[{sel}]")
+            named = named or bool(item)
+            tail = []
+        if not named:
+            return ""
+        return " ".join([*words, ".".join(tail)]).rstrip() + f" ({'.'.join([indexed, *tail])})"
 
     def error(self, path: str, found: Any, expected: str) -> None:
         self.errors.append(ConfigError(self.file, path, found, expected))
@@ -49,7 +92,8 @@ class Reader:
         """A misspelt key is an error, not a silently ignored option."""
         for key in table:
             if key not in allowed:
-                self.error(_join(path, key), table[key], f"one of the known keys {sorted(allowed)}")
+                self.error(_join(path, key), table[key], f"one of the known keys {sorted(allowed)}"
+                           + did_you_mean(key, allowed))
 
     def str(self, t: dict[str, Any], key: str, path: str, *, default: Any = MISSING,
             check: Callable[[str], bool] | None = None, expected: str = "a string") -> str:
@@ -69,13 +113,17 @@ class Reader:
         value = t.get(key, default)
         if value is None and default is None:
             return None  # type: ignore[return-value]  # optional numbers
+        # An optional number that is wrong reads as absent (None), so that no check built on it reports a
+        # second, bogus error (valid_max = nan is one mistake, not also "valid_max not above valid_min").
         if value is MISSING or isinstance(value, bool) or not isinstance(value, int | float):
             self.error(_join(path, key), value, expected)
-            return 0.0
+            return None if default is None else 0.0  # type: ignore[return-value]
         if not math.isfinite(value) or (
             minimum is not None and (value <= minimum if exclusive_min else value < minimum)
         ) or (maximum is not None and value > maximum):
             self.error(_join(path, key), value, expected)
+            if default is None:
+                return None  # type: ignore[return-value]
             return float(minimum or 0.0) + (1.0 if exclusive_min else 0.0)
         return float(value)
 
@@ -100,8 +148,24 @@ class Reader:
         try:
             return kind(value)
         except ValueError:
-            self.error(_join(path, key), value, f"one of {choices}")
+            self.error(_join(path, key), value, f"one of {choices}"
+                       + (did_you_mean(value, choices) if isinstance(value, builtins.str) else ""))
             return next(iter(kind))
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'poll_interval'?)`` for the nearest known word to a typo, or "" when none is near."""
+    close = difflib.get_close_matches(word, [str(k) for k in known], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# One key of a path: ``key`` or ``key[index]`` / ``key[id=value]`` (an id may hold dots; a key may not).
+_TOKEN = re.compile(r"([^.\[\]]+)(?:\[([^\]]*)\])?")
+_LAST_ITEM = re.compile(r"(?:(?P<parent>.*)\.)?(?P<key>[^.\[\]]+)\[(?P<index>\d+)\]")
+
+
+def _with_label(e: ConfigError, label: str) -> ConfigError:
+    return ConfigError(e.file, e.path, e.found, e.expected, label) if label else e
 
 
 def _join(path: str, key: str) -> str:

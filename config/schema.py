@@ -8,6 +8,7 @@ objects: nothing downstream parses options. All durations are seconds (float); a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -188,7 +189,9 @@ class Channel:
     Engineering value = raw × ``scale`` + ``offset``. ``valid_min``/``valid_max`` are the instrument's
     physical span (inclusive); a reading outside it is an OUT_OF_RANGE sample, never a number.
     ``stale_after`` (s) is how long the channel may go without a good reading before a STALE sample is
-    recorded.
+    recorded. ``resolution``: the smallest step a reading can take, in the channel's unit (configured, or
+    the ``scale`` of a scaled point, or 1 for an unscaled integer register); None when unknown (a float
+    register or an MQTT value). Log lines round readings to it (`decimals`); the record never is rounded.
     """
 
     id: str
@@ -206,6 +209,15 @@ class Channel:
     payload: PayloadFormat = PayloadFormat.JSON
     stale_after: float = 0.0
     location: MeasuringPoint | None = None  # temperature channels: which limit applies (temperature_high)
+    resolution: float | None = None  # smallest step of a reading (unit); None: unknown
+
+    @property
+    def decimals(self) -> int | None:
+        """Decimal places that show a reading at its resolution (0.01 → 2, 0.5 → 1, 1 → 0; an offset
+        with more places adds them); None when the resolution is unknown."""
+        if self.resolution is None:
+            return None
+        return max(_places(self.resolution), _places(self.offset))
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,3 +276,9 @@ class SiteConfig:
     @property
     def channels(self) -> tuple[Channel, ...]:
         return tuple(c for s in self.sites for c in s.channels)
+
+
+def _places(x: float) -> int:
+    """Decimal places of ``x`` as written (0.01 → 2, 0.05 → 2, 10 → 0), from its shortest repr."""
+    exponent = Decimal(repr(float(x))).normalize().as_tuple().exponent
+    return max(0, -exponent) if isinstance(exponent, int) else 0

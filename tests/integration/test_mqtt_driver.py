@@ -22,6 +22,7 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
+from config.errors import ConfigErrors
 from config.loader import load_config
 from config.schema import Channel, ChannelKind, DriverKind, Instrument, MqttBroker, PayloadFormat
 from drivers.backoff import Backoff
@@ -466,7 +467,7 @@ def test_build_mqtt_drivers_from_the_demo_site() -> None:
     assert driver.instrument_id == "lel-meter" and driver.client_id == "pretreat-acme-plating-lel-meter"
 
 
-def test_build_resolves_relative_password_files_and_refuses_shared_client_ids(tmp_path: Path) -> None:
+def test_build_resolves_relative_password_files_and_the_loader_refuses_shared_client_ids(tmp_path: Path) -> None:
     (tmp_path / "secrets").mkdir()
     (tmp_path / "secrets" / "mqtt.pw").write_text("pw\n")
     site = tmp_path / "site.toml"
@@ -501,8 +502,8 @@ unit = "u"
     site.write_text(base.format(cid_a="one", cid_b="two"))
     assert [d.instrument_id for d in build_mqtt_drivers(load_config(site))] == ["a", "b"]
     site.write_text(base.format(cid_a="same", cid_b="same"))
-    with pytest.raises(ValueError, match="same MQTT client id 'same'"):
-        build_mqtt_drivers(load_config(site))
+    with pytest.raises(ConfigErrors, match=r"a client id not already used on 127\.0\.0\.1:1883"):
+        load_config(site)  # refused at load (config.links), so no driver ever sees it
 
 
 def test_backoff_is_capped_exponential_with_jitter() -> None:
