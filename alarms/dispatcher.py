@@ -47,6 +47,7 @@ from alarms.routing import Router
 from config.alarms import AlarmConfig
 from config.notify import FloodSettings
 from drivers.backoff import Backoff
+from monitor.logtext import duration
 from monitor.stores.outbox import Outbox, OutboxError
 
 log = logging.getLogger(__name__)
@@ -356,7 +357,9 @@ class Dispatcher:
 
     def _restored(self, nid: str, lane: _Lane) -> None:
         if lane.down_since is not None:
-            log.info("channel %s delivering again after %.1f s", nid, self._clock() - lane.down_since)
+            outage = self._clock() - lane.down_since
+            log.info("channel %s delivering again after %s", nid, duration(outage),
+                     extra={"notify_channel": nid, "outage_s": outage})
             lane.down_since = None
             lane.last_error = ""
 

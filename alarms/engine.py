@@ -42,6 +42,7 @@ from alarms.model import (
     AlarmSettings,
     AlarmState,
     InService,
+    Kind,
     OutOfService,
     Refusal,
     Reset,
@@ -51,8 +52,11 @@ from alarms.model import (
     Unshelve,
     action_payload,
 )
+from alarms.notifiers.base import KIND_WORDS, iso_utc
+from monitor.logtext import transition_message
 
 log = logging.getLogger(__name__)
+_LOUD = (Kind.RAISE, Kind.REALARM, Kind.ESCALATE)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS alarm_state (
@@ -223,9 +227,9 @@ class AlarmEngine:
         self._states.update(changed)
         out = [replace(e, seq=seq) for e, seq in zip(entries, seqs, strict=True) if isinstance(e, Transition)]
         self.counters["transitions"] += len(out)
-        for t in out:
-            log.info("alarm %s %s: %s -> %s (%s: %s)", t.alarm_id, t.kind.value, t.from_state.value,
-                     t.to_state.value, t.who, t.why)
+        for t in out:  # the one line a transition gets in the daemon's log (raised, re-alarmed, escalated: loud)
+            log.log(logging.WARNING if t.kind in _LOUD else logging.INFO, "%s",
+                    transition_message(t, KIND_WORDS.get(t.kind, t.kind.value)), extra=_fields(t))
         return out
 
     def _refuse(self, refusal: Refusal, now: float) -> Refusal:
@@ -282,3 +286,13 @@ def _row(st: AlarmState, seq: int) -> tuple[Any, ...]:
     k = st.key
     return (k.id, k.site, k.channel, k.rule, st.state.value, st.settings.priority.value,
             json.dumps(st.to_record(), separators=(",", ":"), allow_nan=False), seq, st.changed)
+
+
+def _fields(t: Transition) -> dict[str, Any]:
+    """A transition's structured log fields (``--log-format json``), values as measured; ``time`` and
+    ``level`` are the log record's own, so the transition's are ``event_time`` and ``escalation_level``."""
+    fields = t.to_payload()
+    fields["event_time"] = iso_utc(fields.pop("time"))
+    fields["escalation_level"] = fields.pop("level")
+    fields["seq"] = t.seq
+    return fields

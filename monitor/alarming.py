@@ -9,7 +9,6 @@ queued by `pretreat alarms …` (and acknowledgements from SCADA over MQTT).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -25,8 +24,6 @@ from monitor.checks.events import EpisodeEvent
 from monitor.sample import Sample
 from monitor.stores.influx import InfluxSink
 from monitor.stores.influx_lines import alarm_record
-
-log = logging.getLogger(__name__)
 
 
 def alarm_input(e: EpisodeEvent) -> AlarmInput:
@@ -100,10 +97,7 @@ class Alarming:
     def announce(self, transitions: Sequence[Transition]) -> None:
         if not transitions:
             return
-        self.transitions += len(transitions)
-        for t in transitions:
-            log.warning("alarm %s: %s %s -> %s (%s, by %s%s)", t.alarm_id, t.kind.value, t.from_state.value,
-                        t.to_state.value, t.priority.value, t.who, f": {t.why}" if t.why else "")
+        self.transitions += len(transitions)  # (each is logged once, by the engine that journaled it)
         if self.dispatcher is not None:
             self.dispatcher.submit(transitions)
         if self.gateway is not None:

@@ -26,9 +26,10 @@ from config.schema import SiteConfig
 from drivers.base import PolledDriver, StreamingDriver
 from monitor.alarming import Alarming
 from monitor.checks.engine import CheckEngine
-from monitor.checks.events import EpisodeEvent
+from monitor.checks.events import START, EpisodeEvent
 from monitor.clockwatch import ClockWatch
 from monitor.health import HealthWriter
+from monitor.logtext import episode_fields, episode_message, local_time, use_site_config
 from monitor.memory import settle_gc
 from monitor.reports.aggregates import DailyAggregator
 from monitor.reports.schedule import reports_dir, schedule_reports
@@ -80,6 +81,7 @@ class Daemon:
         from drivers.modbus.driver import build_modbus_drivers
         from drivers.mqtt.driver import build_mqtt_drivers
 
+        use_site_config(config)  # the log speaks the sites' time zone and the channels' resolutions
         self.config = config
         self.clock = clock
         self.tune_gc = tune_gc
@@ -148,8 +150,8 @@ class Daemon:
         if self.influx is not None:
             self.influx.submit_events([episode_record(e) for e in events])
         for e in events:
-            log.warning("episode %s: %s/%s %s value=%s limit=%s (%s)", e.event, e.site, e.channel,
-                        e.rule, e.value, e.limit, e.citation)
+            log.log(logging.WARNING if e.event == START else logging.INFO, "%s", episode_message(e),
+                    extra=episode_fields(e))
 
     async def _judge(self, stop: asyncio.Event) -> None:
         retry: float | None = None  # s until the next attempt while episode writes fail
@@ -236,13 +238,11 @@ class Daemon:
         try:
             result = await asyncio.to_thread(run)
         except sqlite3.Error as exc:  # a busy or full file: the next run (6 h) tries again, nothing is lost
-            log.error("retention: purge before %s failed (%s); retried at the next run",
-                      datetime.fromtimestamp(cutoff).astimezone().isoformat(timespec="seconds"), exc)
+            log.error("retention: purge before %s failed (%s); retried at the next run", local_time(cutoff), exc)
             return
         self.retention.append(result)
         log.info("retention: %d readings older than %s (%d days) deleted; readings within a day of %d "
-                 "episode window(s) kept", result.deleted,
-                 datetime.fromtimestamp(cutoff).astimezone().isoformat(timespec="seconds"), days, result.holds)
+                 "episode window(s) kept", result.deleted, local_time(cutoff), days, result.holds)
 
     def _warm_up(self) -> None:
         """Rebuild rule state from the recent record and bring persisted alarms in line with it."""
@@ -375,7 +375,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    config = load_config_or_report(args.config, outcome="nothing started")
+    config = load_config_or_report(args.config, outcome="nothing started", for_daemon=True)
     if config is None:
         return 2
     return asyncio.run(_serve(config))

@@ -42,9 +42,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     call then pays only for what it runs (pymodbus and influxdb-client cost ~0.6 s and ~70 MB to import)."""
     parser = argparse.ArgumentParser(prog="pretreat",
                                      description="pretreat-monitor: industrial pretreatment monitoring")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
-    parser.add_argument("--log-format", choices=FORMATS, default="kv",
-                        help="log lines as key=value (kv, default) or json; under systemd, journald priorities")
+    _log_options(parser, default=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (target, help_text) in SUBCOMMANDS.items():
         if only is not None and name != only:
@@ -57,8 +55,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             p = sub.add_parser(name, help=f"(unavailable: {exc})")
             p.set_defaults(func=lambda _a, e=exc: _unavailable(e))
             continue
-        add(sub.add_parser(name, help=help_text, description=help_text))
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        _log_options(command, default=False)
+        add(command)
     return parser
+
+
+def _log_options(parser: argparse.ArgumentParser, *, default: bool) -> None:
+    """``--log-level``/``--log-format`` before the subcommand or after it (``pretreat run --log-format json``).
+    The subcommand's copies default to SUPPRESS: argparse lets a subparser's defaults overwrite what was
+    given before the subcommand."""
+    parser.add_argument("--log-level", default="INFO" if default else argparse.SUPPRESS,
+                        help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    parser.add_argument("--log-format", choices=FORMATS, default="text" if default else argparse.SUPPRESS,
+                        help="text (default: for operators, local time, readings at their resolution), json "
+                             "(one object a line, UTC, every field: for journald and log shippers) or kv "
+                             "(key=value); under systemd, lines carry journald priorities")
 
 
 def _unavailable(exc: Exception) -> int:

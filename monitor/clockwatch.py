@@ -27,6 +27,8 @@ from datetime import datetime
 from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from monitor.logtext import duration
+
 log = logging.getLogger(__name__)
 
 
@@ -54,10 +56,11 @@ class ClockWatch:
                 self.steps += 1
                 if step < 0:
                     moved = replan_interval_jobs(self.scheduler)
-                    log.warning("wall clock stepped back %.1f s: %d interval job(s) (polls, tick) made due now "
-                                "instead of waiting out the step", -step, moved)
+                    log.warning("wall clock stepped back %s: %d interval job(s) (polls, tick) made due now "
+                                "instead of waiting out the step", duration(-step), moved, extra={"step_s": step})
                 else:
-                    log.warning("wall clock stepped forward %.1f s: jobs that fell due meanwhile run once", step)
+                    log.warning("wall clock stepped forward %s: jobs that fell due meanwhile run once",
+                                duration(step), extra={"step_s": step})
 
 
 def replan_interval_jobs(scheduler: BaseScheduler) -> int:

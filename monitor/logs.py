@@ -1,14 +1,24 @@
-"""Structured, journald-friendly logging: one line per record, ``key=value`` (logfmt) or JSON, no secrets.
+"""The daemon's log: one line per record, for operators (``text``, the default) or for machines (``json``,
+``kv``), journald-friendly, no secrets.
+
+``text`` is what an operator reads at the site: ``2026-12-01 16:04:05 EST WARNING ALARM [high] acme-plating
+ph ph_low: 4.82 pH (limit 5.00 pH)``, times in the sites' local zone, readings at their channel's resolution
+(`monitor.logtext`, which the log calls use to word their messages). ``json`` keeps the structured form for
+journald and log shippers: one object a line with ``time`` (ISO 8601, UTC), ``level``, ``logger``,
+``message`` and the record's fields (``extra=``: site, channel, value as measured, seconds...). ``kv`` is
+the same as logfmt ``key=value`` pairs (``msg=`` for the message).
 
 Why one line: journald (and every log shipper) splits a stream on newlines, so a traceback printed over
 twenty lines becomes twenty entries, of which only the first carries the priority. Here a record is always
-one line: newlines inside the message, a field or a traceback are escaped (``\\n``).
+one line: newlines inside the message, a field or a traceback are escaped (``\\n``; in ``text``, `` | ``
+before a traceback).
 
 Under systemd, stderr is connected to the journal and ``$JOURNAL_STREAM`` holds its ``device:inode``.
 When our stderr is that stream, lines carry no timestamp of our own (journald stamps each entry, more
 precisely and in one clock for every service) and start with the syslog priority in angle brackets
 (``<3>`` error, ``<4>`` warning, ``<6>`` info, ``<7>`` debug), which journald strips and stores as the
-entry's PRIORITY, so ``journalctl -p warning`` works. Anywhere else lines start with ``time=`` (UTC).
+entry's PRIORITY, so ``journalctl -p warning`` works. Anywhere else lines start with the time (``text``:
+local, ``json``/``kv``: UTC).
 
 Extra fields: ``log.warning("link down", extra={"link": key, "reason": why})`` adds ``link=… reason=…``
 to the line (and keys to the JSON object). `StateLog` logs a state change once and stays quiet while the
@@ -31,10 +41,13 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from datetime import tzinfo
 from typing import IO, Any, Literal
 
-LogFormat = Literal["kv", "json"]
-FORMATS: tuple[LogFormat, ...] = ("kv", "json")
+from monitor.logtext import local_time
+
+LogFormat = Literal["text", "json", "kv"]
+FORMATS: tuple[LogFormat, ...] = ("text", "json", "kv")
 MASK = "***"
 
 # syslog priorities (RFC 5424 severity) for Python's levels; NOTICE (5) has no Python level.
@@ -121,15 +134,20 @@ def is_journal_stream(stream: IO[str], env: Mapping[str, str] | None = None) -> 
 
 
 class StructuredFormatter(logging.Formatter):
-    """Formats a record as one logfmt or JSON line (see the module docstring)."""
+    """Formats a record as one text, JSON or logfmt line (see the module docstring).
 
-    def __init__(self, *, fmt: LogFormat = "kv", journal: bool = False, redactor: Redactor = REDACTOR) -> None:
+    ``zone``: the time zone of ``text`` lines; None follows `monitor.logtext` (the sites' zone once the
+    daemon has loaded its site file, the machine's before)."""
+
+    def __init__(self, *, fmt: LogFormat = "text", journal: bool = False, redactor: Redactor = REDACTOR,
+                 zone: tzinfo | None = None) -> None:
         super().__init__()
         if fmt not in FORMATS:
             raise ValueError(f"log format must be one of {', '.join(FORMATS)}, got {fmt!r}")
         self.fmt = fmt
         self.journal = journal
         self.redactor = redactor
+        self.zone = zone
 
     def fields(self, record: logging.LogRecord) -> dict[str, Any]:
         """The record as ordered fields: time (unless journald), level, logger, msg, extras, exc."""
@@ -149,15 +167,35 @@ class StructuredFormatter(logging.Formatter):
         return out
 
     def format(self, record: logging.LogRecord) -> str:
-        fields = self.fields(record)
-        if self.fmt == "json":
+        if self.fmt == "text":
+            line = self.text(record)
+        elif self.fmt == "json":
+            fields = {("message" if k == "msg" else k): v for k, v in self.fields(record).items()}
             line = json.dumps({k: _json_safe(v) for k, v in fields.items()}, ensure_ascii=False, default=str)
         else:
-            line = " ".join(f"{k}={_kv_value(v)}" for k, v in fields.items())
+            line = " ".join(f"{k}={_kv_value(v)}" for k, v in self.fields(record).items())
         return f"<{priority(record.levelno)}>{line}" if self.journal else line
+
+    def text(self, record: logging.LogRecord) -> str:
+        """``2026-12-01 16:04:05 EST WARNING message | traceback``: the message as the log call worded it
+        (its fields are for ``json``), one line; no time under journald, which stamps each entry."""
+        parts = [] if self.journal else [local_time(record.created, self.zone)]
+        parts += [record.levelname, self.redactor.text(record.getMessage())]
+        line = " ".join(parts)
+        if record.exc_info:
+            line += " | " + self.redactor.text(self.formatException(record.exc_info))
+        if record.stack_info:
+            line += " | " + self.redactor.text(self.formatStack(record.stack_info))
+        return _one_line(line)
 
 
 _BARE = re.compile(r'[^\s"=\\]+')
+
+
+def _one_line(text: str) -> str:
+    """Line breaks shown as ``\\n``: journald and shippers split a stream on them (an operator's line is
+    text, so nothing else is escaped)."""
+    return text.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n")
 
 
 def _kv_value(value: Any) -> str:
@@ -187,7 +225,7 @@ def _iso(created: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{ms:03d}Z"
 
 
-def configure_logging(*, level: str | int = "INFO", fmt: LogFormat = "kv", stream: IO[str] | None = None,
+def configure_logging(*, level: str | int = "INFO", fmt: LogFormat = "text", stream: IO[str] | None = None,
                       journal: bool | None = None) -> logging.Handler:
     """Send every log record to ``stream`` (stderr) as structured lines; replaces the root's handlers.
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from config.schema import Channel, SiteConfig
+from monitor.logtext import duration, reading
 from monitor.sample import Quality, Sample
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,9 @@ class StalenessTracker:
             w.last_good = now
             if w.stale:
                 w.stale = False
-                log.info("channel %s/%s reporting again", s.site, s.channel)
+                log.info("channel %s %s reporting again: %s", s.site, s.channel,
+                         reading(s.value, site=s.site, channel=s.channel),
+                         extra={"site": s.site, "channel": s.channel, "value": s.value})
 
     def tick(self, now: float, *, stamp: float | None = None) -> Sequence[Sample]:
         """One STALE sample for each channel that has just gone stale, timed ``stamp`` (default ``now``):
@@ -70,7 +73,8 @@ class StalenessTracker:
             w.stale = True
             ch = w.channel
             quiet = now - w.last_good
-            log.warning("channel %s/%s stale: no good reading for %.1f s", ch.site, ch.id, quiet)
+            log.warning("channel %s %s stale: no good reading for %s", ch.site, ch.id, duration(quiet),
+                        extra={"site": ch.site, "channel": ch.id, "quiet_s": quiet, "window_s": w.window})
             out.append(Sample.bad(time=now if stamp is None else stamp, site=ch.site, channel=ch.id,
                                   unit=ch.unit, quality=Quality.STALE,
                                   reason=f"no good reading for {quiet:.1f} s (window {w.window:g} s)"))

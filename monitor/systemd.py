@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from monitor.logtext import duration
+
 if TYPE_CHECKING:
     from config.schema import SiteConfig
 
@@ -216,8 +218,8 @@ class Heartbeat:
         self.withheld += 1
         if not self.stalled:
             self.stalled = True
-            log.error("no poll completed for %.0f s; withholding the systemd watchdog so the service "
-                      "is restarted", self.clock() - self.last_progress)
+            log.error("no poll completed for %s; withholding the systemd watchdog so the service "
+                      "is restarted", duration(self.clock() - self.last_progress))
         return False
 
 

@@ -29,6 +29,7 @@ from alarms.model import AlarmInput
 from config.schema import SiteConfig
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import EpisodeEvent
+from monitor.logtext import duration
 from monitor.sample import Sample
 from monitor.stores.historian import Historian
 
@@ -63,8 +64,8 @@ def warm_up(engine: CheckEngine, config: SiteConfig, now: float) -> list[Episode
         n += 1
         events.extend(engine.process(s))
     if n:
-        log.info("rule state rebuilt from %d recorded readings in %.1f s (%d episode events)", n,
-                 time.monotonic() - started, len(events))
+        log.info("rule state rebuilt from %d recorded readings in %s (%d episode events)", n,
+                 duration(time.monotonic() - started), len(events))
     return events
 
 

@@ -1,8 +1,10 @@
-"""The ``log`` channel: every transition as one line in the daemon's log (journald under systemd).
+"""The ``log`` channel: every notice it is routed as one line in the daemon's log, at DEBUG.
 
-Useful on a site without any other channel, and as the record of what was announced. Raised, re-alarmed and
-escalated alarms are logged at WARNING, everything else at INFO. Always "delivered": a log line cannot be
-refused, so this channel never queues for long.
+The daemon logs each alarm transition once, whatever the channels (`alarms.engine`, at WARNING for raised,
+re-alarmed and escalated alarms, INFO otherwise). This channel's lines are the notices as routed and grouped
+(with their journal seq), i.e. the same events again, so they are DEBUG: at the default level the log says
+each event once (issue 18); ``--log-level DEBUG`` shows what the channel announced. Always "delivered": a log
+line cannot be refused, so this channel never queues for long.
 """
 
 from __future__ import annotations
@@ -11,12 +13,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from alarms.model import Kind
 from alarms.notifiers.base import Delivery, Message, NotifierContext
 from config.notify import NotifierConfig
 
 log = logging.getLogger("pretreat.alarms")
-_LOUD = (Kind.RAISE, Kind.REALARM, Kind.ESCALATE)
 
 
 class LogNotifier:
@@ -35,8 +35,8 @@ class LogNotifier:
     async def deliver(self, messages: Sequence[Message]) -> Delivery:
         for m in messages:
             for n in m.notices:
-                level = logging.WARNING if n.kind in _LOUD else logging.INFO
-                log.log(level, "%s — %s (seq %d, %s: %s)", n.alarm, n.headline(), n.seq, n.who, n.why)
+                log.debug("log channel %s: %s — %s (seq %d, %s: %s)", self.id, n.alarm, n.headline(), n.seq,
+                          n.who, n.why)
                 self.lines += 1
         return Delivery(len(messages))
 

@@ -34,6 +34,7 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersi
 from config.notify import MqttNotify
 from drivers.backoff import Backoff
 from drivers.mqtt.loop_binding import LoopBinding
+from monitor.logtext import duration
 
 log = logging.getLogger(__name__)
 
@@ -173,8 +174,9 @@ class MqttLink:
     def _up(self) -> None:
         self.counters["connects"] += 1
         if self._outage_since is not None:
-            log.info("alarm MQTT %s: link to %s restored after %.1f s", self.name, self._where,
-                     time.monotonic() - self._outage_since)
+            outage = time.monotonic() - self._outage_since
+            log.info("alarm MQTT %s: link to %s restored after %s", self.name, self._where, duration(outage),
+                     extra={"link": self._where, "outage_s": outage})
             self._outage_since = None
         else:
             log.info("alarm MQTT %s: connected to %s as %r", self.name, self._where, self.settings.client_id)

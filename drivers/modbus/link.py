@@ -49,6 +49,7 @@ from pymodbus.pdu import ModbusPDU
 
 from config.schema import DriverKind, Instrument, SerialSettings, Table
 from drivers.backoff import retries
+from monitor.logtext import duration
 from monitor.sample import Quality
 
 log = logging.getLogger(__name__)
@@ -278,7 +279,9 @@ class ModbusLink:
         if self._unanswered:
             self._unanswered.clear()
         if self._down_since is not None:
-            log.info("Modbus link %s recovered after %.1f s", self.key, time.monotonic() - self._down_since)
+            outage = time.monotonic() - self._down_since
+            log.info("Modbus link %s recovered after %s", self.key, duration(outage),
+                     extra={"link": self.key, "outage_s": outage})
             self._down_since = None
             self._retries.reset()
 
@@ -314,7 +317,8 @@ class ModbusLink:
         if self._down_since is None:
             self._down_since = time.monotonic()
             self.counters.outages += 1
-            log.warning("Modbus link %s down: %s; reconnecting with backoff", self.key, reason)
+            log.warning("Modbus link %s down: %s; reconnecting with backoff", self.key, reason,
+                        extra={"link": self.key, "reason": reason})
         self._next_attempt = time.monotonic() + self._retries.next()
 
     def _new_client(self, timeout: float) -> Client:

@@ -52,6 +52,7 @@ from drivers.mqtt.counters import MqttCounters
 from drivers.mqtt.dedupe import RecentMessages
 from drivers.mqtt.loop_binding import LoopBinding
 from drivers.mqtt.payload import Decoded, InstrumentDecoder
+from monitor.logtext import duration
 from monitor.sample import Quality, Sample
 
 log = logging.getLogger(__name__)
@@ -268,8 +269,9 @@ class MqttDriver:
             c.reconnects += 1
         if self._outage_since is not None:
             c.last_outage = time.monotonic() - self._outage_since
-            log.info("%s: MQTT link to %s restored after %.1f s (%d failed attempts)", self._name,
-                     self._where, c.last_outage, self._outage_attempts)
+            log.info("%s: MQTT link to %s restored after %s (%d failed attempts)", self._name,
+                     self._where, duration(c.last_outage), self._outage_attempts,
+                     extra={"link": self._where, "outage_s": c.last_outage})
             self._outage_since = None
         elif c.connects == 1:
             log.info("%s: connected to MQTT broker %s as %r", self._name, self._where, self.client_id)
@@ -453,13 +455,12 @@ def _read_password(broker: MqttBroker, name: str) -> str:
 def build_mqtt_drivers(config: SiteConfig) -> list[MqttDriver]:
     """One `MqttDriver` per MQTT instrument of every site that has channels.
 
-    A relative ``password_file`` is resolved against the site file's folder (as serial ports are). Two
-    instruments with the same client id on the same broker would take each other's session over endlessly,
-    so that is refused here.
+    A relative ``password_file`` is resolved against the site file's folder (as serial ports are). Client
+    ids are unique per broker because the loader refuses a file where they are not
+    (`config.links.check_mqtt_client_ids`, with the alarm channels'); the drivers trust that.
     """
     base = config.source.parent if config.source is not None else Path.cwd()
     drivers: list[MqttDriver] = []
-    seen: dict[tuple[str, int, str], str] = {}
     for site in config.sites:
         for inst in site.instruments:
             if inst.driver is not DriverKind.MQTT or inst.mqtt is None:
@@ -472,11 +473,5 @@ def build_mqtt_drivers(config: SiteConfig) -> list[MqttDriver]:
             if broker.password_file and not Path(broker.password_file).is_absolute():
                 broker = dataclasses.replace(broker, password_file=str(base / broker.password_file))
                 inst = dataclasses.replace(inst, mqtt=broker)
-            driver = MqttDriver(instrument=inst, channels=channels)
-            key = (broker.host, broker.port, driver.client_id)
-            if key in seen:
-                raise ValueError(f"instruments {seen[key]} and {site.id}/{inst.id} use the same MQTT client "
-                                 f"id {driver.client_id!r} on {key[0]}:{key[1]}")
-            seen[key] = f"{site.id}/{inst.id}"
-            drivers.append(driver)
+            drivers.append(MqttDriver(instrument=inst, channels=channels))
     return drivers

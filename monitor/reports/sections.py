@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from monitor.checks.events import DURATION_RULES
 from monitor.reports.compliance import RULE_LABELS, ComplianceReport, EpisodeLine, fmt_minutes
 from monitor.reports.daily import DailySummary
 from monitor.reports.days import zone
 from monitor.reports.snc import percent
 
-DURATION_RULES = ("ph_excursion_duration", "ph_monthly_excursion", "sampler_interval")
 CERTIFICATION = (
     "I certify under penalty of law that this document and all attachments were prepared under my direction "
     "or supervision in accordance with a system designed to assure that qualified personnel properly gather "

@@ -82,7 +82,7 @@ def test_json_line_parses_and_keeps_types() -> None:
     f = StructuredFormatter(fmt="json")
     line = f.format(record("sample", extra={"value": float("nan"), "polls": 3, "site": "acme"}))
     doc = json.loads(line)  # NaN would make the line invalid JSON: it is logged as a string
-    assert doc["msg"] == "sample" and doc["polls"] == 3 and doc["value"] == "nan" and doc["site"] == "acme"
+    assert doc["message"] == "sample" and doc["polls"] == 3 and doc["value"] == "nan" and doc["site"] == "acme"
     assert "time" in doc
 
 
@@ -132,7 +132,9 @@ def test_a_process_whose_stderr_is_the_journal_stream_writes_journald_lines(tmp_
     lines = out.read_text().splitlines()
     assert [ln[:3] for ln in lines[:5]] == ["<7>", "<6>", "<4>", "<3>", "<2>"]
     assert all("time=" not in ln for ln in lines[:5])
-    assert all(ln.startswith("time=") for ln in lines[5:]) and len(lines) == 10
+    # elsewhere the operator's text lines: local time and zone first (the default format)
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) \w$", ln)
+               for ln in lines[5:]) and len(lines) == 10
 
 
 def test_secrets_are_masked_in_messages_fields_tracebacks_and_urls() -> None:
@@ -181,7 +183,7 @@ def test_configure_logging_applies_level_and_replaces_handlers(restore_root_logg
     log.info("not shown")
     log.warning("shown")
     assert first.getvalue() == ""  # replaced, not duplicated
-    assert second.getvalue().count("\n") == 1 and "msg=shown" in second.getvalue()
+    assert second.getvalue().count("\n") == 1 and second.getvalue().endswith(" WARNING shown\n")
 
 
 def test_state_log_logs_each_change_once(caplog: pytest.LogCaptureFixture) -> None:

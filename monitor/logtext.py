@@ -1,0 +1,158 @@
+"""How a log line tells an operator a reading, a limit, a duration and a time.
+
+The daemon's log is read by treatment plant operators at the site, not only by log shippers: a line says
+``4.82 pH`` (the channel's resolution: a pH meter with ``scale = 0.01`` reads in hundredths) rather than
+``4.8199999``, ``no reading`` rather than ``None``, ``2 min 5 s`` rather than ``125.0521s``, and times in
+the site's local time with its zone (``2026-12-01 16:04:05 EST``), which says on which side of a daylight
+saving change a time falls. Only what is printed is rounded: the record, the structured fields of
+``--log-format json`` and every report keep the values as measured.
+
+`use_site_config` is called once the site file is loaded (`monitor.app.Daemon`): the log is a process-wide
+thing, so the zone and the channels' resolutions are process-wide too. Before that, times are in the
+machine's local zone and readings are shown to four significant digits.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+from monitor.checks.events import DURATION_RULES, START
+
+if TYPE_CHECKING:
+    from alarms.model import Transition
+    from config.schema import SiteConfig
+    from monitor.checks.events import EpisodeEvent
+
+NO_READING = "no reading"
+_SIGNIFICANT = 4  # digits shown of a reading whose resolution is unknown (a float register, an MQTT value)
+_MAX_DECIMALS = 6
+
+
+@dataclass(slots=True)
+class _SiteLogSettings:
+    zone: tzinfo | None = None  # None: the machine's local zone
+    channels: dict[tuple[str, str], tuple[int | None, str]] = field(default_factory=dict)  # decimals, unit
+
+
+SETTINGS = _SiteLogSettings()
+
+
+def use_site_config(config: SiteConfig) -> None:
+    """Log in the sites' time zone (UTC when the sites of one file are in different zones: one log, one
+    clock) and round each channel's readings to its resolution (`config.schema.Channel.decimals`)."""
+    zones = {s.timezone for s in config.sites}
+    SETTINGS.zone = ZoneInfo(zones.pop()) if len(zones) == 1 else ZoneInfo("UTC")
+    SETTINGS.channels = {(ch.site, ch.id): (ch.decimals, ch.unit) for ch in config.channels}
+
+
+def local_time(t: float, zone: tzinfo | None = None) -> str:
+    """``2026-12-01 16:04:05 EST``: epoch seconds in ``zone`` (default: the sites' zone), whole seconds."""
+    zone = zone if zone is not None else SETTINGS.zone
+    moment = datetime.fromtimestamp(t, zone) if zone is not None else datetime.fromtimestamp(t).astimezone()
+    return moment.strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def number(value: float | None, decimals: int | None = None) -> str:
+    """``value`` with ``decimals`` places, or (None) to four significant digits without an exponent."""
+    if value is None:
+        return NO_READING
+    if not math.isfinite(value):
+        return "not a number" if math.isnan(value) else ("-" if value < 0 else "") + "infinity"
+    if decimals is None:
+        magnitude = math.floor(math.log10(abs(value))) if value else 0
+        places = min(_MAX_DECIMALS, max(0, _SIGNIFICANT - 1 - magnitude))
+        text = f"{value:.{places}f}"
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    text = f"{value:.{decimals}f}"
+    return "0" + text[2:] if text.startswith("-0") and not text.strip("-0.") else text  # no "-0.00"
+
+
+def reading(value: float | None, *, site: str, channel: str) -> str:
+    """A reading of a configured channel at its resolution with its unit (``4.82 pH``), or ``no reading``."""
+    decimals, unit = SETTINGS.channels.get((site, channel), (None, ""))
+    if value is None:
+        return NO_READING
+    text = number(value, decimals)
+    return f"{text} {unit}" if unit else text
+
+
+def duration(seconds: float) -> str:
+    """``0.4 s``, ``10 s``, ``2 min 5 s``, ``3 h 12 min``, ``2 d 4 h``: the two largest units, rounded."""
+    if not math.isfinite(seconds):
+        return "forever" if seconds > 0 else "-"
+    sign, s = ("-" if seconds < 0 else ""), abs(seconds)
+    if s < 1:
+        return f"{sign}{number(round(s, 2))} s" if s >= 0.005 else f"{sign}0 s"
+    whole = round(s)
+    parts: list[str] = []
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60), ("s", 1)):
+        if whole >= size or (unit == "s" and not parts):
+            parts.append(f"{whole // size} {unit}")
+            whole %= size
+        elif parts:
+            parts.append("")  # a zero unit between two shown ones still counts as one of the two
+        if len(parts) == 2:
+            break
+    return sign + " ".join(p for p in parts if p)
+
+
+def limit(value: float | None, *, site: str, channel: str, rule: str) -> str:
+    """A rule's limit: a duration for the duration rules, else a number in the channel's unit, at the
+    channel's resolution (``5.00 pH``) unless that would round it (a limit is never shown other than it is)."""
+    if value is None:
+        return "none"
+    if rule in DURATION_RULES:
+        return duration(value)
+    decimals, unit = SETTINGS.channels.get((site, channel), (None, ""))
+    text = number(value, decimals) if decimals is not None and round(value, decimals) == value else number(value)
+    return f"{text} {unit}" if unit else text
+
+
+def episode_message(e: EpisodeEvent) -> str:
+    """``exceedance started: acme-plating ph ph_low at 2026-12-01 16:04:03 EST, 4.82 pH (limit 5.00 pH;
+    Town of Southeast § 112-5A(1)(c))``; an end adds the peak."""
+    what = "started" if e.event == START else "ended"
+    text = (f"exceedance {what}: {e.site} {e.channel} {e.rule} at {local_time(e.time)}, "
+            f"{reading(e.value, site=e.site, channel=e.channel)} "
+            f"(limit {limit(e.limit, site=e.site, channel=e.channel, rule=e.rule)}; {e.citation})")
+    if e.event != START and e.peak is not None:
+        peak = duration(e.peak) if e.rule in DURATION_RULES else reading(e.peak, site=e.site, channel=e.channel)
+        text += f", peak {peak}"
+    return text
+
+
+def transition_message(t: Transition, words: str) -> str:
+    """``ALARM [high] acme-plating ph ph_low: 4.82 pH (limit 5.00 pH)``, with who acted and why when an
+    operator did; ``words`` says what happened (`alarms.notifiers.base.KIND_WORDS`)."""
+    site, channel, rule = t.alarm_id.split("/")
+    text = f"{words} [{t.priority.value}] {site} {channel} {rule}: {reading(t.value, site=site, channel=channel)}"
+    if t.limit is not None:
+        text += f" (limit {limit(t.limit, site=site, channel=channel, rule=rule)})"
+    if t.who != "system":
+        text += f", by {t.who}"
+    return text + (f": {spoken(t.why)}" if t.why else "")
+
+
+# The alarm machine's explanations are journaled as written ("condition started at 1796159830.637",
+# "still unacknowledged after 900 s"); the log says the same for people.
+_EPOCH = re.compile(r"(?<![\d.])(1\d{9}(?:\.\d+)?)(?![\d.])")
+_SECONDS = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?) s\b")
+
+
+def spoken(text: str) -> str:
+    """``text`` with epoch seconds as local times and ``N s`` as durations (`local_time`, `duration`)."""
+    text = _EPOCH.sub(lambda m: local_time(float(m.group(1))), text)
+    return _SECONDS.sub(lambda m: duration(float(m.group(1))), text)
+
+
+def episode_fields(e: EpisodeEvent) -> dict[str, Any]:
+    """An episode event's structured log fields (``--log-format json``), values as measured; ``time`` is
+    the log record's own, so the sample's is ``event_time``."""
+    fields = e.to_dict()
+    fields["event_time"] = fields.pop("time")
+    return fields
