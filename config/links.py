@@ -42,20 +42,20 @@ def check_shared_links(sites: list[Site], reader: Reader) -> None:
     serials: dict[str, tuple[SerialSettings, str]] = {}
     for s in sites:
         for inst in s.instruments:
-            where = f"site[id={s.id}].instrument[id={inst.id}]"
+            where, named = f"site[id={s.id}].instrument[id={inst.id}]", f"site '{s.id}' instrument '{inst.id}'"
             if not inst.driver.is_modbus:
                 continue
             key = (inst.link_key, inst.unit_id)
             if key in units:
                 reader.error(f"{where}.unit_id", inst.unit_id,
                              f"a unit id not already used on {inst.link_key} (by {units[key]})")
-            units[key] = where
+            units.setdefault(key, named)
             if inst.serial is not None:
                 prev = serials.get(inst.serial.port)
                 if prev is not None and _line_settings(prev[0]) != _line_settings(inst.serial):
                     reader.error(f"{where}.baudrate", inst.serial.baudrate,
                                  f"the same line settings as {prev[1]} on {inst.serial.port}")
-                serials.setdefault(inst.serial.port, (inst.serial, where))
+                serials.setdefault(inst.serial.port, (inst.serial, named))
 
 
 def check_mqtt_client_ids(sites: Iterable[Site], notify: NotifySection | None, reader: Reader) -> None:
