@@ -165,7 +165,7 @@ def test_pawling_ph_uses_the_permit_number_and_citation(tmp_path: Path) -> None:
 
 
 def test_an_explicitly_requested_rule_with_no_stated_limit_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ConfigErrors, match=r"site\[0\]\.rules\.ph_high: .*neither jurisdiction 'mineola'"):
+    with pytest.raises(ConfigErrors, match=r"\(site\[0\]\.rules\.ph_high\): .*neither jurisdiction 'mineola'"):
         load(tmp_path, site_toml(channel("ph"), jurisdiction="mineola", extra="[site.rules.ph_high]\n"))
 
 
