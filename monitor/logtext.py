@@ -135,7 +135,7 @@ def transition_message(t: Transition, words: str) -> str:
         text += f" (limit {limit(t.limit, site=site, channel=channel, rule=rule)})"
     if t.who != "system":
         text += f", by {t.who}"
-    return text + (f": {spoken(t.why)}" if t.why else "")
+    return text + (f": {spoken(t.why) if t.who == 'system' else t.why}" if t.why else "")  # notes: as typed
 
 
 # The alarm machine's explanations are journaled as written ("condition started at 1796159830.637",
