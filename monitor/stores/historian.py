@@ -40,6 +40,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+from monitor.logtext import duration
 from monitor.sample import GOOD, Sample
 from monitor.stores.historian_db import (
     QUALITY_CODES,
@@ -200,8 +201,8 @@ class Historian:
         try:
             await asyncio.wait_for(self.flush(), give_up_after)
         except TimeoutError:
-            log.error("historian: gave up flushing after %ss; %d samples NOT recorded",
-                      give_up_after, self.counters.queue_depth)
+            log.error("historian: gave up flushing after %s; %d samples NOT recorded",
+                      duration(give_up_after or 0.0), self.counters.queue_depth)  # (a number: it timed out)
             self._abandon = True
         except HistorianError:
             pass  # the writer already stopped for good and said why

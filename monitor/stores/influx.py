@@ -44,6 +44,7 @@ from typing import Any
 
 from config.influx import InfluxSettings, TokenError
 from drivers.backoff import retries
+from monitor.logtext import duration
 from monitor.sample import Sample
 from monitor.stores.influx_lines import EventRecord, SampleFormatter, event_line, health_record
 from monitor.stores.influx_writer import LineWriter, Outcome, WriteResult, deliver
@@ -405,8 +406,8 @@ class InfluxSink:
     def _up(self) -> None:
         if self._down_since is not None:
             depth = self._outbox.depth if self._outbox is not None else 0
-            log.info("influx: %s is accepting writes again after %.1f s; %d points still queued",
-                     self.settings.url, time.monotonic() - self._down_since, depth)
+            log.info("influx: %s is accepting writes again after %s; %d points still queued",
+                     self.settings.url, duration(time.monotonic() - self._down_since), depth)
             self._down_since = None
         self._c.server_up = True
 
