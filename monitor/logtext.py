@@ -114,12 +114,13 @@ def limit(value: float | None, *, site: str, channel: str, rule: str) -> str:
 
 
 def episode_message(e: EpisodeEvent) -> str:
-    """``exceedance started: acme-plating ph ph_low at 2026-12-01 16:04:03 EST, 4.82 pH (limit 5.00 pH;
-    Town of Southeast § 112-5A(1)(c))``; an end adds the peak."""
+    """``episode started: acme-plating ph ph_low at 2026-12-01 16:04:03 EST, 4.82 pH (limit 5.00 pH;
+    Town of Southeast § 112-5A(1)(c))``; an end adds the peak. A data-quality rule (``stale``) has no limit:
+    its citation says what it is."""
     what = "started" if e.event == START else "ended"
-    text = (f"exceedance {what}: {e.site} {e.channel} {e.rule} at {local_time(e.time)}, "
-            f"{reading(e.value, site=e.site, channel=e.channel)} "
-            f"(limit {limit(e.limit, site=e.site, channel=e.channel, rule=e.rule)}; {e.citation})")
+    bound = "" if e.limit is None else f"limit {limit(e.limit, site=e.site, channel=e.channel, rule=e.rule)}; "
+    text = (f"episode {what}: {e.site} {e.channel} {e.rule} at {local_time(e.time)}, "
+            f"{reading(e.value, site=e.site, channel=e.channel)} ({bound}{e.citation})")
     if e.event != START and e.peak is not None:
         peak = duration(e.peak) if e.rule in DURATION_RULES else reading(e.peak, site=e.site, channel=e.channel)
         text += f", peak {peak}"

@@ -78,7 +78,7 @@ def test_text_lines_are_local_time_rounded_once_and_never_none(tmp_path: Path) -
     assert len(alarm) == 1, lines  # logged once, not by the engine and again by the daemon
     assert " WARNING ALARM [" in alarm[0] and ": 4.50 pH (limit 5.00 pH)" in alarm[0]  # scale 0.01: two places
     assert not re.search(r"1\d{9}", alarm[0])  # the condition's time as a local time, not epoch seconds
-    started = [ln for ln in lines if "exceedance started: plant ph ph_low" in ln]
+    started = [ln for ln in lines if "episode started: plant ph ph_low" in ln]
     assert len(started) == 1 and ", 4.50 pH (limit 5.00 pH; " in started[0]
     assert re.search(r" at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d E[SD]T, ", started[0])  # the sample's local time
 

@@ -161,7 +161,7 @@ def test_none_is_never_printed(site: None) -> None:
     stale = EpisodeEvent(time=utc(2026, 12, 1, 21, 4, 5), site="acme", channel="ph", rule="stale",
                          event=START, value=None, limit=None, citation="data quality")
     text = episode_message(stale)
-    assert "None" not in text and "no reading" in text
+    assert text == "episode started: acme ph stale at 2026-12-01 16:04:05 EST, no reading (data quality)"
     t = Transition(time=utc(2026, 12, 1, 21, 4, 5), alarm_id="acme/ph/stale", kind=Kind.RAISE,
                    from_state=State.NORMAL, to_state=State.ACTIVE_UNACKED, priority=Priority.LOW, who="system",
                    why="", value=None, limit=None, citation="")
@@ -180,7 +180,7 @@ def test_episode_and_alarm_lines_say_value_limit_and_time_for_people(site: None)
     t0 = utc(2026, 12, 1, 21, 4, 3)
     start = EpisodeEvent(time=t0, site="acme", channel="ph", rule="ph_low", event=START, value=4.8199999,
                          limit=5.0, citation="Town of Southeast § 112-5A(1)(c)")
-    assert episode_message(start) == ("exceedance started: acme ph ph_low at 2026-12-01 16:04:03 EST, 4.82 pH "
+    assert episode_message(start) == ("episode started: acme ph ph_low at 2026-12-01 16:04:03 EST, 4.82 pH "
                                       "(limit 5.00 pH; Town of Southeast § 112-5A(1)(c))")
     long = EpisodeEvent(time=t0, site="acme", channel="ph", rule="ph_excursion_duration", event=END, value=6.51,
                         limit=3600.0, citation="40 CFR 401.17(a)(2)", peak=3725.2)
@@ -195,10 +195,10 @@ def test_episode_and_alarm_lines_say_value_limit_and_time_for_people(site: None)
 
 def test_json_keeps_the_structured_fields_as_measured(site: None) -> None:
     record = logging.getLogger("monitor.app").makeRecord(
-        "monitor.app", logging.WARNING, __file__, 1, "%s", ("exceedance started: ...",), None,
+        "monitor.app", logging.WARNING, __file__, 1, "%s", ("episode started: ...",), None,
         extra={"site": "acme", "channel": "ph", "value": 4.8199999, "quiet_s": 10.0521})
     record.created = utc(2026, 12, 1, 21, 4, 5) + 0.25
     doc = json.loads(StructuredFormatter(fmt="json").format(record))
     assert doc == {"time": "2026-12-01T21:04:05.250Z", "level": "warning", "logger": "monitor.app",
-                   "message": "exceedance started: ...", "site": "acme", "channel": "ph", "value": 4.8199999,
+                   "message": "episode started: ...", "site": "acme", "channel": "ph", "value": 4.8199999,
                    "quiet_s": 10.0521}
