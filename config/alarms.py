@@ -178,6 +178,7 @@ def parse_site_alarms(raw: dict[str, Any], p: str, reader: Reader, *, site: Site
     routes: list[Route] = []
     names: set[str] = set()
     for i, r in enumerate(reader.tables(raw, "route", p)):
+        reader.name(f"{p}.route[{i}]", r, key="name")
         route = _route(r, f"{p}.route[{i}]", reader, site_id, notifiers, known)
         if route.name in names:
             reader.error(f"{p}.route[{i}].name", route.name, "a route name not already used in this site")

@@ -28,11 +28,11 @@ class Reader:
         self._ids: dict[str, str] = {}  # "site[0].instrument[1]" -> "ph-meter"
         self._index: dict[tuple[str, str, str], int] = {}  # ("site[0]", "instrument", "ph-meter") -> 1
 
-    def name(self, path: str, raw: dict[str, Any]) -> None:
-        """Remember the id of the array item at ``path`` (``site[0].instrument[1]``) so that errors inside
-        it name it (`labelled`). Called before the item is validated: an id is worth showing even when
-        something else in the item is wrong."""
-        item = raw.get("id")
+    def name(self, path: str, raw: dict[str, Any], *, key: str = "id") -> None:
+        """Remember the id (or the ``key`` naming it, e.g. a route's ``name``) of the array item at ``path``
+        (``site[0].instrument[1]``) so that errors inside it name it (`labelled`). Called before the item
+        is validated: an id is worth showing even when something else in the item is wrong."""
+        item = raw.get(key)
         m = _LAST_ITEM.fullmatch(path)
         if not isinstance(item, builtins.str) or not item or m is None:
             return

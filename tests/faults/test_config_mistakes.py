@@ -213,6 +213,10 @@ def test_an_error_inside_an_item_names_it_by_id_and_by_index(tmp_path: Path) -> 
     # a check that names an item by id gets its index added
     (line,) = errors_of(tmp_path, VALID.replace("baudrate = 9600\nunit_id = 3", "baudrate = 19200\nunit_id = 3"))
     assert "site 's1' instrument 'ph3' baudrate (site[0].instrument[2].baudrate): got 19200" in line
+    # a route is named by its name
+    lines = errors_of(tmp_path, VALID.replace('[[site.instrument]]\nid = "fm"', '[[site.route]]\nname = "ops"\n'
+                                              'notify = "nowhere"\n\n[[site.instrument]]\nid = "fm"', 1))
+    assert any("site 's1' route 'ops' notify (site[0].route[0].notify): got 'nowhere'" in ln for ln in lines), lines
 
 
 def test_a_misspelt_key_is_answered_with_the_nearest_known_key(tmp_path: Path) -> None:
