@@ -52,6 +52,7 @@ from drivers.mqtt.counters import MqttCounters
 from drivers.mqtt.dedupe import RecentMessages
 from drivers.mqtt.loop_binding import LoopBinding
 from drivers.mqtt.payload import Decoded, InstrumentDecoder
+from monitor import clock
 from monitor.logtext import duration
 from monitor.sample import Quality, Sample
 
@@ -192,8 +193,13 @@ class MqttDriver:
         finally:
             if acking is not None:
                 acking.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
+                try:
                     await acking
+                except asyncio.CancelledError:
+                    # acking's own cancellation ends here; one aimed at this task (it is being cancelled) must
+                    # go on, or `run` would reconnect after its owner asked it to stop
+                    if (me := asyncio.current_task()) is not None and me.cancelling():
+                        raise
         uptime = time.monotonic() - up_at
         return uptime, session.lost.result() if session.lost.done() else "stopping"
 
@@ -300,7 +306,7 @@ class MqttDriver:
 
     def _emit_failure(self, channels: Sequence[Channel], reason: str) -> None:
         """Evidence of a link failure in the historian: one COMM_FAILURE sample per affected channel."""
-        now = time.time()
+        now = clock.wall()
         self._deliver([Sample.bad(time=now, site=ch.site, channel=ch.id, unit=ch.unit,
                                   quality=Quality.COMM_FAILURE, reason=reason) for ch in channels])
 
@@ -385,7 +391,7 @@ class MqttDriver:
             self.counters.repeats += 1  # re-sent after a reconnect; its samples were taken before
             acks.hold(msg.mid, msg.qos)
             return
-        decoded = self._decode(msg, time.time())
+        decoded = self._decode(msg, clock.wall())
         if decoded is not None and not self._deliver(decoded.samples):
             return  # not acknowledged: the broker delivers it again to the next session
         if msg.qos > 0:

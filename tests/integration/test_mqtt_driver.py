@@ -515,3 +515,34 @@ def test_backoff_is_capped_exponential_with_jitter() -> None:
     assert len(delays) > 1 and all(2.0 <= d <= 4.0 for d in delays)
     with pytest.raises(ValueError):
         Backoff(initial=5, maximum=1)
+
+
+async def test_cancelled_while_the_lost_connection_winds_down_run_ends_and_never_reconnects(
+        mosquitto: Mosquitto, publisher: Callable[..., None]) -> None:
+    """A daemon stopping at the moment its broker goes away (``make demo``'s clean-up stops both at once) cancels
+    the driver while it waits for its acknowledgement task to end. That cancellation once ended there: `run`
+    went on reconnecting for ever, so the daemon never stopped and later kicked a new daemon with the same client
+    id off the broker. The commit below takes a while to give up when cancelled, which holds the driver in that
+    wait long enough for the test to cancel it there."""
+    in_commit, giving_up = asyncio.Event(), asyncio.Event()
+
+    async def slow_commit() -> None:
+        in_commit.set()
+        try:
+            await asyncio.Event().wait()  # a commit that never finishes ...
+        except asyncio.CancelledError:
+            giving_up.set()  # ... and takes a moment to give up (the driver is now waiting for it)
+            await asyncio.sleep(0.5)
+            raise
+
+    driver = MqttDriver(instrument=instrument(mosquitto.port), channels=channels())
+    task = asyncio.create_task(driver.run(Recorder(), committed=slow_commit))
+    await until(lambda: driver.counters.subscribed, what="subscription")
+    publisher(GAS, gas(1, 1, T0))
+    await asyncio.wait_for(in_commit.wait(), 5)
+    mosquitto.stop()  # the connection is lost: the driver cancels its acknowledgements and waits for them
+    await asyncio.wait_for(giving_up.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+    await driver.close()
