@@ -45,6 +45,12 @@ class StalenessTracker:
             window = ch.stale_after or max(inst.poll_interval * polls, inst.poll_interval + inst.timeout)
             self._watches[(ch.site, ch.id)] = _Watch(channel=ch, window=window, last_good=now)
 
+    def restart(self, now: float) -> None:
+        """Polling starts at ``now``: a window counts from here, not from when the daemon was built (start-up
+        rebuilds rule state from the record first, which may take longer than a window)."""
+        for w in self._watches.values():
+            w.last_good = max(w.last_good, now)
+
     def window(self, site: str, channel: str) -> float:
         return self._watches[(site, channel)].window
 

@@ -29,3 +29,16 @@ def test_quiet_channel_goes_stale_once_and_recovers() -> None:
     assert ("acme-plating", "ph") in tr.stale_channels()
     tr.observe([good], t0 + 11)
     assert ("acme-plating", "ph") not in tr.stale_channels()
+
+
+def test_windows_count_from_the_start_of_polling_not_from_construction() -> None:
+    """Start-up rebuilds rule state from the record before the first poll; on a large record that takes longer
+    than a window, and every channel used to go stale before it had been polled once."""
+    cfg = load_config(SITES_DIR / "demo.toml")
+    built = 1_000_000.0
+    tr = StalenessTracker(config=cfg, now=built)
+    polling = built + 60.0  # a minute of warm-up
+    tr.restart(polling)
+    assert tr.tick(polling + 1.0) == []
+    stale = tr.tick(polling + tr.window("acme-plating", "ph") + 0.1)
+    assert ("acme-plating", "ph") in {(s.site, s.channel) for s in stale}
