@@ -15,7 +15,7 @@ import signal
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -24,6 +24,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from config.loader import load_config_or_report
 from config.schema import SiteConfig
 from drivers.base import PolledDriver, StreamingDriver
+from monitor import clock as clocks
 from monitor.alarming import Alarming
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import START, EpisodeEvent
@@ -44,6 +45,7 @@ from monitor.systemd import Heartbeat, SystemdNotifier, stall_after_for
 from monitor.warmup import reconcile, warm_up
 
 log = logging.getLogger(__name__)
+STREAM_CLOSE_LIMIT = 10.0  # s a streaming driver gets to acknowledge and disconnect at shutdown
 
 
 @dataclass(slots=True)
@@ -70,20 +72,30 @@ class _Running:
             log.error("poll of %s failed: %r", key, exc, exc_info=exc)
 
 
+class HistoryOverlap(Exception):
+    """`Daemon.record_history` was asked to record a period the historian already holds readings of."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRecorded:
+    samples: int
+    episode_events: int
+
+
 class Daemon:
     """Runs one site file until stopped. ``clock`` is injectable for tests of the tick logic.
 
     ``tune_gc``: tune the process's garbage collector once started (`monitor.memory.settle_gc`). The
     ``pretreat run`` process does; a test or tool embedding a daemon keeps its own settings."""
 
-    def __init__(self, *, config: SiteConfig, clock: Callable[[], float] = time.time,
+    def __init__(self, *, config: SiteConfig, clock: Callable[[], float] | None = None,
                  notifier: SystemdNotifier | None = None, tune_gc: bool = False) -> None:
         from drivers.modbus.driver import build_modbus_drivers
         from drivers.mqtt.driver import build_mqtt_drivers
 
         use_site_config(config)  # the log speaks the sites' time zone and the channels' resolutions
         self.config = config
-        self.clock = clock
+        self.clock = clocks.wall if clock is None else clock  # (the demonstration clock, if `make demo` set one)
         self.tune_gc = tune_gc
         self.historian = Historian(path=config.daemon.historian, commit_interval=config.daemon.commit_interval,
                                    channels=len(config.channels))
@@ -93,7 +105,7 @@ class Daemon:
         self.influx = (InfluxSink(settings=config.influx, instruments=instruments_of(config))
                        if config.influx is not None else None)
         self.engine = CheckEngine.for_config(config)
-        self.alarming = Alarming(config=config, now=clock(), influx=self.influx)
+        self.alarming = Alarming(config=config, now=self.clock(), influx=self.influx)
         self.polled: list[PolledDriver]
         self.polled, self._links = build_modbus_drivers(config)  # type: ignore[assignment]
         self.streaming: list[StreamingDriver] = list(build_mqtt_drivers(config))
@@ -255,8 +267,46 @@ class Daemon:
             log.info("reconciling %d alarm(s) with the recorded episodes", len(inputs))
             self.alarming.announce(self.alarming.engine.apply_many(inputs, now))
 
+    # -- recorded history ------------------------------------------------------------------------------
+    async def record_history(self, batches: Iterable[Sequence[Sample]], *, start: float) -> HistoryRecorded:
+        """Record past readings (in time order, none before ``start`` and none already recorded from ``start``
+        on) through the live data path: historian, day aggregates, checks and episode store, with no poll.
+
+        `pretreat seed` fills a demonstration's history this way, so the slug baseline and the episodes are the
+        ones live operation would have produced. Alarms are not raised here: like any history, the episodes
+        it records are reconciled with the alarm states when the daemon starts (`monitor.warmup.reconcile`).
+        Raises `HistoryOverlap` if the historian already holds a reading from ``start`` on."""
+        if self.config.daemon.historian.exists():
+            for c in self.config.channels:
+                if next(iter(Historian.read(path=self.config.daemon.historian, site=c.site, channel=c.id,
+                                            start=start)), None) is not None:
+                    raise HistoryOverlap(f"{self.config.daemon.historian} already holds readings of {c.site}/{c.id} "
+                                         "in the period: history is recorded once, never rewritten")
+        await self.historian.start()
+        samples = flushed = 0
+        try:
+            for batch in batches:
+                self.historian.submit(batch)
+                self.aggregates.observe(batch)
+                self._verdicts.extend(self.engine.process_many(batch))
+                samples += len(batch)
+                if samples - flushed >= 200_000:  # bound memory: ~200 bytes a queued sample
+                    await self.historian.flush()
+                    flushed = samples
+            await self.historian.flush()
+            self.episodes.record(self._verdicts)
+            events, self._verdicts = len(self._verdicts), []
+        finally:
+            await self.historian.close()
+            self.aggregates.close()
+            self.episodes.close()
+            await self.alarming.stop()  # never started: this only releases its files
+        return HistoryRecorded(samples=samples, episode_events=events)
+
     # -- lifecycle -----------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
+        if (demo := clocks.demo()) is not None:
+            log.warning("%s", clocks.describe(demo))
         await self.historian.start()
         health = HealthWriter(daemon=self)
         if self.influx is not None:
@@ -268,15 +318,23 @@ class Daemon:
         self._warm_up()
         await self.alarming.start(self.clock)
         scheduler = self.scheduler = AsyncIOScheduler()
-        self.clock_watch = ClockWatch(scheduler=scheduler, wall=self.clock)
+        self.clock_watch = ClockWatch(scheduler=scheduler, wall=self.clock, monotonic=clocks.monotonic)
         try:
+            paced: dict[str, float] = {}  # job id -> interval in (simulated) seconds
+            rate = clocks.rate()  # other than 1 only under a demonstration clock (monitor.clock)
             for interval, drivers in _by_interval(self.polled).items():
                 # coalesce folds a backlog into one run; misfire_grace_time=None runs a late round anyway
-                scheduler.add_job(self._poll_round, "interval", args=[drivers], seconds=interval,
-                                  id=f"poll-every-{interval:g}s", coalesce=True, misfire_grace_time=None,
-                                  next_run_time=_now_dt())
-            scheduler.add_job(self._tick, "interval", seconds=self.config.daemon.tick_interval, id="tick",
+                job = scheduler.add_job(self._poll_round, "interval", args=[drivers], seconds=interval / rate,
+                                        id=f"poll-every-{interval:g}s", coalesce=True, misfire_grace_time=None,
+                                        next_run_time=_now_dt())
+                paced[job.id] = interval
+            scheduler.add_job(self._tick, "interval", seconds=self.config.daemon.tick_interval / rate, id="tick",
                               coalesce=True)
+            paced["tick"] = self.config.daemon.tick_interval
+            if demo is not None:  # re-pace the polls where the simulated clock changes speed
+                for at in demo.changes():
+                    if at > time.time():
+                        scheduler.add_job(_pace, "date", args=[scheduler, paced], run_date=_datetime(at))
             if self.config.daemon.retention_days is not None:  # off by default: see monitor.stores.retention
                 scheduler.add_job(self._purge, "interval", hours=6, id="retention", coalesce=True,
                                   next_run_time=_now_dt() + timedelta(minutes=1))
@@ -289,6 +347,7 @@ class Daemon:
                              aggregator=self.aggregates)
             if self.tune_gc:
                 settle_gc()
+            self.staleness.restart(time.monotonic())
             scheduler.start()
             async with asyncio.TaskGroup() as tg:
                 for sd in self.streaming:
@@ -339,6 +398,10 @@ class Daemon:
         task = asyncio.create_task(driver.run(self.ingest, committed=self.historian.flush),
                                    name=f"mqtt:{_key(driver)}")
         await stop.wait()
+        # `close` acknowledges what was committed and sends DISCONNECT; cancelling is the fallback (bounded)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(STREAM_CLOSE_LIMIT):
+                await driver.close()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -361,6 +424,18 @@ def _by_interval(drivers: Sequence[PolledDriver]) -> dict[float, list[tuple[str,
     for d in drivers:
         rounds.setdefault(d.instrument.poll_interval, []).append((_key(d), d))
     return rounds
+
+
+async def _pace(scheduler: AsyncIOScheduler, paced: dict[str, float]) -> None:
+    """The demonstration clock changed speed: poll and tick as often as its simulated seconds pass."""
+    rate = clocks.rate()
+    for job_id, seconds in paced.items():
+        scheduler.reschedule_job(job_id, trigger="interval", seconds=seconds / rate)
+    log.info("demonstration clock at %gx: polling every configured interval of simulated time", rate)
+
+
+def _datetime(t: float) -> datetime:
+    return datetime.fromtimestamp(t).astimezone()
 
 
 def _now_dt() -> datetime:

@@ -10,6 +10,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
+from monitor import clock
 from monitor.logs import FORMATS, configure_logging
 
 # subcommand -> ("module:function" that adds its arguments, help text). Imported lazily so that
@@ -29,6 +30,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "labs": ("monitor.reports.cli:add_labs", "import composite-sample lab results (CSV)"),
     "snc": ("monitor.reports.cli:add_snc", "significant noncompliance screen over lab results"),
     "sim": ("simulators.cli:add_arguments", "serve simulated instruments of a site on loopback"),
+    "seed": ("simulators.seed:add_arguments",
+             "record days of simulated normal operation through the daemon (demos, trials of the rules)"),
     "replay": ("monitor.replay:add_arguments", "run the compliance checks over recorded readings (CSV)"),
     "status": ("monitor.status:add_arguments",
                "health of the running daemon: instruments, last readings, queues, alarms"),
@@ -95,6 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         configure_logging(level=args.log_level, fmt=args.log_format)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        clock.install_from_env()  # `make demo` only: see monitor.clock
     except ValueError as exc:
         parser.error(str(exc))
     func: Callable[[argparse.Namespace], int] = args.func

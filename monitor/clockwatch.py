@@ -36,15 +36,18 @@ class ClockWatch:
     """Runs beside the scheduler on the event loop. ``wall`` is the daemon's clock (injectable for tests)."""
 
     def __init__(self, *, scheduler: BaseScheduler, wall: Callable[[], float] = time.time,
-                 threshold: float = 1.0, interval: float = 1.0) -> None:
+                 monotonic: Callable[[], float] = time.monotonic, threshold: float = 1.0,
+                 interval: float = 1.0) -> None:
+        """``monotonic``: the clock ``wall`` is compared with (under the demonstration clock, its own)."""
         self.scheduler = scheduler
         self.wall = wall
+        self.monotonic = monotonic
         self.threshold = threshold  # s: smaller changes of the offset are slewing or sleep jitter, not a step
         self.interval = interval
         self.steps = 0
 
     def offset(self) -> float:
-        return self.wall() - time.monotonic()
+        return self.wall() - self.monotonic()
 
     async def run(self, stop: asyncio.Event) -> None:
         last = self.offset()

@@ -13,6 +13,7 @@ import time
 
 from config.errors import ConfigErrors
 from config.loader import load_config
+from monitor import clock
 from monitor.stores.historian import Historian
 
 
@@ -20,6 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, metavar="FILE", help="site file (TOML)")
     p.add_argument("--duration", type=float, default=0.0, help="stop after S seconds (default: until Ctrl-C)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between looks (default 1)")
+    p.add_argument("--every", type=float, default=0.0, metavar="S",
+                   help="show a channel's reading at most once per S seconds of reading time, and every change "
+                        "between good and bad or between bad reasons (default 0: every reading)")
     p.set_defaults(func=_tail)
 
 
@@ -30,25 +34,32 @@ def _tail(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 2
     db = cfg.daemon.historian
-    since = {(c.site, c.id): time.time() - 2 * args.interval for c in cfg.channels}
+    since = {(c.site, c.id): clock.wall() - 2 * args.interval for c in cfg.channels}
+    shown: dict[tuple[str, str], tuple[float, str]] = {}  # channel -> (time, quality and reason) last shown
     deadline = time.monotonic() + args.duration if args.duration else float("inf")
     try:
         while time.monotonic() < deadline:
             if db.exists():
-                _show_new(db, since)
+                _show_new(db, since, shown, args.every)
             time.sleep(args.interval)
     except KeyboardInterrupt:
         pass
     return 0
 
 
-def _show_new(db: object, since: dict[tuple[str, str], float]) -> None:
+def _show_new(db: object, since: dict[tuple[str, str], float], shown: dict[tuple[str, str], tuple[float, str]],
+              every: float) -> None:
     rows = []
     for (site, channel), t in since.items():
         for s in Historian.read(path=db, site=site, channel=channel, start=t):  # type: ignore[arg-type]
             rows.append(s)
             since[(site, channel)] = s.time + 1e-6
     for s in sorted(rows, key=lambda s: s.time):
+        key, state = (s.site, s.channel), f"{s.quality.value}:{s.reason}"
+        last = shown.get(key)
+        if every and last is not None and last[1] == state and s.time - last[0] < every:
+            continue
+        shown[key] = (s.time, state)
         stamp = s.utc.strftime("%H:%M:%S.%f")[:-3]
-        shown = f"{s.value:10.3f} {s.unit}" if s.good else f"{s.quality.value.upper()}: {s.reason}"
-        print(f"{stamp}Z  {s.site}/{s.channel:<22} {shown}", flush=True)
+        text = f"{s.value:10.3f} {s.unit}" if s.good else f"{s.quality.value.upper()}: {s.reason}"
+        print(f"{stamp}Z  {s.site}/{s.channel:<22} {text}", flush=True)

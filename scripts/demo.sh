@@ -1,56 +1,116 @@
 #!/usr/bin/env bash
-# `make demo`: the simulated control manhole of config/sites/demo.toml, the daemon polling it into the
-# embedded SQLite historian, and the readings as they arrive. Everything runs on loopback and stops by itself
-# after DEMO_SECONDS (default 45); Ctrl-C stops it early. Nothing here needs a real instrument.
+# `make demo`: an industry's control manhole and the treatment plant's influent (config/sites/demo.toml), simulated
+# on loopback, monitored by the daemon into the embedded SQLite historian, with the operator console.
+#
+# 1. `pretreat seed` records a day and a half of normal operation (the simulators' models, through the daemon's own
+#    ingest path), so the slug rule has days of normal operation to take its baseline from.
+# 2. The live part plays simulators/scenarios/demo.toml: half an hour of the manhole's life in about 90 s. Every
+#    process runs on the demonstration clock (monitor/clock.py): readings are stamped in simulated time, 20 times
+#    faster than the wall clock until it catches up with the present, so a 15-minute slug is 15 minutes in the record.
+# 3. The exceedance history, the rules in force and the journal check; the console stays up until Ctrl-C or until
+#    DEMO_SECONDS (default: at once when not on a terminal) have passed since the live part started.
+# Everything started here is stopped on exit. Nothing here needs a real instrument.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BIN=.venv/bin
 SITE=config/sites/demo.toml
 RUN=var/demo
-SECONDS_TO_RUN=${DEMO_SECONDS:-45}
-SCENARIO=${DEMO_SCENARIO:-demo}
+SPEED=20                      # simulated seconds per wall second while the scenario plays
+SCENARIO_SECONDS=1800         # simulated length of simulators/scenarios/demo.toml
+SETTLE=30                     # wall seconds at real pace while the simulator, daemon and console start
+PORT=${DEMO_PORT:-8080}
+USERS=$RUN/users.toml
 mkdir -p "$RUN"
-rm -f "$RUN"/pretreat.sqlite*
+rm -f "$RUN"/pretreat.sqlite* "$RUN"/*.log "$USERS"
+rm -rf "$RUN"/notify
 
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-# The MQTT broker the explosion-hazard (LEL) meter publishes to.
+# The MQTT broker of the explosion-hazard meter and of the plant's SCADA alarm feed. As root, mosquitto drops to the
+# unprivileged user named here (Debian's package creates it); its log goes through our stderr redirection, so it
+# needs no writable file of its own.
 MOSQUITTO=$(command -v mosquitto || echo /usr/sbin/mosquitto)
+BROKER_USER=mosquitto; id -u "$BROKER_USER" >/dev/null 2>&1 || BROKER_USER=nobody
 cat > "$RUN/mosquitto.conf" <<EOF
 listener 18830 127.0.0.1
 allow_anonymous true
 persistence false
-user root
-log_dest file $PWD/$RUN/mosquitto.log
+user $BROKER_USER
+log_dest stderr
 EOF
-"$MOSQUITTO" -c "$RUN/mosquitto.conf" & pids+=($!)
-
-echo "== starting the simulated instruments (scenario: $SCENARIO)"
-"$BIN/pretreat" --log-level WARNING sim --config "$SITE" --scenario "$SCENARIO" & pids+=($!)
-sleep 2
+"$MOSQUITTO" -c "$RUN/mosquitto.conf" 2>"$RUN/mosquitto.log" & pids+=($!)
 
 echo "== checking the site file"
 "$BIN/pretreat" check-config "$SITE"
 
-echo "== starting the daemon; readings follow for ${SECONDS_TO_RUN}s (bad readings show their reason)"
+# The seeded history ends half an hour ago (simulated time); the live part goes on from there: at the wall's pace for
+# $SETTLE s while every process starts, then $SPEED times faster until it meets the present (monitor/clock.py).
+now0=$(date +%s)
+seed_end=$(( now0 - SCENARIO_SECONDS ))
+echo "== recording the history the slug baseline needs: simulated normal operation up to $(date -d "@$seed_end" +%H:%M)"
+"$BIN/pretreat" seed --config "$SITE" --days 1 --interval 4 --scenario demo --until "$seed_end"
+now1=$(date +%s)
+export PRETREAT_DEMO_CLOCK="$(( now1 + SETTLE )),$(( seed_end + SETTLE )),$SPEED"
+live_wall=$(( SETTLE + (SCENARIO_SECONDS - SETTLE) / SPEED + 3 ))
+echo "== the live part (~${live_wall} s): simulated time from $(date -d "@$seed_end" +%H:%M:%S), ${SPEED}x after" \
+     "${SETTLE} s, until it meets the present. Readings are stamped in simulated time."
+"$BIN/pretreat" --log-level WARNING sim --config "$SITE" --scenario demo --no-broker >"$RUN/sim.log" 2>&1 & pids+=($!)
 "$BIN/pretreat" --log-level WARNING run --config "$SITE" 2> >(sed -u 's/^/[daemon] /' >&2) & daemon=$!
 pids=("$daemon" "${pids[@]}")
-"$BIN/pretreat" tail --config "$SITE" --duration "$SECONDS_TO_RUN" || true
+started=$(date +%s)
+until [ -s "$RUN/pretreat.sqlite.health.json" ] || [ $(( $(date +%s) - now1 )) -ge $SETTLE ]; do sleep 0.5; done
+if [ -s "$RUN/pretreat.sqlite.health.json" ]; then
+  echo "== the daemon is polling ($(( $(date +%s) - now1 )) s after the start; the scenario begins at ${SETTLE} s)"
+else
+  echo "== the daemon took longer than ${SETTLE} s to start (a busy machine?): the first events may be missed"
+fi
 
-echo "== stopping the daemon (SIGTERM flushes every reading)"
-kill -TERM "$daemon"; wait "$daemon" || true
-pids=("${pids[@]:1}")
+# The console, with one demo user per role.
+add_user() {  # name role password [--company C]
+  echo "$3" | "$BIN/pretreat" --log-level WARNING user add --config "$SITE" --users "$USERS" --name "$1" \
+    --role "$2" "${@:4}" --password-stdin >/dev/null
+}
+add_user operator operator demo-operator-pass
+add_user enforcement enforcement demo-enforcement-pass
+add_user industry industry demo-industry-pass --company "ACME Plating Co."
+"$BIN/pretreat" --log-level WARNING console --config "$SITE" --users "$USERS" --port "$PORT" \
+  >"$RUN/console.log" 2>&1 & pids+=($!)
+cat <<EOF
+== the operator console: http://127.0.0.1:$PORT/
+   users (name / password):  operator / demo-operator-pass    industry / demo-industry-pass (ACME Plating Co.)
+                             enforcement / demo-enforcement-pass
+== readings as they are recorded (each channel every 2 simulated minutes, and every change of quality);
+   episodes and alarms from the daemon are marked [daemon]
+EOF
+"$BIN/pretreat" tail --config "$SITE" --duration "$(( live_wall - ($(date +%s) - now1) ))" --every 120 || true
 
-echo "== recorded pH readings, last 5 (pretreat readings --format csv)"
-"$BIN/pretreat" readings --config "$SITE" --site acme-plating --channel ph --format csv | tail -n 5
+echo
 echo "== exceedance history (pretreat exceedances): what enforcement staff pull, with the ordinance cited"
 "$BIN/pretreat" exceedances --config "$SITE" || true
+echo "== data-quality episodes of the silent flow meter (instrument faults, kept apart from exceedances)"
+"$BIN/pretreat" exceedances --config "$SITE" --data-quality --rule stale --channel flow || true
+if "$BIN/pretreat" rules --help >/dev/null 2>&1; then
+  echo "== the rules in force at each channel, and why a channel has none (pretreat rules)"
+  "$BIN/pretreat" rules --config "$SITE" || true
+fi
 echo "== the tamper-evident journal (pretreat journal verify)"
 "$BIN/pretreat" journal verify --config "$SITE" || true
-echo "== health snapshot: $RUN/pretreat.sqlite.health.json"
+
+if [ -n "${DEMO_SECONDS:-}" ]; then
+  left=$(( DEMO_SECONDS - ($(date +%s) - started) ))
+  if [ "$left" -gt 0 ]; then
+    echo "== the daemon and the console keep running for ${left} s more (DEMO_SECONDS=$DEMO_SECONDS); Ctrl-C stops"
+    sleep "$left" || true
+  fi
+elif [ -t 0 ]; then
+  echo "== the daemon and the console keep running: open http://127.0.0.1:$PORT/ ; Ctrl-C stops everything"
+  while kill -0 "$daemon" 2>/dev/null; do sleep 1; done
+fi
+echo "== stopping (SIGTERM: the daemon flushes every reading)"

@@ -12,9 +12,12 @@ Ground truth: `served` keeps, per (site, channel), the last value put on the wir
 exactly as a correct reader must decode it (integer rounding and float32 precision included), with the
 simulated and wall times and the instrument's fault at that moment. Tests compare the daemon against it.
 
-MQTT timestamps are *wall-clock* time (``time.time()``), not simulated time: the daemon stamps Modbus
+MQTT timestamps are *wall-clock* time (``clocks.wall()``), not simulated time: the daemon stamps Modbus
 readings on arrival, and both kinds must agree. At ``speed`` > 1 a scenario's 15-minute slug therefore
 lasts 15 min / speed of daemon time; checks with durations must be configured (or clocked) accordingly.
+Under the demonstration clock (`monitor.clock`, what ``make demo`` uses) simulator and daemon share one
+simulated time: the scenario's seconds are that clock's seconds, ``speed`` is ignored, and MQTT instruments
+publish every ``poll_interval`` of simulated time, so a 15-minute slug is 15 minutes in the record.
 """
 
 from __future__ import annotations
@@ -24,12 +27,12 @@ import contextlib
 import logging
 import os
 import sys
-import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from config.schema import Channel, DriverKind, Instrument, RegisterPoint, SiteConfig
+from monitor import clock as clocks
 from simulators.encoding import Raw, served_value, to_raw
 from simulators.mqtt_publisher import MqttSimInstrument
 from simulators.playback import Playback, ResolvedStep, day_offset, point_of, resolve, short_steps
@@ -76,7 +79,7 @@ class SiteSimulator:
         self.speed = speed
         self.tick = tick
         self.clock = clock
-        now = time.time() if now is None else now
+        now = clocks.wall() if now is None else now
         self.processes = {
             s.id: SiteProcess(site=s, seed=self.scenario.seed, params=self.resolved.params.get(s.id),
                               day_offset=day_offset(s, self.scenario.start_hour, now))
@@ -144,6 +147,9 @@ class SiteSimulator:
 
     async def _keep_time(self) -> None:
         """Simulated time is derived from the wall clock, so a slow tick delays values but never drifts."""
+        if clocks.demo() is not None:
+            await self._keep_demo_time()
+            return
         loop = asyncio.get_running_loop()
         t0 = loop.time() - self.sim_time / self.speed  # the wall moment of simulated t = 0
         while True:
@@ -151,6 +157,16 @@ class SiteSimulator:
             try:
                 self.advance((loop.time() - t0) * self.speed)
             except Exception:  # a bug must not freeze every instrument: say so loudly, keep time
+                log.exception("simulator tick at t = %.1f s failed", self.sim_time)
+
+    async def _keep_demo_time(self) -> None:
+        """Scenario time follows the demonstration clock the daemon stamps its readings with."""
+        t0 = clocks.wall() - self.sim_time
+        while True:
+            await asyncio.sleep(self.tick)
+            try:
+                self.advance(clocks.wall() - t0)
+            except Exception:
                 log.exception("simulator tick at t = %.1f s failed", self.sim_time)
 
     def advance(self, t: float) -> None:
@@ -172,7 +188,7 @@ class SiteSimulator:
         return self.processes[ch.site].base_value(ch.id, at)
 
     def _push(self, t: float, values: dict[tuple[str, str], float]) -> None:
-        wall = time.time()
+        wall = clocks.wall()
         outgoing: dict[tuple[str, str], dict[str, float]] = {}
         for r in self._routes:
             key = (r.channel.site, r.channel.id)
@@ -311,7 +327,9 @@ async def run_sim(config: SiteConfig, *, scenario: str | None, speed: float, dur
     sim = SiteSimulator(config=config, scenario=loaded, speed=speed, tick=tick)
     async with sim:
         desc = f" ({sim.scenario.description})" if sim.scenario.description else ""
-        print(f"pretreat sim: scenario '{sim.scenario.name}'{desc} at speed {speed:g}", file=out)
+        demo = clocks.demo()
+        pace = clocks.describe(demo) if demo is not None else f"at speed {speed:g}"
+        print(f"pretreat sim: scenario '{sim.scenario.name}'{desc}, {pace}", file=out)
         for line in sim.endpoints():
             print(f"  {line}", file=out)
         out.flush()

@@ -179,6 +179,7 @@ def demo_site_file(tmp_path: Path, broker_port: int) -> Path:
                      ('"../../var/demo/ttyPH"', '"ttyPH"'),
                      ("port = 15020", f"port = {free_port()}"),
                      ("port = 15021", f"port = {free_port()}"),
+                     ("port = 15022", f"port = {free_port()}"),
                      ("port = 18830", f"port = {broker_port}")):
         assert old in text, f"demo.toml changed: {old!r} not found; update tests/support.py's copy of it"
         text = text.replace(old, new)

@@ -19,6 +19,7 @@ from config.schema import Channel, Instrument, SiteConfig, Table
 from drivers.modbus.codec import Decoder
 from drivers.modbus.link import ModbusLink, ReadFailure, bus_idle_time, quiet_pymodbus_logging
 from drivers.modbus.planner import DEFAULT_MAX_BIT_GAP, DEFAULT_MAX_GAP, Block, ReadPlan, plan_reads
+from monitor import clock
 from monitor.sample import Quality, Sample, judge_value
 
 log = logging.getLogger(__name__)
@@ -131,9 +132,9 @@ class ModbusDriver:
                 values = await read(unit=self._unit, table=step.table, address=step.address, count=step.count,
                                     reply_timeout=self._timeout, idle_after=self._idle)
             except ReadFailure as failure:
-                self._fail(out, step, failure.quality, f"{step.prefix}: {failure.detail}", time.time())
+                self._fail(out, step, failure.quality, f"{step.prefix}: {failure.detail}", clock.wall())
                 continue
-            now = time.time()
+            now = clock.wall()
             good = 0
             for t in step.targets:  # `_judge`'s good case written out: it runs for every register read
                 try:

@@ -30,7 +30,6 @@ import argparse
 import io
 import json
 import sqlite3
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -40,6 +39,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from alarms.commands import ACTIONS
 from alarms.model import AlarmKey
 from config.schema import Site
+from monitor import clock
 from monitor.alarms_cli import configured_alarms
 from monitor.console import queries
 from monitor.console.actions import carry_out
@@ -181,7 +181,7 @@ def site_view(request: Request, site: str) -> dict[str, Any]:
     stale = _stale(c)
     conn = _conn(c)
     try:
-        return queries.site_summary(conn, c.config, chosen, now=time.time(), stale=stale)
+        return queries.site_summary(conn, c.config, chosen, now=clock.wall(), stale=stale)
     finally:
         if conn is not None:
             conn.close()
@@ -194,7 +194,7 @@ def site_trend(request: Request, site: str, channel: str, start: float | None = 
     chosen = site_for(c, s, site)
     if channel not in {ch.id for ch in chosen.channels}:
         raise HTTPException(404, f"no channel {channel!r} at {site}")
-    now = time.time()
+    now = clock.wall()
     end = now if end is None else end
     start = end - 86400.0 if start is None else start
     conn = _conn(c)
@@ -250,7 +250,7 @@ def _history(conn: sqlite3.Connection, c: Console, sites: frozenset[str] | None,
     """`monitor.exceedances.report`'s steps (find, keep the latest ``limit``, details, annotate, write) over
     a set of sites (it takes one site or all), with the same writers. ``ids``: JSON rows also carry
     ``episode_id`` (the start record's id, else the end's) for the episode page link."""
-    now = time.time()
+    now = clock.wall()
     found = sorted(f for site in (sites if sites is not None else [None]) for f in find_episodes(
         conn, now=now, site=site, rule=args.rule, channel=args.channel, start=t0, end=t1,
         data_quality=args.data_quality))
@@ -285,7 +285,7 @@ def episode(request: Request, event_id: int) -> dict[str, Any]:
                 raise HTTPException(403, "not one of your company's episodes")
             raise HTTPException(404, f"no episode record {event_id}")
         chosen = site_for(c, s, row[0])
-        found = [f for f in find_episodes(conn, now=time.time(), site=row[0], channel=row[1], rule=row[2],
+        found = [f for f in find_episodes(conn, now=clock.wall(), site=row[0], channel=row[1], rule=row[2],
                                           data_quality=True) if event_id in (f[5], f[6])]
         shown = details(conn, found)
         annotate(conn, shown, c.config)

@@ -76,7 +76,7 @@ def test_alarm_specs_give_every_rule_binding_an_alarm_with_its_settings() -> Non
     sites = load_config(DEMO).sites
     cfg, _ = parse(EXAMPLE.read_text(), EXAMPLE.parent, sites=sites)
     specs = {(s, c, r): st for s, c, r, st in alarm_specs(sites, cfg)}
-    assert len(specs) == len(sites[0].checks)
+    assert len(specs) == sum(len(s.checks) for s in sites)
     assert specs[("acme-plating", "lel", "lel_successive")] == DEFAULT_ALARMS["lel_successive"]
     assert specs[("acme-plating", "ph", "ph_high")].deadband == 0.1
     assert specs[("acme-plating", "flow", "stale")].priority is Priority.LOW

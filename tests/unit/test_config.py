@@ -61,7 +61,7 @@ def errors_of(tmp_path: Path, text: str) -> list[str]:
 
 def test_shipped_demo_site_is_valid() -> None:
     cfg = load_config(SITES_DIR / "demo.toml")
-    assert [s.id for s in cfg.sites] == ["acme-plating"]
+    assert [s.id for s in cfg.sites] == ["acme-plating", "southeast-wwtp"]  # the industry and the plant's influent
     kinds = {i.driver for i in cfg.instruments}
     assert kinds == {DriverKind.MODBUS_TCP, DriverKind.MODBUS_RTU, DriverKind.MQTT}
     point = cfg.sites[0].instruments[0].register_map.points["flow_rate"]  # type: ignore[union-attr]
