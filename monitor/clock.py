@@ -121,6 +121,6 @@ def install_from_env(environ: dict[str, str] | None = None) -> DemoClock | None:
 
 def describe(demo_clock: DemoClock) -> str:
     """What the daemon and the simulator log at start under a demonstration clock."""
+    left = max(0.0, demo_clock.catch_up - time.time())
     return (f"demonstration clock: readings are stamped in simulated time, {demo_clock.speed:g}x the wall clock "
-            f"until {time.strftime('%H:%M:%S', time.localtime(demo_clock.catch_up))} ({ENV} is set; never use it "
-            "for a real site)")
+            f"until it meets the present in {left:.0f} s ({ENV} is set; never use it for a real site)")

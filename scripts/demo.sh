@@ -26,9 +26,8 @@ rm -f "$RUN"/pretreat.sqlite* "$RUN"/*.log "$USERS"
 rm -rf "$RUN"/notify
 
 pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+cleanup() {  # the daemon first (it flushes and says goodbye to the broker), then what it talks to
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -61,9 +60,9 @@ export PRETREAT_DEMO_CLOCK="$(( now1 + SETTLE )),$(( seed_end + SETTLE )),$SPEED
 live_wall=$(( SETTLE + (SCENARIO_SECONDS - SETTLE) / SPEED + 3 ))
 echo "== the live part (~${live_wall} s): simulated time from $(date -d "@$seed_end" +%H:%M:%S), ${SPEED}x after" \
      "${SETTLE} s, until it meets the present. Readings are stamped in simulated time."
-"$BIN/pretreat" --log-level WARNING sim --config "$SITE" --scenario demo --no-broker >"$RUN/sim.log" 2>&1 & pids+=($!)
+"$BIN/pretreat" --log-level WARNING sim --config "$SITE" --scenario demo --no-broker --tick 0.04 >"$RUN/sim.log" 2>&1 & pids+=($!)
 "$BIN/pretreat" --log-level WARNING run --config "$SITE" 2> >(sed -u 's/^/[daemon] /' >&2) & daemon=$!
-pids=("$daemon" "${pids[@]}")
+pids=("$daemon" "${pids[@]}")  # stopped first
 started=$(date +%s)
 until [ -s "$RUN/pretreat.sqlite.health.json" ] || [ $(( $(date +%s) - now1 )) -ge $SETTLE ]; do sleep 0.5; done
 if [ -s "$RUN/pretreat.sqlite.health.json" ]; then
