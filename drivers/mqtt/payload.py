@@ -46,13 +46,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from config.schema import Channel, Instrument, PayloadFormat
+from monitor.number_text import PLAIN_NUMBER
 from monitor.sample import Quality, Sample, judge_value
 
 MAX_PAYLOAD_BYTES = 64 * 1024
@@ -68,7 +68,6 @@ MAX_FUTURE_SKEW = 300.0
 """Seconds a device timestamp may be ahead of the receive time (clock drift); more means a wrong clock."""
 
 _EXCERPT = 40  # characters of an undecodable payload quoted in the reason, enough to recognise it
-_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _NON_FINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
 
 
@@ -145,7 +144,7 @@ def _as_number(value: Any, name: str) -> tuple[float | None, str]:
 def parse_number_text(text: str) -> tuple[float | None, str]:
     """A whole payload of ASCII digits as a float, or (None, problem). Non-finite words give NaN/±inf."""
     stripped = text.strip()
-    if _NUMBER.fullmatch(stripped):
+    if PLAIN_NUMBER.fullmatch(stripped):
         value = float(stripped)
         return value, ""
     if stripped.lower() in _NON_FINITE:

@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from config.schema import SiteConfig
+from monitor.number_text import excerpt, plain_float
 from monitor.reports.pollutants import PARAMETERS, canonical_parameter, to_mg_per_litre
 
 REQUIRED = ("site", "sample_date", "parameter", "value", "unit")
 OPTIONAL = ("sample_id", "sample_type", "lab")
+PH_MAX = 14.0  # pH units: a result outside 0-14 is a typing or unit mistake, not a measurement
 _SCHEMA = """CREATE TABLE IF NOT EXISTS lab_results (
     id INTEGER PRIMARY KEY,
     site TEXT NOT NULL, sample_date TEXT NOT NULL, parameter TEXT NOT NULL,
@@ -101,7 +103,8 @@ def parse_csv(text: str, config: SiteConfig, *, today: date) -> tuple[list[LabRe
         if len(row) != len(cols):
             problems.append((line, f"{len(row)} fields, the header has {len(cols)}"))
             continue
-        result, errs = _row(dict(zip(cols, (c.strip() for c in row), strict=True)), line, sites, today)
+        cells = {c: (v if c == "value" else v.strip()) for c, v in zip(cols, row, strict=True)}  # a number as written
+        result, errs = _row(cells, line, sites, today)
         problems.extend((line, e) for e in errs)
         if result is None:
             continue
@@ -132,11 +135,15 @@ def _row(r: dict[str, str], line: int, sites: set[str], today: date) -> tuple[La
     text = r["value"]
     nondetect = text.startswith("<")
     try:
-        value = float(text[1:] if nondetect else text)
-        if not math.isfinite(value) or value < 0:
+        value = plain_float(text[1:] if nondetect else text)  # no '1_000', 'infinity' or ' 5 ' (see there)
+        if value < 0:
             raise ValueError
     except ValueError:
-        errs.append(f"value {text!r} is not a non-negative number (a non-detect is written <DL)")
+        errs.append(f"value {excerpt(text)} is not a non-negative plain decimal number (a non-detect is "
+                    "written <DL)")
+        value = math.nan
+    if key is not None and PARAMETERS[key].unit_kind == "ph" and math.isfinite(value) and value > PH_MAX:
+        errs.append(f"value {text!r}: pH is between 0 and {PH_MAX:g}")
         value = math.nan
     std = None
     if key is not None and math.isfinite(value):

@@ -45,7 +45,7 @@ CHANNELS: dict[str, tuple[str, tuple[str, ...] | None, float, float, float, floa
     "level": (NUMBER_TOPIC, None, 0.01, 1.0, 0.0, 50.0),
 }
 MAX_PAYLOAD = 64 * 1024
-_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 
 
 def fuzz_site(tmp_path: Path, port: int) -> Path:

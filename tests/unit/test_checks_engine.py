@@ -182,6 +182,7 @@ def test_live_and_replay_agree_with_quality_column(configs: dict[str, SiteConfig
 @given(rows=traces(["ph", "flow", "sampler_count", "sampler_temperature"], bad=False))
 def test_live_and_replay_agree_plain_layout(configs: dict[str, SiteConfig], rows: list[Row]) -> None:
     config = configs["pawling"]
+    rows = [r for r in rows if r[2] is None or math.isfinite(r[2])]  # not expressible without a quality column
     replay_events, err = replayed(config, csv_text(rows, with_quality=False))
     assert replay_events == _sorted(_json(live(config, rows)))
     assert "rows rejected: 0" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -94,6 +95,8 @@ def csv_text(rows: Sequence[Row], *, with_quality: bool) -> str:
     lines = ["time,channel,value" + (",quality" if with_quality else "")]
     for t, ch, v, q in rows:
         value = "" if v is None else repr(v)
+        if v is not None and not math.isfinite(v) and q == "good":
+            q = "bad_value"  # as the daemon records it (a replay CSV takes plain decimal numbers only)
         lines.append(f"{iso_utc(t)},{ch},{value}" + (f",{q}" if with_quality else ""))
     return "\n".join(lines) + "\n"
 

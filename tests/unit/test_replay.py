@@ -29,12 +29,12 @@ def ts(offset: float) -> str:
 
 
 def run(
-    tmp_path: Path, csv_text: str, capsys: pytest.CaptureFixture[str], site: str = SITE
+    tmp_path: Path, csv_text: str, capsys: pytest.CaptureFixture[str], site: str = SITE, *extra: str
 ) -> tuple[int, list[dict[str, object]], str]:
     cfg = write(tmp_path, "site.toml", site)
     data = write(tmp_path, "readings.csv", csv_text)
     out = tmp_path / "episodes.jsonl"
-    code = main(["replay", "--config", str(cfg), str(data), "--output", str(out)])
+    code = main(["replay", "--config", str(cfg), str(data), "--output", str(out), *extra])
     err = capsys.readouterr().err
     lines = out.read_text(encoding="utf-8").splitlines() if out.exists() else []
     return code, [json.loads(x) for x in lines], err
@@ -76,11 +76,12 @@ def test_bad_rows_are_reported_with_line_numbers_and_skipped(
         f"time,channel,value\n{ts(0)},ph,7\n{ts(1)},ph,abc\n{ts(2)},xx,1\n2025-03-03T00:00:03,ph,7\n"
         f"{ts(5)},ph,4\n{ts(4)},ph,7\n{ts(6)},ph,7,extra\n{ts(7)},ph,4.5\n"
     )
-    code, events, err = run(tmp_path, text, capsys)
+    code, events, err = run(tmp_path, text, capsys, SITE, "--max-rejected", "100")
     assert code == 0
     assert "readings.csv:3: skipped (unparseable)" in err
     assert "readings.csv:4: skipped (unknown channel): 'xx'" in err
-    assert "readings.csv:5: skipped (unparseable): time without offset" in err
+    assert "readings.csv:5: skipped (unparseable): time '2025-03-03T00:00:03': " in err
+    assert "time without offset" in err
     assert "readings.csv:7: skipped (out of order)" in err
     assert "readings.csv:8: skipped (unparseable)" in err
     assert "rows read: 8\nrows rejected: 5; out of order 1; unknown channel 1; unparseable 3" in err
@@ -95,10 +96,10 @@ def test_quoted_rows_switch_to_the_csv_tokenizer_and_keep_line_numbers(
         f'time,channel,value\n{ts(0)},ph,7\n"{ts(1)}","ph","4"\n{ts(2)},"p\nh",4\n{ts(3)},ph,7\n'
         f"{ts(4)},ph,nope\n"
     )
-    code, events, err = run(tmp_path, text, capsys)
+    code, events, err = run(tmp_path, text, capsys, SITE, "--max-rejected", "100")
     assert code == 0
     assert [(e["time"], e["event"]) for e in events] == [(ts(1), "start"), (ts(3), "end")]
-    assert "readings.csv:5: skipped (unknown channel): 'p\\nh'" in err  # a field spanning lines 4-5
+    assert "readings.csv:4: skipped (unknown channel): 'p\\nh'" in err  # a field spanning lines 4-5
     assert "readings.csv:7: skipped (unparseable)" in err
 
 
@@ -111,7 +112,7 @@ def test_quality_site_and_extra_columns_as_pretreat_readings_exports_them(
         f"{ts(90)},acme,ph,,pH,comm_failure,timeout\n{ts(120)},acme,ph,4.0,pH,good,\n"
         f"{ts(130)},other,ph,4.0,pH,good,\n{ts(140)},acme,ph,,pH,STRANGE WORD,\n{ts(150)},acme,ph,7.0,pH,,\n"
     )
-    code, events, err = run(tmp_path, text, capsys)
+    code, events, err = run(tmp_path, text, capsys, SITE, "--max-rejected", "100")
     assert code == 0
     assert [(e["time"], e["rule"], e["event"]) for e in events] == [
         (ts(60), "stale", "start"),
@@ -228,7 +229,7 @@ def test_export_layout_with_quoted_reasons(tmp_path: Path, capsys: pytest.Captur
         f"{ts(30)},acme,ph,7.0,pH,good,\n"
         f"{ts(40)},acme,ph,oops,pH,good,\n"
     )
-    code, events, err = run(tmp_path, text, capsys)
+    code, events, err = run(tmp_path, text, capsys, SITE, "--max-rejected", "100")
     assert code == 0
     assert [(e["time"], e["rule"], e["event"]) for e in events] == [
         (ts(0), "sensor_fault", "start"), (ts(10), "ph_low", "start"), (ts(10), "sensor_fault", "end"),

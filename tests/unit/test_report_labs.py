@@ -168,3 +168,26 @@ def test_lab_limits_quote_their_seed_line(key: str) -> None:
     for lim in JURISDICTION_LIMITS[key]:
         lines = (SEEDS / lim.seed).read_text(encoding="utf-8").splitlines()
         assert _normalize(lim.quote) in _normalize(lines[lim.line - 1]), (key, lim.parameter)
+
+
+@pytest.mark.parametrize("value", ["1_000", "4_0", "infinity", "Infinity", " 5 ", "5 ", "٣", "0x10", "1e"])
+def test_only_plain_decimal_numbers_are_results(tmp_path: Path, value: str) -> None:
+    """`float` takes each of these; a lab result written so is a guess, refused with its line."""
+    config = lab_config(tmp_path)
+    text = f"site,sample_date,parameter,value,unit,sample_id\nplating,2026-03-02,lead,{value},mg/L,S1\n"
+    with pytest.raises(LabImportError) as err:
+        _import(tmp_path, config, text)
+    assert [line for line, _ in err.value.problems] == [2]
+    assert "plain decimal number" in err.value.problems[0][1]
+
+
+def test_ph_outside_0_to_14_is_refused(tmp_path: Path) -> None:
+    config = lab_config(tmp_path)
+    head = "site,sample_date,parameter,value,unit,sample_id\n"
+    with pytest.raises(LabImportError) as err:
+        _import(tmp_path, config, head + "plating,2026-03-02,pH,15.2,SU,S1\nplating,2026-03-03,pH,-0.5,SU,S2\n")
+    assert [line for line, _ in err.value.problems] == [2, 3]
+    assert "between 0 and 14" in err.value.problems[0][1]
+    _import(tmp_path, config, head + "plating,2026-03-02,pH,14,SU,S1\nplating,2026-03-03,pH,0.0,SU,S2\n"
+            "plating,2026-03-04,lead,2.5E-3,mg/L,S3\n")
+    assert _stored(config) == 3
