@@ -27,8 +27,10 @@ at the next line:
 
 Speed: a month of 1-s data is millions of rows, so the common row (no quote, the header's width, quality
 ``good``, a time seen on the row before or plausible) is handled inline in one loop with no function call
-per row beyond `str.split`, `float` and one `str.strip` for the number rule; `Processor.good`'s fast path
-is inlined (see its docstring). Every other row goes to `_Reader.row`, which checks everything and says why.
+per row beyond `str.split`; `Processor.good`'s fast path is inlined (see its docstring). Like the time
+parser's cache of minutes, a bounded cache of value texts already checked against the number rule (an
+instrument's readings repeat: a pH meter's 0.01 steps) saves `float` and the rule's `str.strip` on most
+rows. Every other row goes to `_Reader.row`, which checks everything and says why.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ MAX_ROW_LINES = 8  # lines one quoted row may span (an export's reason with line
 FUTURE_TOLERANCE = MAX_FUTURE_SKEW  # s after now that a time may be, as for a device clock (MQTT)
 JUMP = 300.0  # s beyond the data's frontier from which a time must be confirmed by the rows after it
 CONFIRM = 4  # rows beyond the frontier, agreeing with each other, that confirm a jump
+VALUES_MAX = 65_536  # distinct value texts remembered as checked (bounded, whatever the file)
 KNOWN = ("time", "channel", "value", "site", "quality")
 _INF = float("inf")
 
@@ -68,9 +71,10 @@ class Layout:
     vi: int
     si: int | None
     qi: int | None
+    eol: str = "\n"
 
     @classmethod
-    def of(cls, header: list[str], source: str) -> Layout:
+    def of(cls, header: list[str], source: str, eol: str = "\n") -> Layout:
         names = [h.strip().lower() for h in header]
         missing = [c for c in ("time", "channel", "value") if c not in names]
         if missing:
@@ -81,7 +85,7 @@ class Layout:
             raise InputError(f"{source}: header repeats {dupes}")
         at = {n: i for i, n in enumerate(names) if n in KNOWN}
         return cls(width=len(names), ti=at["time"], ci=at["channel"], vi=at["value"], si=at.get("site"),
-                   qi=at.get("quality"))
+                   qi=at.get("quality"), eol=eol)
 
 
 def read_header(src: TextIO, source: str) -> Layout:
@@ -92,7 +96,8 @@ def read_header(src: TextIO, source: str) -> Layout:
         raise InputError(f"{source}:1: header is not CSV ({exc})") from exc
     if not header:
         raise InputError(f"{source}: empty file (expected a header time,channel,value)")
-    return Layout.of(header, source)
+    eol = first[len(first.rstrip("\r\n")):] or "\n"  # the file's line ending, as its header has it
+    return Layout.of(header, source, eol)
 
 
 class _Reader:
@@ -258,25 +263,38 @@ def read_rows(src: TextIO, *, layout: Layout, by_site: Mapping[str, Mapping[str,
                 now=time.time() if now is None else now)
     lay = layout
     width, ti, ci, vi, si, qi = lay.width, lay.ti, lay.ci, lay.vi, lay.si, lay.qi
-    strip_eol = width - 1 != vi  # the value (checked with its line ending) is the only cell that may keep it
-    chars = PLAIN_CHARS + ("" if strip_eol else "\r\n")
-    parse, slow = r.parse, r.row
+    # The last cell keeps the line ending unless it is one the loop compares (time, channel, site): the value
+    # is checked with it (`chars`), the quality compared to "good" with it, an unused cell (the export's
+    # reason) ignores it. The odd row's path strips it.
+    last = width - 1
+    strip_eol = last in (ti, ci, si)
+    chars = PLAIN_CHARS + ("\r\n" if last == vi else "")
+    good = "good" + (layout.eol if last == qi else "")
+    extra = si is not None or qi is not None
+    values: dict[str, float] = {}  # value text -> float, plain numbers only (instrument readings repeat)
+    parse, slow, seen = r.parse, r.row, values.get
     last_ts, t, lineno = "", 0.0, 1
     last_site, procs = default_site, by_site.get(default_site, {})
     while True:
-        n = 0
+        first, spanned = lineno, 0  # spanned: lines that continued a row (not rows of their own)
         for line in islice(src, CHUNK):
             lineno += 1
-            n += 1
             if '"' in line:
                 ahead, rows = r.quoted(line, lineno, src)
                 lineno += ahead
-                n += rows
+                spanned += ahead - rows
                 continue
             cells = line.rstrip("\r\n").split(",") if strip_eol else line.split(",")
-            if len(cells) != width or (qi is not None and cells[qi] != "good"):
+            if len(cells) != width:
                 slow(cells, lineno)
                 continue
+            if extra:  # a quality or site column
+                if qi is not None and cells[qi] != good:
+                    slow(cells, lineno)
+                    continue
+                if si is not None and cells[si] != last_site:
+                    last_site = cells[si]
+                    procs = by_site.get(last_site, {})
             ts = cells[ti]
             if ts != last_ts:
                 try:
@@ -291,16 +309,22 @@ def read_rows(src: TextIO, *, layout: Layout, by_site: Mapping[str, Mapping[str,
                     r.frontier, r.limit = t, min(t + JUMP, r.horizon)
                 last_ts = ts
             v = cells[vi]
+            x = seen(v)
+            if x is None:  # a value text not met lately: the number rule, then remember it
+                try:
+                    x = float(v)
+                except ValueError:
+                    slow(cells, lineno)
+                    continue
+                if v.strip(chars):
+                    slow(cells, lineno)
+                    continue
+                if len(values) >= VALUES_MAX:
+                    values.clear()
+                values[v] = x
             try:
-                x = float(v)
-            except ValueError:
-                slow(cells, lineno)
-                continue
-            if si is not None and cells[si] != last_site:
-                last_site = cells[si]
-                procs = by_site.get(last_site, {})
-            p = procs.get(cells[ci])
-            if p is None or v.strip(chars):
+                p = procs[cells[ci]]
+            except KeyError:
                 slow(cells, lineno)
                 continue
             if t < p.last:  # out of order, or its channel has rows held (see _Reader.plausible)
@@ -314,7 +338,8 @@ def read_rows(src: TextIO, *, layout: Layout, by_site: Mapping[str, Mapping[str,
                     acc.cur_cnt += 1
                 continue
             p.slow_good(t, x)
-        if n < CHUNK:
+        n = lineno - first - spanned
+        if lineno - first < CHUNK:
             r.release_all()
             yield n
             return

@@ -126,3 +126,20 @@ def test_more_than_the_stated_share_rejected_fails_after_the_counts(
     assert err.index("rows read: 201\nrows rejected: 3") < err.index("1.49 % of the rows were rejected")
     code, _events, err = run(tmp_path, "time,channel,value\n" + three_bad, capsys, SITE, "--max-rejected", "2")
     assert code == 0
+
+
+@pytest.mark.parametrize("header", ["time,channel,value", "time,channel,value,site,quality", EXPORT.strip()])
+def test_every_layout_reads_the_same_with_either_line_ending(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], header: str
+) -> None:
+    rows = [(0, "7"), (1, "4"), (2, "4.5"), (3, "7.0")]
+    template = {"time,channel,value": "{t},ph,{v}", "time,channel,value,site,quality": "{t},ph,{v},acme,good",
+                EXPORT.strip(): "{t},acme,ph,{v},pH,good,"}[header]
+    results = []
+    for eol in ("\n", "\r\n"):
+        text = header + eol + "".join(template.format(t=ts(i), v=v) + eol for i, v in rows)
+        code, events, err = run(tmp_path, text, capsys)
+        assert code == 0 and "rows read: 4\nrows rejected: 0" in err, err
+        results.append(events)
+    assert results[0] == results[1] and [(e["time"], e["event"]) for e in results[0]] == [
+        (ts(1), "start"), (ts(3), "end")]
