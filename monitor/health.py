@@ -46,7 +46,7 @@ class HealthWriter:
             "instruments": {k: asdict(v) for k, v in d.stats.items()},
             "links": {getattr(link, "key", str(i)): {**_counters(link), "up": getattr(link, "up", None)}
                       for i, link in enumerate(d._links)},
-            "streaming": {s.instrument_id: _counters(s) for s in d.streaming},
+            "streaming": {f"{s.instrument.site}/{s.instrument_id}": _counters(s) for s in d.streaming},
             "historian": {"samples_written": h.samples_written, "batches": h.batches,
                           "write_errors": h.write_errors, "queue_depth": h.queue_depth},
             "episode_events": d.episode_events,

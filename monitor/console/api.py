@@ -303,22 +303,33 @@ def episode(request: Request, event_id: int) -> dict[str, Any]:
 
 @router.get("/health")
 def health(request: Request) -> dict[str, Any]:
-    """`pretreat status`'s report (monitor.status.collect), trimmed to the caller's sites."""
-    from monitor.status import collect
+    """`pretreat status`'s report (monitor.status.collect), trimmed to the caller's sites.
+
+    For an industry user the report is rebuilt from its own sites only: the instruments, stale channels and
+    alarms kept are those whose (site, instrument), (site, channel) or site the site file gives its
+    company, compared whole, and its problems are recomputed from that trimmed report (`status.problems`),
+    without the daemon's own queues. Never by searching message texts for a site id: ``acme`` is part of
+    ``acme-plating``."""
+    from monitor.status import collect, problems
 
     c, s = console_of(request), session_of(request)
     try:
-        rep = collect(c.config).to_dict()
+        rep = collect(c.config)
     except (OSError, ValueError, sqlite3.Error) as exc:
         raise HTTPException(503, f"cannot read the daemon's health: {exc}") from exc
-    wanted = allowed_sites(c, s)
-    rep["instruments"] = [i for i in rep["instruments"] if i["key"].split("/")[0] in wanted]
-    rep["stale"] = [x for x in rep["stale"] if x.split("/")[0] in wanted]
-    rep["alarms"] = None if rep["alarms"] is None else [a for a in rep["alarms"] if a["id"].split("/")[0] in wanted]
+    mine = visible_sites(s.user, c.config)
+    wanted = site_ids(mine)
+    instruments = {f"{site.id}/{inst.id}" for site in mine for inst in site.instruments}
+    channels = {f"{site.id}/{ch.id}" for site in mine for ch in site.channels}
+    rep.instruments = [i for i in rep.instruments if i.key in instruments]
+    rep.stale = [x for x in rep.stale if x in channels]
+    if rep.alarms is not None:
+        rep.alarms = [a for a in rep.alarms if a.id.split("/", 1)[0] in wanted]  # site/channel/rule
     if s.user.role is Role.INDUSTRY:  # the daemon's own queues and other sites' problems are not theirs
-        rep["snapshot"] = {k: v for k, v in (rep["snapshot"] or {}).items() if k in ("time", "uptime_s")}
-        rep["problems"] = [p for p in rep["problems"] if any(x in p for x in wanted)]
-    return rep
+        snap = rep.snapshot or {}
+        rep.snapshot = {k: v for k, v in snap.items() if k in ("time", "uptime_s")} if rep.snapshot else None
+        rep.problems = problems(rep) if rep.running else []
+    return rep.to_dict()
 
 
 def _stale(c: Console) -> list[str]:

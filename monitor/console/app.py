@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import threading
 import time
@@ -26,13 +27,14 @@ from types import FrameType
 from typing import Any
 
 import uvicorn
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from config.schema import SiteConfig
 from monitor.console.auth import DEFAULT_LIFETIME, LoginLimiter, Sessions
 from monitor.console.events import Hub
-from monitor.console.users import UserStore
+from monitor.console.users import UsersError, UserStore
 
 STATIC = Path(__file__).parent / "static"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -70,8 +72,9 @@ def create_app(*, config: SiteConfig, users_path: Path, secure_cookies: bool = F
     from monitor.reports.schedule import reports_dir
 
     db = config.daemon.historian
+    limiter = limiter if limiter is not None else LoginLimiter()  # (an empty limiter is falsy: it has a len)
     console = Console(config=config, db=db, reports_dir=reports_dir(config), users=UserStore(path=users_path),
-                      sessions=Sessions(lifetime=session_lifetime), limiter=limiter or LoginLimiter(),
+                      sessions=Sessions(lifetime=session_lifetime), limiter=limiter,
                       hub=Hub(db=db, config=config, interval=poll_interval), secure_cookies=secure_cookies,
                       action_wait=action_wait)
 
@@ -94,8 +97,72 @@ def create_app(*, config: SiteConfig, users_path: Path, secure_cookies: bool = F
     app.include_router(reports.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.add_exception_handler(UsersError, _users_file_broken)
+    app.add_middleware(BodyLimit)
     app.add_middleware(SecurityHeaders)
     return app
+
+
+async def _users_file_broken(_request: Request, exc: Exception) -> Response:
+    """The users file was changed into one that cannot be read while the console runs: nobody is let in
+    (a removal must not be undone by a typo), and every request says why instead of a bare 500."""
+    return JSONResponse({"detail": f"the console's users file is invalid, nobody can log in until it is "
+                                   f"fixed: {exc}"}, status_code=503)
+
+
+LOGIN_BODY_MAX = 4 * 1024  # bytes: a login form (name, password, two tokens) is well under 1 KiB
+API_BODY_MAX = 64 * 1024  # bytes: an alarm action's JSON (a reason, an expiry) is well under 1 KiB
+
+
+class BodyLimit:
+    """Refuses a request body over `LOGIN_BODY_MAX` (the login and logout forms) or `API_BODY_MAX`
+    (everything else) with 413, before any handler buffers it: by its declared ``Content-Length``, or
+    while reading it for a chunked one. Bodies under the limit are read here and handed on unchanged; a
+    request without a body (GET, the event stream) passes straight through."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        limit = LOGIN_BODY_MAX if scope.get("path") in ("/login", "/logout") else API_BODY_MAX
+        headers = dict(scope.get("headers", []))
+        try:
+            declared = int(headers.get(b"content-length", b"0"))
+        except ValueError:
+            declared = 0
+        body, more = b"", declared <= limit
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, _replay(message, receive), send)
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False) and len(body) <= limit
+        if declared > limit or len(body) > limit:
+            await _too_large(send, limit)
+            return
+        await self.app(scope, _replay({"type": "http.request", "body": body, "more_body": False}, receive), send)
+
+
+def _replay(first: Message, receive: Receive) -> Receive:
+    """A ``receive`` that gives ``first`` once, then whatever the connection sends (a disconnect)."""
+    pending = [first]
+
+    async def again() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return again
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    body = json.dumps({"detail": f"request body over {limit} bytes"}).encode()
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
 
 
 class SecurityHeaders:
@@ -127,9 +194,15 @@ class SecurityHeaders:
 class ConsoleServer(uvicorn.Server):
     """uvicorn's server, which also ends the console's event streams when it is told to stop."""
 
-    def __init__(self, app: FastAPI, *, host: str, port: int, log_level: str = "warning") -> None:
+    def __init__(self, app: FastAPI, *, host: str, port: int, log_level: str = "warning",
+                 trusted_proxy: str | None = None) -> None:
+        # The client address limits logins: X-Forwarded-For may set it only when it comes from the reverse
+        # proxy named by ``trusted_proxy`` (uvicorn's default trusts it from 127.0.0.1, i.e. from anyone who
+        # can reach a loopback-bound console directly).
         super().__init__(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                                        timeout_graceful_shutdown=3, lifespan="on"))
+                                        timeout_graceful_shutdown=3, lifespan="on",
+                                        proxy_headers=trusted_proxy is not None,
+                                        forwarded_allow_ips=trusted_proxy))
         self.console: Console = app.state.console
         self._thread: threading.Thread | None = None
 

@@ -12,10 +12,14 @@ compared in constant time. ``SameSite=Strict`` alone would stop most cross-site 
 sub-domain, hence both. The login form, before any session exists, uses a double-submit token: a random
 cookie that the form must echo.
 
-Login rate limiting: after 5 failures within 5 minutes for one user name, or 20 from one client address,
-further attempts are refused with 429 (and ``Retry-After``) *before* the password is checked, until the
-window has passed. The scrypt hash already makes each guess cost ~50 ms. Behind a reverse proxy the client
-address is the one uvicorn takes from ``X-Forwarded-For`` (it trusts that header from 127.0.0.1 only).
+Login rate limiting (`LoginLimiter`): after 20 failures within 5 minutes from one client address, or 5 for
+one user name from a client that has itself failed, further attempts are refused with 429 (and
+``Retry-After``) *before* the password is checked, until the window has passed; the right password from a
+client that has not failed still logs in, so guessing cannot lock the real user out. The scrypt hash already
+makes each guess cost ~50 ms. The client address is the connection's peer: ``X-Forwarded-For`` is ignored
+unless `pretreat console --trusted-proxy ADDR` names the reverse proxy it may come from (otherwise anyone
+could pick a new address for each guess). Request bodies are capped (`monitor.console.app.BodyLimit`), so a
+20 MB user name never reaches the limiter.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import hmac
 import secrets
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -97,39 +101,77 @@ class Sessions:
 
 @dataclass(slots=True)
 class LoginLimiter:
-    """Failed logins per user name and per client address in a sliding window (see the module doc)."""
+    """Failed logins per client address and per user name in a sliding window (see the module doc).
+
+    The two limits are kept apart so that an attacker cannot lock a user out: a user name with
+    ``per_name`` recent failures is refused only to clients that have failed themselves within the window,
+    so the right password from a client that has not failed still logs in (and a wrong one from it counts,
+    and locks that client out of the name too). ``per_client`` failures from one address refuse it whatever
+    the name. Memory is bounded: at most ``max_keys`` addresses and names are remembered, least recently
+    failed first out, each entry with at most its limit of times, and entries whose newest failure has left
+    the window are dropped. A name is remembered by its first `NAME_KEY` characters, lower-cased (no user name
+    is longer, see `monitor.console.users.NAME`).
+    """
 
     per_name: int = 5
     per_client: int = 20
     window: float = 300.0
+    max_keys: int = 10_000
     clock: Callable[[], float] = time.time
-    _fails: dict[str, deque[float]] = field(default_factory=dict)
+    _fails: OrderedDict[str, deque[float]] = field(default_factory=OrderedDict)
 
     def retry_after(self, name: str, client: str) -> float:
-        """Seconds until another attempt is allowed; 0 when it is allowed now."""
+        """Seconds until this client may try this name; 0 when it may try now."""
         now = self.clock()
-        waits = [self._wait(f"name:{name.lower()}", self.per_name, now),
-                 self._wait(f"client:{client}", self.per_client, now)]
-        return max(waits)
+        self._expire(now)
+        wait = self._wait(_client_key(client), self.per_client, now)
+        if _client_key(client) in self._fails:  # only a client that has failed is held to the name's limit
+            wait = max(wait, self._wait(_name_key(name), self.per_name, now))
+        return wait
 
     def failed(self, name: str, client: str) -> None:
         now = self.clock()
-        for key in (f"name:{name.lower()}", f"client:{client}"):
-            self._fails.setdefault(key, deque()).append(now)
+        self._expire(now)
+        for key, limit in ((_name_key(name), self.per_name), (_client_key(client), self.per_client)):
+            q = self._fails.pop(key, None) or deque(maxlen=limit)
+            q.append(now)
+            self._fails[key] = q  # now the most recently failed
+        while len(self._fails) > self.max_keys:
+            self._fails.popitem(last=False)
 
     def succeeded(self, name: str) -> None:
-        self._fails.pop(f"name:{name.lower()}", None)
+        self._fails.pop(_name_key(name), None)
+
+    def clear(self) -> None:
+        self._fails.clear()
+
+    def __len__(self) -> int:
+        return len(self._fails)
 
     def _wait(self, key: str, limit: int, now: float) -> float:
         q = self._fails.get(key)
-        if q is None:
+        if q is None or len(q) < limit:
             return 0.0
-        while q and q[0] <= now - self.window:
-            q.popleft()
-        if not q:
+        return max(0.0, q[0] + self.window - now)  # the oldest of the last ``limit`` failures leaves then
+
+    def _expire(self, now: float) -> None:
+        """Drop the entries whose newest failure has left the window (oldest first: insertion order)."""
+        while self._fails:
+            key, q = next(iter(self._fails.items()))
+            if q and q[-1] > now - self.window:
+                return
             del self._fails[key]
-            return 0.0
-        return 0.0 if len(q) < limit else q[0] + self.window - now
+
+
+NAME_KEY = 65  # characters of a failed name remembered: one more than the longest user name
+
+
+def _name_key(name: str) -> str:
+    return "name:" + name[:NAME_KEY].lower()
+
+
+def _client_key(client: str) -> str:
+    return "client:" + client
 
 
 # ---- the role rules ----------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """`pretreat console` (serve the operator console) and `pretreat user add|list|remove` (its users).
 
     pretreat console --config FILE [--host 127.0.0.1] [--port 8080] [--users FILE] [--secure-cookies]
+                     [--trusted-proxy ADDR]
     pretreat user add --config FILE --name N --role operator|industry|enforcement [--company C]
                       [--password-stdin] [--users FILE]
     pretreat user list|remove --config FILE [--name N] [--users FILE]
@@ -49,6 +50,9 @@ def add_console(p: argparse.ArgumentParser) -> None:
     p.add_argument("--secure-cookies", action="store_true",
                    help="mark cookies Secure: set when browsers reach the console over HTTPS (reverse proxy)")
     p.add_argument("--session-hours", type=float, default=12.0, metavar="H", help="session lifetime (default 12)")
+    p.add_argument("--trusted-proxy", metavar="ADDR",
+                   help="the reverse proxy's address: only its X-Forwarded-For header names the client (default: "
+                        "the header is ignored; the login limiter counts by the connection's address)")
     p.set_defaults(func=_serve)
 
 
@@ -178,7 +182,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     app = create_app(config=config, users_path=users, secure_cookies=args.secure_cookies,
                      session_lifetime=args.session_hours * 3600.0)
-    server = ConsoleServer(app, host=args.host, port=args.port, log_level="info")
+    server = ConsoleServer(app, host=args.host, port=args.port, log_level="info", trusted_proxy=args.trusted_proxy)
     log.info("console for %s on http://%s:%d/ (users: %s)", config.daemon.historian, args.host, args.port, users)
     server.run()
     return 0 if server.started else 1

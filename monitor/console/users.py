@@ -23,6 +23,7 @@ import base64
 import functools
 import hashlib
 import hmac
+import logging
 import os
 import re
 import secrets
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+log = logging.getLogger(__name__)
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
 _KEY_BYTES = 32
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
@@ -115,7 +117,7 @@ def load_users(path: Path) -> dict[str, User]:
         name, role, company, digest = (raw.get(k, "") for k in ("name", "role", "company", "hash"))
         if not isinstance(name, str) or not NAME.match(name):
             raise UsersError(f"{where}.name: {name!r} is not a user name")
-        if role not in {r.value for r in Role}:
+        if not isinstance(role, str) or role not in {r.value for r in Role}:
             raise UsersError(f"{where}.role: {role!r}, expected operator, industry or enforcement")
         if not isinstance(company, str) or not isinstance(digest, str) or not digest.startswith("scrypt$"):
             raise UsersError(f"{where}: company must be text and hash an scrypt hash")
@@ -157,23 +159,37 @@ def _toml_str(s: str) -> str:
 
 
 class UserStore:
-    """The users file as the console sees it: re-read whenever its modification time or size changes."""
+    """The users file as the console sees it: re-read whenever its modification time or size changes.
+
+    A file that cannot be read at construction raises `UsersError` (the console refuses to start, saying
+    why). One that becomes unreadable while the console runs makes every look-up raise `UsersError` until it
+    is fixed (the console answers 503 with the error, logged once per change of the file): falling back to
+    the previous users would undo a removal that a typo broke."""
 
     def __init__(self, *, path: Path) -> None:
         self.path = path
         self._stamp: tuple[int, int] | None = None
         self._users: dict[str, User] = {}
+        self._error: UsersError | None = None
         self.refresh()
 
     def refresh(self) -> None:
         try:
             st = self.path.stat()
             stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
-        except FileNotFoundError:
+        except OSError:
             stamp = None
         if stamp != self._stamp or stamp is None:
-            self._users = load_users(self.path)
+            try:
+                self._users, self._error = load_users(self.path), None
+            except UsersError as exc:
+                if self._error is None or str(exc) != str(self._error):
+                    log.error("console users file unreadable; every request is refused until it is fixed: %s",
+                              exc)
+                self._users, self._error = {}, exc
             self._stamp = stamp
+        if self._error is not None:
+            raise self._error
 
     def get(self, name: str) -> User | None:
         self.refresh()

@@ -95,16 +95,33 @@ def test_login_limiter_counts_per_name_and_per_client_in_a_window() -> None:
     for _ in range(3):
         assert lim.retry_after("Op", "1.2.3.4") == 0
         lim.failed("Op", "1.2.3.4")
-    assert lim.retry_after("op", "9.9.9.9") == pytest.approx(100)  # names compare case-insensitively
+    assert lim.retry_after("op", "1.2.3.4") == pytest.approx(100)  # names compare case-insensitively
+    assert lim.retry_after("op", "9.9.9.9") == 0  # a client that has not failed may still try the name
     assert lim.retry_after("other", "1.2.3.4") == 0
     lim.failed("b", "1.2.3.4")
     lim.failed("c", "1.2.3.4")
     assert lim.retry_after("d", "1.2.3.4") > 0  # five failures from one client
-    clock.t += 101
+    clock.t += 10
+    lim.failed("op", "9.9.9.9")  # ... but once it has failed, the name's limit holds it too
+    assert lim.retry_after("op", "9.9.9.9") == pytest.approx(90)
+    clock.t += 91
     assert lim.retry_after("op", "1.2.3.4") == 0
     lim.failed("op", "x")
     lim.succeeded("op")
-    assert "name:op" not in lim._fails
+    assert lim.retry_after("op", "x") == 0
+
+
+def test_login_limiter_memory_is_bounded_and_expires() -> None:
+    """Failed names used to be kept forever: a flood of distinct names grew the console without bound."""
+    clock = Clock()
+    lim = LoginLimiter(per_name=5, per_client=20, window=300, max_keys=1000, clock=clock)
+    for i in range(30_000):
+        lim.failed(f"name-{i}-" + "x" * 5000, f"10.0.{i // 250}.{i % 250}")
+    assert len(lim) <= 1000
+    assert all(len(q) <= 20 for q in lim._fails.values()) and all(len(k) < 100 for k in lim._fails)
+    assert lim.retry_after(f"name-29999-{'x' * 5000}", "10.0.119.249") == 0  # one failure each: not limited
+    clock.t += 301
+    assert lim.retry_after("anyone", "10.0.0.1") == 0 and len(lim) == 0  # the window passed: all dropped
 
 
 def test_role_rules(tmp_path: Path) -> None:
