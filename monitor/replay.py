@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     if config is None:
         return _EXIT_CONFIG
     try:
-        with open(args.readings, newline="", encoding="utf-8-sig") as src:
+        # a byte that is not UTF-8 spoils its row (rejected, with its line), not the run
+        with open(args.readings, newline="", encoding="utf-8-sig", errors="surrogateescape") as src:
             out: TextIO = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
             try:
                 stats = replay(

@@ -63,8 +63,9 @@ class Processor:
     A good reading outside the channel's valid range, NaN or infinite, is judged as the bad sample a driver
     would have made of it (``out_of_range`` / ``bad_value``): never a number.
 
-    The fast path of `good` is also inlined in `monitor.replay`'s loop (a function call is a measurable share
-    of the per-row budget there); the two must stay identical, which the live-vs-replay property test checks.
+    The fast path of `good` is also inlined in `monitor.checks.replay_csv`'s loop (a function call is a
+    measurable share of the per-row budget there); the two must stay identical, which the live-vs-replay
+    property test checks.
     ``acc`` is the slug detector whose baseline minute an in-band reading adds to (None unless it is idle).
     """
 

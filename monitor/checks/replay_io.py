@@ -1,6 +1,7 @@
 """The replay's input and output plumbing: fast ISO 8601 times, row rejection reports, time-sorted JSON Lines.
 
-Kept apart from `monitor.replay` (the command) so the hot loop there stays short and readable.
+Kept apart from `monitor.replay` (the command) and `monitor.checks.replay_csv` (the reading loop) so that
+each stays short and readable.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class Rejections:
         return sum(self.kinds.values())
 
     def __call__(self, line: int, kind: str, detail: str) -> None:
+        """Count one rejected row; ``detail`` quotes the offending text already cut short (`excerpt`)."""
         self.kinds[kind] += 1
         n = self.total
         if self.limit <= 0 or n <= self.limit:

@@ -143,3 +143,17 @@ def test_every_layout_reads_the_same_with_either_line_ending(
         results.append(events)
     assert results[0] == results[1] and [(e["time"], e["event"]) for e in results[0]] == [
         (ts(1), "start"), (ts(3), "end")]
+
+
+def test_a_byte_that_is_not_utf8_rejects_its_row_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    head = ("time,channel,value\n" + ph_rows(range(0, 3))).encode()
+    data = head + f"{ts(3)},ph,7\xff\n".encode("latin-1") + ph_rows(range(4, 6), "4").encode()
+    (tmp_path / "readings.csv").write_bytes(data)
+    from monitor.cli import main
+
+    (tmp_path / "site.toml").write_text(SITE, encoding="utf-8")
+    code = main(["replay", "--config", str(tmp_path / "site.toml"), str(tmp_path / "readings.csv"),
+                 "--output", str(tmp_path / "out.jsonl"), "--max-rejected", "100"])
+    err = capsys.readouterr().err
+    assert code == 0 and "readings.csv:5: skipped (unparseable): value '7\\udcff'" in err, err
+    assert "rows read: 6\nrows rejected: 1" in err
