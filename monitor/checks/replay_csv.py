@@ -175,9 +175,10 @@ class _Reader:
             self.reject(line, "implausible time", f"{ts} is more than {FUTURE_TOLERANCE:.0f} s after now")
             return False
         first = self.first.get(proc)
-        if first is not None and t < first - JUMP:
+        if first is not None and t < first - JUMP:  # its channel came back: the held rows were outliers
             self.drop(proc, f"the next row of its channel is back at {ts}")
-        elif first is None and (self.frontier == -_INF or t <= self.frontier + JUMP):
+            first = None
+        if first is None and (self.frontier == -_INF or t <= self.frontier + JUMP):
             return True  # a channel with nothing held, within the frontier: judged now
         if proc not in self.first:
             self.first[proc], self.saved[proc] = t, proc.last

@@ -157,3 +157,16 @@ def test_a_byte_that_is_not_utf8_rejects_its_row_only(tmp_path: Path, capsys: py
     err = capsys.readouterr().err
     assert code == 0 and "readings.csv:5: skipped (unparseable): value '7\\udcff'" in err, err
     assert "rows read: 6\nrows rejected: 1" in err
+
+
+def test_after_an_outlier_its_channel_is_judged_at_once_in_file_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The row that shows the outlier up is judged with the rows around it, not held in turn: the episodes
+    come out in file order (ties in time are written in the order the engine emitted them)."""
+    text = "time,channel,value\n" + f"{ts(0)},lel,1\n{ts(0)},ph,7\n{ts(86400)},ph,7\n"
+    text += f"{ts(1)},ph,4\n{ts(1)},lel,6\n{ts(2)},ph,7\n{ts(2)},lel,6\n"
+    code, events, err = run(tmp_path, text, capsys, SITE, "--max-rejected", "100")
+    assert code == 0 and "rows rejected: 1; implausible time 1" in err
+    assert [(e["time"], e["rule"], e["event"]) for e in events] == [
+        (ts(1), "ph_low", "start"), (ts(2), "ph_low", "end"), (ts(2), "lel_successive", "start")]
