@@ -24,7 +24,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from config.errors import ConfigError
+from config.errors import MISSING, ConfigError
 from config.reader import Reader
 from monitor.reports.pollutants import PARAMETERS, PollutantLimit, accepts_unit, canonical_parameter
 
@@ -67,6 +67,10 @@ _TEXT_KEYS = {
     "baseline",
     "normal_sewage",
     "normal_sewage_unit",
+    "reading",
+    "literal",
+    "measured_by",
+    "at_all_times",
 }
 
 
@@ -95,9 +99,28 @@ class Limit:
     normal_sewage: Mapping[str, float] = field(default_factory=dict)
     wording: str = ""
     note: str = ""
+    reading: str = ""  # the reading of ambiguous words the rule runs on, printed wherever the rule is shown
+    literal: str = ""  # the words as printed, where the reading differs from a literal one
+    measured_by: str = ""  # slug: "lab" where the law measures it by laboratory tests (Vestal-Endicott)
+    at_all_times: bool = False  # pH range required "at all times": conflicts with 40 CFR 401.17's allowances
     line: int = 0  # seed line (profiles), for the record and the seed-text tests
     line_end: int = 0
     quote: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Clause:
+    """A clause of the ordinance that is no streaming rule, listed so that nothing the law states is silently
+    ignored: ``treatment`` says what the daemon does with it (``lab``: a limit on composite-sample lab results,
+    screened by `pretreat snc`; ``note``: a right reserved or a narrative requirement, shown, never judged)."""
+
+    key: str
+    citation: str
+    treatment: str
+    note: str
+    quote: str = ""
+    line: int = 0
+    line_end: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +129,7 @@ class Profile:
     name: str
     seed: str
     limits: Mapping[str, Limit]
+    clauses: Mapping[str, Clause] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +141,10 @@ class Permit:
     limits: Mapping[str, Limit]
     adopt: tuple[str, ...] = ()
     pollutants: Mapping[str, PollutantLimit] = field(default_factory=dict)
+    slug_reading: str = ""  # "multiple_alone": the literal reading of Southeast § 112-5A(1)(j), chosen by the permit
+    slug_surrogates: tuple[str, ...] = ()  # channels the permit names as online surrogates of lab-measured slugs
+    slug_cite: str = ""  # the permit's part that makes either choice
+    confirm_conflict: bool = False  # the control authority confirms adopting 401.17 over "at all times" wording
 
 
 def known_jurisdictions() -> list[str]:
@@ -142,8 +170,9 @@ def _load_profile(key: str, seen: tuple[str, ...]) -> tuple[Profile | None, list
     except (OSError, tomllib.TOMLDecodeError) as exc:
         reader.error("(file)", str(path), f"a readable TOML profile ({exc})")
         return None, reader.errors
-    reader.unknown_keys(data, "", {"key", "name", "seed", "parent", "limits"})
+    reader.unknown_keys(data, "", {"key", "name", "seed", "parent", "limits", "clauses"})
     limits: dict[str, Limit] = {}
+    clauses: dict[str, Clause] = {}
     parent = reader.str(data, "parent", "", default="")
     if parent:
         if parent in seen or parent == key:
@@ -152,19 +181,37 @@ def _load_profile(key: str, seen: tuple[str, ...]) -> tuple[Profile | None, list
             base, errors = _load_profile(parent, (*seen, key))
             reader.errors.extend(errors)
             limits.update(base.limits if base else {})
+            clauses.update(base.clauses if base else {})
     for name, raw in reader.table(data, "limits", "").items():
         limit = parse_limit(raw, name, f"limits.{name}", reader, default_cite="")
         if limit is not None:
             limits[name] = limit
+    for name, raw in reader.table(data, "clauses", "").items():
+        clauses[name] = _clause(raw, name, f"clauses.{name}", reader)
     profile = Profile(
         key=reader.str(data, "key", ""),
         name=reader.str(data, "name", ""),
         seed=reader.str(data, "seed", "", default=""),
         limits=limits,
+        clauses=clauses,
     )
     if profile.key != key:
         reader.error("key", profile.key, f"the file's own name {key!r}")
     return (None if reader.errors else profile), reader.errors
+
+
+def _clause(raw: Any, key: str, p: str, reader: Reader) -> Clause:
+    table = raw if isinstance(raw, dict) else {}
+    if not isinstance(raw, dict):
+        reader.error(p, raw, "a table")
+    reader.unknown_keys(table, p, {"cite", "treatment", "note", "quote", "line", "line_end"})
+    return Clause(
+        key=key, citation=reader.str(table, "cite", p), note=reader.str(table, "note", p),
+        treatment=reader.str(table, "treatment", p, check=("lab", "note").__contains__, expected="'lab' or 'note'"),
+        quote=reader.str(table, "quote", p, default=""),
+        line=reader.integer(table, "line", p, default=0, minimum=0),
+        line_end=reader.integer(table, "line_end", p, default=0, minimum=0),
+    )
 
 
 def parse_limit(raw: Any, key: str, p: str, reader: Reader, *, default_cite: str) -> Limit | None:
@@ -221,9 +268,13 @@ def _record(raw: dict[str, Any], key: str, p: str, reader: Reader, default_cite:
     return dict(
         key=key, citation=cite, stated=stated, required=required,
         wording=reader.str(raw, "wording", p, default=""), note=reader.str(raw, "note", p, default=""),
+        reading=reader.str(raw, "reading", p, default=""), literal=reader.str(raw, "literal", p, default=""),
+        measured_by=reader.str(raw, "measured_by", p, default="", check=("", "lab").__contains__,
+                               expected="'lab' (measured by laboratory tests of composite samples)"),
         line=reader.integer(raw, "line", p, default=0, minimum=0),
         line_end=reader.integer(raw, "line_end", p, default=0, minimum=0),
         quote=reader.str(raw, "quote", p, default=""),
+        at_all_times=_bool(raw, "at_all_times", p, reader, default=False),
     )
 
 
@@ -236,6 +287,10 @@ def _check_number_sets(key: str, numbers: dict[str, float], p: str, reader: Read
             (a in numbers) != (b in numbers) for a, b in pairs
         ):
             reader.error(p, sorted(numbers), "setpoint_c with tolerance_c and/or setpoint_f with tolerance_f")
+    if key == "slug" and numbers.get("baseline_hours", 24.0) != 24.0:
+        reader.error(f"{p}.baseline_hours", numbers["baseline_hours"],
+                     "24 (or leave it out): the baseline is the 24-hour average of whole local days of normal "
+                     "operation; their number is [site.rules.slug] baseline_days")
     readings = numbers.get("readings", 2.0)
     if key == "lel_successive" and (readings != int(readings) or readings < 2):
         reader.error(f"{p}.readings", readings, "a whole number of successive readings (>= 2)")
@@ -246,7 +301,7 @@ def parse_permit(raw: dict[str, Any], p: str, reader: Reader) -> Permit | None:
     ``[site.permit.pollutants.<parameter>]``."""
     if not raw:
         return None
-    reader.unknown_keys(raw, p, {"id", "adopt", "limits", "pollutants", "description"})
+    reader.unknown_keys(raw, p, {"id", "adopt", "limits", "pollutants", "description", "slug", "confirm_conflict"})
     permit_id = reader.str(raw, "id", p, expected="the permit number, e.g. 'IU-2024-017'")
     adopt = raw.get("adopt", [])
     federal, _ = load_profile(FEDERAL)
@@ -262,7 +317,20 @@ def parse_permit(raw: dict[str, Any], p: str, reader: Reader) -> Permit | None:
         elif limit is not None:
             limits[key] = limit
     pollutants = parse_pollutant_limits(reader.table(raw, "pollutants", p), f"{p}.pollutants", reader, permit_id)
-    return Permit(id=permit_id, limits=limits, adopt=tuple(adopt), pollutants=pollutants)
+    slug = reader.table(raw, "slug", p)
+    reader.unknown_keys(slug, f"{p}.slug", {"reading", "surrogates", "cite"})
+    reading = reader.str(slug, "reading", f"{p}.slug", default="", check=("", "multiple_alone").__contains__,
+                         expected="'multiple_alone' (the literal reading: more than the multiple at any reading)")
+    surrogates = slug.get("surrogates", [])
+    if not isinstance(surrogates, list) or not all(isinstance(x, str) for x in surrogates):
+        reader.error(f"{p}.slug.surrogates", surrogates, "a list of channel ids the permit names as surrogates")
+        surrogates = []
+    cite = "" if not slug else reader.str(slug, "cite", f"{p}.slug",
+                      check=lambda c: permit_id in c, expected=f"the permit's citation for this choice, naming "
+                                                             f"the permit ('Permit {permit_id or '<id>'}, Part ...')")
+    return Permit(id=permit_id, limits=limits, adopt=tuple(adopt), pollutants=pollutants, slug_reading=reading,
+                  slug_surrogates=tuple(surrogates), slug_cite=cite,
+                  confirm_conflict=_bool(raw, "confirm_conflict", p, reader, default=False))
 
 
 _POLLUTANT_KEYS = {"max", "unit", "cite", "quote"}
@@ -337,21 +405,38 @@ def temperature_unit(unit: str) -> str:
 def in_unit(limit: Limit, prefix: str, unit: str) -> tuple[float, str] | None:
     """A temperature figure of ``limit`` (``max``, ``setpoint``, ``tolerance``) in the channel's unit.
 
-    The figure printed in that unit is used as printed (Mineola's "150° F (65° C)" do not convert exactly, and
-    each is law as printed); when only the other unit is printed, it is converted and the citation says so.
+    Where the law prints both figures of a maximum and they differ (Wilson § 105-5C(13) and Mineola § 46.54A(1):
+    "150° F. (65° C.)", and 150 °F is 65.56 °C), the limit is the one most favourable to the discharger, each
+    converted exactly to the channel's unit: a penal text read against its drafter, and no verdict depends on
+    whether the transmitter reads °C or °F (65.3 °C and 149.5 °F both comply); `printed_pair_note` words that
+    reading for `pretreat rules` and the report. When only
+    the other unit is printed, it is converted and the citation says so.
     """
     want = temperature_unit(unit)
     if not want:
         return None
-    printed = limit.numbers.get(f"{prefix}_{want}")
-    if printed is not None:
-        return printed, ""
     other = "f" if want == "c" else "c"
+    printed = limit.numbers.get(f"{prefix}_{want}")
     value = limit.numbers.get(f"{prefix}_{other}")
     if value is None:
-        return None
+        return (printed, "") if printed is not None else None
     if prefix == "tolerance":  # a temperature difference: scale only
         converted = value * 5.0 / 9.0 if want == "c" else value * 9.0 / 5.0
     else:
         converted = fahrenheit_to_celsius(value) if want == "c" else celsius_to_fahrenheit(value)
-    return converted, f" (converted from {value:g} °{other.upper()} as printed)"
+    if printed is None:
+        return converted, f" (converted from {value:g} °{other.upper()} as printed)"
+    if prefix == "max" and converted > printed + 1e-9:
+        return converted, ""  # the reading is stated by printed_pair_note, not in the citation
+    return printed, ""
+
+
+def printed_pair_note(limit: Limit) -> str:
+    """The reading of a maximum printed in both units that do not convert exactly ("" when they agree)."""
+    c, f = limit.numbers.get("max_c"), limit.numbers.get("max_f")
+    if c is None or f is None or abs(fahrenheit_to_celsius(f) - c) < 1e-9:
+        return ""
+    hi_c = max(c, fahrenheit_to_celsius(f))
+    return (f"printed as {f:g} °F ({c:g} °C), which differ ({f:g} °F = {fahrenheit_to_celsius(f):.2f} °C): the "
+            f"figure most favourable to the discharger is in force, {hi_c:.2f} °C = {celsius_to_fahrenheit(hi_c):.1f} "
+            f"°F, whatever unit the transmitter reads")

@@ -51,8 +51,9 @@ _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ID_EXPECTED = "an id of letters, digits, '_', '-' or '.' (at most 64 characters)"
 
 _DAEMON_KEYS = {"historian", "commit_interval", "tick_interval", "stale_after_polls", "retention_days"}
-_SITE_KEYS = {"id", "name", "jurisdiction", "company", "timezone", "instrument", "channel", "permit", "rules",
-              "route", "alarm"}
+_SITE_KEYS = {"id", "name", "kind", "jurisdiction", "company", "timezone", "instrument", "channel", "permit",
+              "rules", "route", "alarm"}
+_SITE_KINDS = ("industry", "plant")
 _INSTRUMENT_KEYS = {
     "id", "driver", "poll_interval", "timeout", "unit_id", "host", "port", "register_map",
     "serial_port", "baudrate", "bytesize", "parity", "stopbits", "inter_frame_delay",
@@ -225,7 +226,14 @@ def _site(raw: dict[str, Any], p: str, reader: Reader, base: Path,
           maps: dict[Path, RegisterMap | None]) -> Site:
     reader.unknown_keys(raw, p, _SITE_KEYS)
     site_id = reader.str(raw, "id", p, check=_ID.match, expected=_ID_EXPECTED)  # type: ignore[arg-type]
-    tz = reader.str(raw, "timezone", p, default="UTC", check=_valid_tz, expected="an IANA time zone name")
+    # Required, never defaulted: days, calendar months (40 CFR 401.17(a)(1)) and the slug baseline's days are
+    # the site's local ones; a silent UTC would end a New York month at 19:00 local.
+    tz = reader.str(raw, "timezone", p, check=_valid_tz,
+                    expected="the site's IANA time zone, e.g. 'America/New_York' (required: days and months are "
+                             "local)")
+    kind = reader.str(raw, "kind", p, default="industry", check=_SITE_KINDS.__contains__,
+                      expected="'industry' (a user's discharge, the default) or 'plant' (the treatment plant's "
+                               "influent)")
     instruments: dict[str, Instrument] = {}
     for i, ri in enumerate(reader.tables(raw, "instrument", p)):
         reader.name(f"{p}.instrument[{i}]", ri)
@@ -246,10 +254,10 @@ def _site(raw: dict[str, Any], p: str, reader: Reader, base: Path,
     check_mqtt_topics(list(channels.values()), instruments, p, reader)
     jurisdiction = reader.str(raw, "jurisdiction", p, default="")
     permit = parse_permit(reader.table(raw, "permit", p), f"{p}.permit", reader)
-    checks = select_rules(site=site_id, jurisdiction=jurisdiction, timezone=tz or "UTC",
+    checks = select_rules(site=site_id, jurisdiction=jurisdiction, timezone=tz or "UTC", kind=kind,
                           channels=list(channels.values()), permit=permit,
                           raw_rules=reader.table(raw, "rules", p), p=p, reader=reader)
-    return Site(id=site_id, name=reader.str(raw, "name", p, default=site_id), timezone=tz,
+    return Site(id=site_id, name=reader.str(raw, "name", p, default=site_id), timezone=tz, kind=kind,
                 jurisdiction=jurisdiction, company=reader.str(raw, "company", p, default=""),
                 instruments=tuple(instruments.values()),
                 channels=tuple(channels.values()), permit=permit, checks=checks)

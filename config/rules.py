@@ -20,7 +20,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from config.limits import FEDERAL, Limit, Permit, Profile, in_unit, known_jurisdictions, load_profile
+from config.limits import (
+    FEDERAL,
+    Limit,
+    Permit,
+    Profile,
+    in_unit,
+    known_jurisdictions,
+    load_profile,
+    printed_pair_note,
+)
 from config.reader import Reader
 from config.schema import Channel, ChannelKind
 
@@ -45,7 +54,13 @@ CHANNEL_KINDS: dict[str, tuple[ChannelKind, ...]] = {
     "flatline": tuple(ChannelKind),
 }
 RULE_NAMES = tuple(CHANNEL_KINDS)
-_OPTIONS = {"flatline": {"readings"}, "slug": {"loading", "constituents"}, "sampler_interval": {"flow"}}
+_OPTIONS = {
+    "flatline": {"readings"},
+    "slug": {"loading", "constituents", "baseline_days"},
+    "sampler_interval": {"flow"},
+}
+BASELINE_DAYS = 7  # slug: days of normal operation averaged into the baseline (1-30)
+SLUG_READINGS = ("multiple_alone",)
 
 
 def is_data_quality(rule: str) -> bool:
@@ -67,6 +82,15 @@ class RuleBinding:
     citation: str
     inputs: tuple[str, ...]
     params: Mapping[str, float | str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A rule that does not run on a channel, and why (for `pretreat rules` and check-config's count)."""
+
+    channel: str
+    rule: str
+    why: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +123,16 @@ class _Context:
     channels: Sequence[Channel]
     p: str
     reader: Reader
+    kind: str = "industry"
+    skipped: list[Skipped] | None = None
 
-    def limit(self, key: str) -> Limit | None:
-        """The stated limit in force: the permit's own, a federal one the permit adopts, else the
-        profile's."""
+    def law(self, key: str) -> Limit | None:
+        """The ordinance's stated limit (the jurisdiction profile's), or None."""
+        found = self.profile.limits.get(key) if self.profile is not None else None
+        return found if found is not None and found.stated else None
+
+    def permitted(self, key: str) -> Limit | None:
+        """The permit's own limit, or a federal one the permit adopts, or None."""
         if self.permit is not None and key in self.permit.limits:
             return self.permit.limits[key]
         if self.permit is not None and key in self.permit.adopt:
@@ -110,13 +140,47 @@ class _Context:
             if federal is not None and key in federal.limits:
                 fed = federal.limits[key]
                 return replace(fed, citation=f"{fed.citation}, adopted by permit {self.permit.id}")
-        found = self.profile.limits.get(key) if self.profile is not None else None
-        return found if found is not None and found.stated else None
+        return None
+
+    def limit(self, key: str) -> Limit | None:
+        """The permit's limit where the ordinance states none of its own (durations, sampler interval), else
+        the ordinance's; rules the ordinance also limits use `stricter` instead."""
+        return self.permitted(key) or self.law(key)
+
+    def looser(self, key: str, permit_words: str, law_words: str, law: Limit) -> str:
+        """The note kept beside a limit in force when the permit's figure is looser than the ordinance's."""
+        permit = self.permitted(key)
+        cite = permit.citation if permit is not None else "the permit"
+        return (f"the permit's {permit_words} ({cite}) is looser than the ordinance's {law_words} "
+                f"({law.citation}): a permit may tighten the ordinance, never relax it (40 CFR 403.5(d)), so "
+                f"the ordinance's is in force")
 
     def binding(self, rule: str, ch: Channel, citation: str, **params: float | str) -> RuleBinding:
         return RuleBinding(
             rule=rule, site=self.site, channel=ch.id, citation=citation, inputs=(ch.id,), params=params
         )
+
+
+def _severity(operator: str, value: float) -> tuple[float, int]:
+    """Orders limits on one side by how much they forbid: a larger violating set is stricter. For a minimum
+    ("reading < v") a higher v forbids more, and "<=" forbids v itself; for a maximum the reverse."""
+    if operator in ("<", "<="):
+        return value, int(operator == "<=")
+    return -value, int(operator == ">=")
+
+
+def _pick(ctx: _Context, key: str, law: tuple[float, str, Limit] | None, permit: tuple[float, str, Limit] | None,
+          unit: str = "") -> tuple[float, str, Limit, str] | None:
+    """The stricter of the ordinance's and the permit's (value, operator, limit), and the note on a looser
+    permit figure ("" if none). Equal figures: the permit's, the more specific text."""
+    if law is None or permit is None:
+        one = permit or law
+        return None if one is None else (*one, "")
+    if _severity(law[1], law[0]) > _severity(permit[1], permit[0]):
+        note = ctx.looser(key, f"{permit[1]} {permit[0]:g} {unit}".rstrip(), f"{law[1]} {law[0]:g} {unit}".rstrip(),
+                          law[2])
+        return (*law, note)
+    return (*permit, "")
 
 
 def select_rules(
@@ -126,7 +190,9 @@ def select_rules(
     timezone: str,
     channels: Sequence[Channel],
     permit: Permit | None,
+    kind: str = "industry",
     raw_rules: dict[str, Any],
+    skipped: list[Skipped] | None = None,
     p: str,
     reader: Reader,
 ) -> tuple[RuleBinding, ...]:
@@ -140,12 +206,16 @@ def select_rules(
         else:
             profile, errors = load_profile(jurisdiction)
             reader.errors.extend(errors)
-    ctx = _Context(site, timezone, profile, permit, channels, p, reader)
+    ctx = _Context(site, timezone, profile, permit, channels, p, reader, kind, skipped)
     settings = _parse_settings(raw_rules, ctx)
+    _check_401_17(ctx)
     bindings: list[RuleBinding] = []
     for rule in RULE_NAMES:
         s = settings.get(rule, _Settings())
         if not s.enabled:
+            for c in channels:
+                if skipped is not None and c.kind in CHANNEL_KINDS[rule]:
+                    skipped.append(Skipped(c.id, rule, f"switched off by [site.rules.{rule}] enabled = false"))
             continue
         if s.channels:
             targets = [c for c in channels if c.id in s.channels]
@@ -160,12 +230,41 @@ def select_rules(
     return tuple(bindings)
 
 
+FEDERAL_EXCURSIONS = ("ph_excursion_single", "ph_excursion_monthly")
+PERMITTED_EXCURSION = "40 CFR 401.17"
+
+
+def adopts_401_17(permit: Permit | None) -> bool:
+    """The permit adopts 40 CFR 401.17: pH excursions within its allowances "are permitted", so ``ph_low`` /
+    ``ph_high`` episodes are permitted excursions, listed apart from violations."""
+    return permit is not None and any(k in permit.adopt for k in FEDERAL_EXCURSIONS)
+
+
+def _check_401_17(ctx: _Context) -> None:
+    """Adopting 401.17 where the ordinance wants the range "at all times" (Vestal-Endicott § 18-76(a)(7)) is a
+    conflict only the control authority can resolve: refused unless the permit says it confirmed it."""
+    permit = ctx.permit
+    if permit is None or not adopts_401_17(permit) or permit.confirm_conflict:
+        return
+    strict = [x for x in (ctx.law("ph_min"), ctx.law("ph_max")) if x is not None and x.at_all_times]
+    if strict:
+        ctx.reader.error(
+            f"{ctx.p}.permit.adopt", list(permit.adopt),
+            f"confirm_conflict = true in [site.permit]: {strict[0].citation} requires the pH range \"at all "
+            f"times\" ({strict[0].quote!r}), while 40 CFR 401.17 permits excursions within its allowances; the "
+            f"control authority must confirm that the permit grants them",
+        )
+
+
 def _keep(
     result: _Result, rule: str, channel: str, s: _Settings, ctx: _Context, out: list[RuleBinding]
 ) -> None:
     if isinstance(result, RuleBinding):
         out.append(result)
-    elif isinstance(result, _NotApplicable) and channel in s.channels:
+        return
+    if ctx.skipped is not None:
+        ctx.skipped.append(Skipped(channel, rule, _why(result, ctx)))
+    if isinstance(result, _NotApplicable) and channel in s.channels:
         ctx.reader.error(f"{ctx.p}.rules.{rule}", f"{rule} on channel {channel}", result.reason)
     elif isinstance(result, _Missing):
         unstated = ctx.profile.limits.get(result.key) if ctx.profile is not None else None
@@ -182,6 +281,16 @@ def _keep(
             f"[site.permit.limits.{result.key}] with the permit's citation (never another "
             f"jurisdiction's number)",
         )
+
+
+def _why(result: _Missing | _NotApplicable, ctx: _Context) -> str:
+    if isinstance(result, _NotApplicable):
+        return f"needs {result.reason}"
+    unstated = ctx.profile.limits.get(result.key) if ctx.profile is not None else None
+    who = ctx.profile.name if ctx.profile is not None else "no jurisdiction"
+    why = f" ({unstated.note} [{unstated.citation}])" if unstated is not None and unstated.note else ""
+    return (f"{who} states no {result.key} limit{why}; the permit may state one in "
+            f"[site.permit.limits.{result.key}]")
 
 
 def _parse_settings(raw_rules: dict[str, Any], ctx: _Context) -> dict[str, _Settings]:
@@ -222,6 +331,8 @@ def _check_options(
     r = ctx.reader
     if "readings" in options:
         r.integer(options, "readings", p, minimum=2)
+    if "baseline_days" in options:
+        r.integer(options, "baseline_days", p, minimum=1, maximum=30)
     if "loading" in options and not isinstance(options["loading"], bool):
         r.error(f"{p}.loading", options["loading"], "true or false")
     if "constituents" in options and not isinstance(options["constituents"], dict):
@@ -230,36 +341,60 @@ def _check_options(
         r.error(f"{p}.flow", options["flow"], "the id of a flow channel of this site")
 
 
+def _bound(ctx: _Context, key: str, unit: str = "") -> tuple[float, str, Limit, str] | None:
+    """A pH bound in force: the stricter of ordinance and permit (40 CFR 403.5(d))."""
+    law, permit = ctx.law(key), ctx.permitted(key)
+    return _pick(ctx, key, None if law is None else (law.numbers["value"], law.operator, law),
+                 None if permit is None else (permit.numbers["value"], permit.operator, permit), unit)
+
+
+def _extra(lim: Limit, looser: str, reading: str = "") -> dict[str, str]:
+    """The words kept beside the numbers for `pretreat rules` and the report: the reading of ambiguous law in
+    force and a looser permit figure set aside (engines ignore them)."""
+    out = {"quote": lim.quote} if lim.quote else {}
+    if reading or lim.reading:
+        out["reading"] = reading or lim.reading
+    if looser:
+        out["looser"] = looser
+    if lim.wording:
+        out["wording"] = lim.wording
+    return out
+
+
 def _threshold(rule: str, key: str) -> Callable[[_Context, Channel, _Settings], _Result]:
     def bind(ctx: _Context, ch: Channel, s: _Settings) -> _Result:
-        lim = ctx.limit(key)
-        if lim is None:
+        found = _bound(ctx, key, ch.unit)
+        if found is None:
             return _Missing(key)
-        return ctx.binding(rule, ch, lim.citation, limit=lim.numbers["value"], operator=lim.operator)
+        value, op, lim, looser = found
+        extra = _extra(lim, looser)
+        if adopts_401_17(ctx.permit):
+            extra["permitted"] = PERMITTED_EXCURSION
+        return ctx.binding(rule, ch, lim.citation, limit=value, operator=op, **extra)
 
     return bind
 
 
 def _excursion(rule: str, key: str) -> Callable[[_Context, Channel, _Settings], _Result]:
-    """401.17 rules: duration limits from the permit (adopted or stated), the pH range from wherever it is
-    stated."""
+    """401.17 rules: duration limits from the permit (adopted or stated), the pH range in force (the stricter
+    of ordinance and permit)."""
 
     def bind(ctx: _Context, ch: Channel, s: _Settings) -> _Result:
-        dur, low, high = ctx.limit(key), ctx.limit("ph_min"), ctx.limit("ph_max")
+        dur, low, high = ctx.limit(key), _bound(ctx, "ph_min"), _bound(ctx, "ph_max")
         if dur is None:
             return _Missing(key)
         if low is None and high is None:
             return _Missing("ph_min")
-        ranges = list(dict.fromkeys(x.citation for x in (low, high) if x is not None))
+        ranges = list(dict.fromkeys(x[2].citation for x in (low, high) if x is not None))
         return ctx.binding(
             rule,
             ch,
             f"{dur.citation}; pH range: {'; '.join(ranges)}",
             limit=dur.numbers["minutes"] * 60.0,
-            min=low.numbers["value"] if low else -math.inf,
-            min_operator=low.operator if low else "<",
-            max=high.numbers["value"] if high else math.inf,
-            max_operator=high.operator if high else ">",
+            min=low[0] if low else -math.inf,
+            min_operator=low[1] if low else "<",
+            max=high[0] if high else math.inf,
+            max_operator=high[1] if high else ">",
             timezone=ctx.timezone,
         )
 
@@ -272,50 +407,118 @@ def _temperature(ctx: _Context, ch: Channel, s: _Settings) -> _Result:
         return _NotApplicable(
             "a temperature channel with location = 'influent', 'discharge' or 'grease_interceptor'"
         )
-    key = f"temperature_{getattr(location, 'value', location)}"
-    lim = ctx.limit(key)
-    if lim is None:
+    point = str(getattr(location, "value", location))
+    if point == "influent" and ctx.kind != "plant":
+        _influent_at_industry(ctx, ch)
+        return _NotApplicable("an influent channel at a treatment plant site")
+    key = f"temperature_{point}"
+    law, permit = ctx.law(key), ctx.permitted(key)
+    if law is None and permit is None:
         return _Missing(key)
-    value = in_unit(lim, "max", ch.unit)
-    if value is None:
+    resolved = [None if x is None else in_unit(x, "max", ch.unit) for x in (law, permit)]
+    if any(x is not None and r is None for x, r in zip((law, permit), resolved, strict=True)):
         ctx.reader.error(f"{ctx.p}.channel[id={ch.id}].unit", ch.unit, "a temperature unit: 'degC' or 'degF'")
         return _NotApplicable("a temperature unit")
-    return ctx.binding("temperature_high", ch, lim.citation + value[1], limit=value[0], operator=lim.operator)
+    suffix = {id(x): r[1] for x, r in zip((law, permit), resolved, strict=True) if x is not None and r is not None}
+    found = _pick(ctx, key, None if law is None or resolved[0] is None else (resolved[0][0], law.operator, law),
+                  None if permit is None or resolved[1] is None else (resolved[1][0], permit.operator, permit),
+                  ch.unit)
+    assert found is not None
+    value, op, lim, looser = found
+    return ctx.binding("temperature_high", ch, lim.citation + suffix[id(lim)], limit=value, operator=op,
+                       **_extra(lim, looser, printed_pair_note(lim)))
+
+
+def _influent_at_industry(ctx: _Context, ch: Channel) -> None:
+    """"The influent to the POTW" is the plant's inflow, which no industry's manhole measures: refuse, naming the
+    limit that does apply at the industry's point of discharge."""
+    law = ctx.law("temperature_discharge")
+    if law is not None:
+        hint = f"location = 'discharge' ({law.wording or 'the discharge limit'}, {law.citation})"
+    else:
+        unstated = ctx.profile.limits.get("temperature_discharge") if ctx.profile is not None else None
+        why = f": {unstated.note} [{unstated.citation}]" if unstated is not None and unstated.note else ""
+        hint = (f"location = 'discharge', whose limit the ordinance does not state{why}; a permit may state it in "
+                f"[site.permit.limits.temperature_discharge]")
+    ctx.reader.error(f"{ctx.p}.channel[id={ch.id}].location", "influent",
+                     f"at an industry's site, {hint}; influent limits apply only at the treatment plant "
+                     f"([[site]] kind = 'plant')")
 
 
 def _lel(rule: str) -> Callable[[_Context, Channel, _Settings], _Result]:
     def bind(ctx: _Context, ch: Channel, s: _Settings) -> _Result:
-        lim = ctx.limit(rule)
-        if lim is None:
+        law, permit = ctx.law(rule), ctx.permitted(rule)
+        found = _pick(ctx, rule, None if law is None else (law.numbers["percent"], law.operator, law),
+                      None if permit is None else (permit.numbers["percent"], permit.operator, permit), "% LEL")
+        if found is None:
             return _Missing(rule)
-        return ctx.binding(
-            rule,
-            ch,
-            lim.citation,
-            limit=lim.numbers["percent"],
-            operator=lim.operator,
-            readings=lim.numbers.get("readings", 1.0),
-        )
+        value, op, lim, looser = found
+        readings = lim.numbers.get("readings", 1.0)
+        if law is not None and permit is not None and permit.numbers.get("readings", 1.0) > law.numbers.get(
+            "readings", 1.0
+        ):  # more successive readings forbid less: the ordinance's count binds
+            readings = law.numbers.get("readings", 1.0)
+            looser = looser or ctx.looser(rule, f"{permit.numbers['readings']:g} successive readings",
+                                          f"{readings:g}", law)
+        return ctx.binding(rule, ch, lim.citation, limit=value, operator=op, readings=readings,
+                           **_extra(lim, looser))
 
     return bind
 
 
-def _slug_params(lim: Limit) -> dict[str, float | str]:
-    return {
+def _slug_params(lim: Limit, s: _Settings, ctx: _Context) -> dict[str, float | str]:
+    permit = ctx.permit
+    out: dict[str, float | str] = {
+        "timezone": ctx.timezone,
         "multiplier": lim.numbers["multiplier"],
         "operator": lim.operator,
         "duration": lim.numbers["minutes"] * 60.0,
         "duration_operator": lim.duration_operator,
-        "window": lim.numbers.get("baseline_hours", 24.0) * 3600.0,
+        "baseline_days": float(s.options.get("baseline_days", BASELINE_DAYS)),
     }
+    if permit is not None and permit.slug_reading == "multiple_alone":
+        out["duration"], out["duration_operator"] = 0.0, ">="
+        out["reading"] = (f"the literal reading, selected by {permit.slug_cite}: more than "
+                          f"{lim.numbers['multiplier']:g} times the baseline at any reading is a slug, whatever "
+                          f"its duration (\"{lim.literal or lim.quote}\")")
+    elif lim.reading:
+        out["reading"] = lim.reading
+    if lim.wording:
+        out["wording"] = lim.wording
+    return out
+
+
+def _slug_limit(ctx: _Context) -> tuple[Limit | None, str]:
+    """The slug limit in force and a note on a permit's looser figures. A permit may tighten the multiplier or the
+    duration (40 CFR 403.5(d)) of the same form of baseline; a looser figure is set aside with a note."""
+    law, permit = ctx.law("slug"), ctx.permitted("slug")
+    if law is None or permit is None:
+        return permit or law, ""
+    if permit.baseline != law.baseline:
+        return law, ctx.looser("slug", f"{permit.baseline} baseline", f"{law.baseline} baseline", law)
+    looser = [k for k in ("multiplier", "minutes") if permit.numbers[k] > law.numbers[k]]
+    if permit.duration_operator == ">" and law.duration_operator == ">=" and permit.numbers["minutes"] >= \
+            law.numbers["minutes"]:
+        looser.append("duration wording")
+    if not looser:
+        return permit, ""
+    words = ", ".join(f"{k} {permit.numbers.get(k, 0):g}" if k in permit.numbers else k for k in looser)
+    return law, ctx.looser("slug", words, ", ".join(f"{k} {law.numbers.get(k, 0):g}" if k in law.numbers else k
+                                                    for k in looser), law)
 
 
 def _slug(ctx: _Context, ch: Channel, s: _Settings) -> _Result:
-    lim = ctx.limit("slug")
+    lim, looser = _slug_limit(ctx)
     if lim is None:
         return _Missing("slug")
+    extra = {"looser": looser} if looser else {}
+    if lim.measured_by == "lab" and lim is ctx.law("slug"):
+        surrogate = _surrogate(ctx, ch, s)
+        if isinstance(surrogate, _NotApplicable):
+            return surrogate
+        lim = replace(lim, citation=f"{lim.citation}; surrogate channel: {surrogate}")
     if lim.baseline == "trailing":
-        return ctx.binding("slug", ch, lim.citation, **_slug_params(lim))
+        return ctx.binding("slug", ch, lim.citation, **_slug_params(lim, s, ctx), **extra)
     # A fixed "normal sewage" strength (Vestal): concentration channels mapped to a constituent only.
     constituent = dict(s.options.get("constituents") or {}).get(ch.id)
     known = sorted(lim.normal_sewage)
@@ -331,13 +534,28 @@ def _slug(ctx: _Context, ch: Channel, s: _Settings) -> _Result:
             f"{ctx.p}.channel[id={ch.id}].unit", ch.unit, "'ppm' or 'mg/l' (normal sewage is in ppm)"
         )
         return _NotApplicable("a concentration unit")
-    return ctx.binding("slug", ch, lim.citation, baseline=lim.normal_sewage[constituent], **_slug_params(lim))
+    return ctx.binding("slug", ch, lim.citation, baseline=lim.normal_sewage[constituent], **_slug_params(lim, s, ctx),
+                       **extra)
+
+
+def _surrogate(ctx: _Context, ch: Channel, s: _Settings) -> str | _NotApplicable:
+    """Vestal-Endicott measures a slug "by suspended solids and BOD", laboratory tests of composite samples: an
+    online channel stands in only where the permit names it, with its citation (``[site.rules.slug]
+    surrogates`` with its ``cite``); otherwise the slug is screened on lab results (`pretreat labs import`)."""
+    permit = ctx.permit
+    if permit is None or ch.id not in permit.slug_surrogates:
+        return _NotApplicable(
+            "an online surrogate the permit names: the ordinance measures a slug by suspended solids and BOD "
+            "(laboratory tests); list the channel in [site.permit.slug] surrogates with the permit's cite, or "
+            "screen the lab results (pretreat labs import)"
+        )
+    return permit.slug_cite
 
 
 def _loading_pairs(ctx: _Context, s: _Settings) -> list[RuleBinding]:
     """Mass loading (flow × concentration) where both are measured and the baseline is the trailing
     average."""
-    lim = ctx.limit("slug")
+    lim, _ = _slug_limit(ctx)
     if lim is None or lim.baseline != "trailing" or s.options.get("loading") is False or not s.enabled:
         return []
     chosen = [c for c in ctx.channels if not s.channels or c.id in s.channels]
@@ -350,7 +568,7 @@ def _loading_pairs(ctx: _Context, s: _Settings) -> list[RuleBinding]:
             channel=f"{f.id}*{c.id}",
             citation=lim.citation,
             inputs=(f.id, c.id),
-            params=_slug_params(lim),
+            params=_slug_params(lim, s, ctx),
         )
         for f in flows
         for c in concs
@@ -358,26 +576,38 @@ def _loading_pairs(ctx: _Context, s: _Settings) -> list[RuleBinding]:
 
 
 def _sampler_temperature(ctx: _Context, ch: Channel, s: _Settings) -> _Result:
-    lim = ctx.limit("sampler_temperature")
-    if lim is None:
+    """The fridge band: the ordinance's and the permit's both bind, so the band in force is their overlap."""
+    bands = []
+    for lim in (ctx.law("sampler_temperature"), ctx.permitted("sampler_temperature")):
+        if lim is None:
+            continue
+        setpoint, tolerance = in_unit(lim, "setpoint", ch.unit), in_unit(lim, "tolerance", ch.unit)
+        if setpoint is None or tolerance is None:
+            ctx.reader.error(f"{ctx.p}.channel[id={ch.id}].unit", ch.unit, "a temperature unit: 'degC' or 'degF'")
+            return _NotApplicable("a temperature unit")
+        bands.append((setpoint[0] - tolerance[0], setpoint[0] + tolerance[0], lim.citation + setpoint[1], lim))
+    if not bands:
         return _Missing("sampler_temperature")
-    setpoint, tolerance = in_unit(lim, "setpoint", ch.unit), in_unit(lim, "tolerance", ch.unit)
-    if setpoint is None or tolerance is None:
-        ctx.reader.error(f"{ctx.p}.channel[id={ch.id}].unit", ch.unit, "a temperature unit: 'degC' or 'degF'")
-        return _NotApplicable("a temperature unit")
+    low, high = max(b[0] for b in bands), min(b[1] for b in bands)
+    cites = list(dict.fromkeys(b[2] for b in bands if b[0] == low or b[1] == high))
+    looser = ""
+    if len(bands) == 2 and (bands[1][0] < low or bands[1][1] > high):
+        looser = ctx.looser("sampler_temperature", f"{bands[1][0]:g}–{bands[1][1]:g} {ch.unit}",
+                            f"{bands[0][0]:g}–{bands[0][1]:g} {ch.unit}", bands[0][3])
     return ctx.binding(
-        "sampler_temperature",
-        ch,
-        lim.citation + setpoint[1],
-        low=setpoint[0] - tolerance[0],
-        high=setpoint[0] + tolerance[0],
+        "sampler_temperature", ch, "; ".join(cites), low=low, high=high,
+        reading="the sampler's refrigerator temperature: it measures the fridge, not the composited sample",
+        **({"looser": looser} if looser else {}),
     )
 
 
 def _sampler_interval(ctx: _Context, ch: Channel, s: _Settings) -> _Result:
-    lim = ctx.limit("sampler_interval")
-    if lim is None:
+    law, permit = ctx.law("sampler_interval"), ctx.permitted("sampler_interval")
+    found = _pick(ctx, "sampler_interval", None if law is None else (law.numbers["minutes"], ">", law),
+                  None if permit is None else (permit.numbers["minutes"], ">", permit), "min")
+    if found is None:
         return _Missing("sampler_interval")
+    minutes, _, lim, looser = found
     flows = [c.id for c in ctx.channels if c.kind is ChannelKind.FLOW]
     flow = str(s.options.get("flow", flows[0] if len(flows) == 1 else ""))
     if not flow:
@@ -393,7 +623,7 @@ def _sampler_interval(ctx: _Context, ch: Channel, s: _Settings) -> _Result:
         channel=ch.id,
         citation=lim.citation,
         inputs=(ch.id, flow),
-        params={"limit": lim.numbers["minutes"] * 60.0, "operator": lim.operator},
+        params={"limit": minutes * 60.0, "operator": lim.operator, **_extra(lim, looser)},
     )
 
 

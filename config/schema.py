@@ -222,11 +222,13 @@ class Channel:
 
 @dataclass(frozen=True, slots=True)
 class Site:
-    """An industry's control manhole, or a plant's influent monitoring point."""
+    """An industry's control manhole (``kind = "industry"``), or a plant's influent monitoring point
+    (``kind = "plant"``: only there do "influent to the POTW" limits apply)."""
 
     id: str
     name: str
     timezone: str
+    kind: str = "industry"
     jurisdiction: str = ""
     company: str = ""  # the industry owning the site: an "industry" console user sees only its company's sites
     instruments: tuple[Instrument, ...] = ()

@@ -18,6 +18,8 @@ from monitor.logs import FORMATS, configure_logging
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("monitor.app:add_arguments", "run the monitoring daemon"),
     "check-config": ("monitor.commands:add_check_config", "validate a site file and list every error"),
+    "rules": ("monitor.rules_cli:add_arguments",
+              "every rule in force per site and channel: limit, reading, citation; channels left unchecked"),
     "readings": ("monitor.export:add_arguments", "export recorded readings of one channel"),
     "tail": ("monitor.tail:add_arguments", "follow readings as the daemon records them"),
     "alarms": ("monitor.alarms_cli:add_alarms", "list, acknowledge, shelve, reset and watch alarms"),

@@ -20,5 +20,14 @@ def _check_config(args: argparse.Namespace) -> int:
     if errors:
         print(f"{len(errors)} error(s); nothing started", file=sys.stderr)
         return 2
-    print(f"{args.config}: OK")
+    from config.loader import load_config
+    from monitor.rules_cli import unchecked
+
+    config = load_config(args.config)
+    for site in config.sites:
+        for note in dict.fromkeys(str(b.params["looser"]) for b in site.checks if b.params.get("looser")):
+            print(f"warning: site {site.id}: {note}", file=sys.stderr)
+    left = unchecked(config, args.config)
+    print(f"{args.config}: OK; {len(left)} channel(s) left unchecked by any discharge rule"
+          + (" (pretreat rules --config FILE says why)" if left else ""))
     return 0

@@ -1,9 +1,10 @@
 """Restart without amnesia: rebuild the check engine's state from the recorded readings, then reconcile alarms.
 
-Several rules remember the past: the slug baseline is the trailing 24 hours, 40 CFR 401.17's monthly total
+Several rules remember the past: the slug baseline is built from up to 60 days, 40 CFR 401.17's monthly total
 runs from the first of the month, an excursion may have started before the restart. A daemon that starts
 with empty rule state would miss real violations, so at start-up the recent record (from the earlier of
-25 hours ago and the start of the current month in each site's time zone) is replayed from the historian into
+25 hours ago, 62 days ago for a site with a trailing slug baseline, and the start of the current month in each
+site's time zone) is replayed from the historian into
 a fresh check engine, exactly as `pretreat replay` would, in time order across channels.
 
 The episode events that replay produces are recorded in the episode store (idempotent: an event already there
@@ -20,7 +21,7 @@ from __future__ import annotations
 import heapq
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -29,28 +30,45 @@ from alarms.model import AlarmInput
 from config.schema import SiteConfig
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import EpisodeEvent
+from monitor.checks.slug import LOOKBACK_DAYS
 from monitor.logtext import duration
 from monitor.sample import Sample
 from monitor.stores.historian import Historian
 
 log = logging.getLogger(__name__)
-BASELINE_WINDOW = 25 * 3600.0  # the slug rule's 24-hour baseline, plus the 15-minute candidate and margin
+BASELINE_WINDOW = 25 * 3600.0  # an open candidate or excursion, with margin
+SLUG_LOOKBACK = (LOOKBACK_DAYS + 2) * 86400.0  # a slug baseline's days of normal operation: up to 60 days back
 
 
 def window_start(config: SiteConfig, now: float) -> float:
-    """The earliest time whose readings can still matter to a rule at ``now``."""
-    start = now - BASELINE_WINDOW
+    """The earliest time whose readings can still matter to any rule at ``now`` (see `channel_starts`)."""
+    return min(channel_starts(config, now).values(), default=now - BASELINE_WINDOW)
+
+
+def channel_starts(config: SiteConfig, now: float) -> dict[tuple[str, str], float]:
+    """Per (site, channel), the earliest time whose readings can still matter at ``now``: the start of the
+    current month in the site's time zone (401.17's monthly total) or 25 hours back, and for the inputs of a
+    trailing slug baseline the 62 days it looks back for days of normal operation (`monitor.checks.slug`), so
+    the daemon's baseline after a restart is the one a replay of the same record computes. Only those channels
+    are read that far back."""
+    out: dict[tuple[str, str], float] = {}
     for site in config.sites:
         local = datetime.fromtimestamp(now, tz=ZoneInfo(site.timezone))
-        start = min(start, local.replace(day=1, hour=0, minute=0, second=0, microsecond=0).timestamp())
-    return start
+        base = min(now - BASELINE_WINDOW, local.replace(day=1, hour=0, minute=0, second=0, microsecond=0).timestamp())
+        slug = {c for b in site.checks if b.rule == "slug" and "baseline" not in b.params for c in b.inputs}
+        for ch in site.channels:
+            out[(site.id, ch.id)] = min(base, now - SLUG_LOOKBACK) if ch.id in slug else base
+    return out
 
 
-def recorded_since(config: SiteConfig, start: float, end: float) -> Iterator[Sample]:
-    """Every recorded sample of every configured channel in [start, end), merged in time order."""
+def recorded_since(config: SiteConfig, start: float | Mapping[tuple[str, str], float], end: float) -> Iterator[Sample]:
+    """Every recorded sample of every configured channel from ``start`` (one time, or one per (site, channel))
+    to ``end`` (exclusive), merged in time order."""
     if not config.daemon.historian.exists():
         return iter(())
-    streams = [Historian.read(path=config.daemon.historian, site=c.site, channel=c.id, start=start, end=end)
+    starts = start if isinstance(start, Mapping) else {}
+    streams = [Historian.read(path=config.daemon.historian, site=c.site, channel=c.id,
+                              start=starts.get((c.site, c.id), end) if starts else float(start), end=end)
                for c in config.channels]
     return heapq.merge(*streams, key=lambda s: s.time)
 
@@ -60,7 +78,7 @@ def warm_up(engine: CheckEngine, config: SiteConfig, now: float) -> list[Episode
     started = time.monotonic()
     events: list[EpisodeEvent] = []
     n = 0
-    for s in recorded_since(config, window_start(config, now), now):
+    for s in recorded_since(config, channel_starts(config, now), now):
         n += 1
         events.extend(engine.process(s))
     if n:

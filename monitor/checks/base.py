@@ -85,9 +85,10 @@ class Rule:
         """True while an episode of this rule is open (started, not yet ended)."""
         return bool(getattr(self, "is_open", False))
 
-    def start(self, t: float, value: float | None, limit: float | None) -> None:
+    def start(self, t: float, value: float | None, limit: float | None, confirmed: float | None = None) -> None:
+        """``t`` is the onset; ``confirmed`` (duration rules) the moment the duration was exceeded."""
         self.out.append(
-            EpisodeEvent(t, self.site, self.channel, self.rule, START, value, limit, self.citation)
+            EpisodeEvent(t, self.site, self.channel, self.rule, START, value, limit, self.citation, None, confirmed)
         )
 
     def end(self, t: float, value: float | None, limit: float | None, peak: float | None) -> None:

@@ -31,6 +31,9 @@ class EpisodeEvent:
     ``peak`` (``end`` only): the extreme of the compared quantity over the episode: the highest (or, for low
     limits, lowest) reading; for a sampler temperature the reading furthest from the set point; for duration
     rules the duration in seconds (the excursion's length, the month's total, the time without a sample).
+    ``confirmed`` (``start`` of a duration rule only: slug, single pH excursion, sampler interval): the moment
+    the duration was exceeded, when the live alarm fires; ``time`` is then the onset, the first reading of the
+    run, so an episode spans what the discharge did, not what the rule had to wait for.
     """
 
     time: float
@@ -42,6 +45,7 @@ class EpisodeEvent:
     limit: float | None
     citation: str
     peak: float | None = None
+    confirmed: float | None = None  # start of a duration rule: when the duration was exceeded (time = onset)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -56,6 +60,8 @@ class EpisodeEvent:
         }
         if self.event == END:
             out["peak"] = self.peak
+        if self.confirmed is not None:
+            out["confirmed"] = iso_utc(self.confirmed)
         return out
 
     def to_json(self) -> str:
@@ -74,6 +80,7 @@ class EpisodeEvent:
             limit=d["limit"],
             citation=d["citation"],
             peak=d.get("peak"),
+            confirmed=parse_iso(d["confirmed"]) if d.get("confirmed") else None,
         )
 
 

@@ -37,6 +37,7 @@ class _Excursions(Rule):
         "min_viol",
         "side",
         "start_time",
+        "start_value",
     )
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
@@ -51,6 +52,7 @@ class _Excursions(Rule):
         self.min_band = violates_band(str(p["min_operator"]), self.min)
         self.max_band = violates_band(str(p["max_operator"]), self.max)
         self.start_time: float | None = None  # first out-of-range reading of the excursion in progress
+        self.start_value = 0.0  # its value: the onset an episode of a duration rule starts at
         self.side = 0  # -1 low, +1 high: the side of the last out-of-range reading
         self.is_open = False
 
@@ -70,12 +72,13 @@ class _Excursions(Rule):
 
 
 class ExcursionDuration(_Excursions):
-    """``ph_excursion_duration``: starts at the first reading more than ``limit`` s into an excursion, ends
-    with it.
+    """``ph_excursion_duration``: an excursion longer than ``limit`` s. The episode starts at its onset (the
+    first out-of-range reading, with that reading's value) and is confirmed at the first reading more than
+    ``limit`` s into it (``confirmed``: the live alarm fires then); it ends with the excursion.
 
     When that first reading is the in-range one that ends the excursion (sparse readings: out of range at
-    08:00, back in range at 09:30), the excursion was still longer than the limit: a start and an end at that
-    reading record it, peak = the excursion's length.
+    08:00, back in range at 09:30), the excursion was still longer than the limit: a start (time = onset,
+    confirmed at that reading) and an end at that reading record it, peak = the excursion's length.
     """
 
     __slots__ = ()
@@ -83,14 +86,14 @@ class ExcursionDuration(_Excursions):
     def good(self, t: float, v: float, port: int) -> None:
         if self.outside(v):
             if self.start_time is None:
-                self.start_time = t
+                self.start_time, self.start_value = t, v
             if not self.is_open and t - self.start_time > self.limit:
                 self.is_open = True
-                self.start(t, v, self.limit)
+                self.start(self.start_time, self.start_value, self.limit, confirmed=t)
         elif self.start_time is not None:
             length = t - self.start_time
             if not self.is_open and length > self.limit:  # sparse readings: too long, known only now
-                self.start(t, v, self.limit)
+                self.start(self.start_time, self.start_value, self.limit, confirmed=t)
                 self.is_open = True
             if self.is_open:
                 self.is_open = False

@@ -1,19 +1,31 @@
 """Slug loads: more than 5 × the average of normal operation, sustained for longer than 15 minutes.
 
-The baseline (Southeast § 112-5A(1)(j), Mineola § 46.2(24)) is the mean of the channel's good readings over
-the trailing 24 hours *of normal operation*: readings taken while a slug candidate or episode is open are left
-out, so a slug never inflates its own baseline. It is kept as per-minute sums in a ring of ``window / 60``
-buckets (three arrays of 8-byte numbers: 24 B per minute, 34,560 B for 24 h, whatever the sample rate). For a
-reading in minute *m* the baseline is the mean over the complete minutes *m - 1440 … m - 1*, so it changes
-once a minute, and there is none (so no slug) until the channel's first reading is at least a full window old.
-Vestal words the rule against a fixed "normal sewage" strength instead: the binding then carries ``baseline``
-and no ring is used.
+Southeast § 112-5A(1)(j) and Mineola § 46.2(24) measure a slug against "the average twenty-four-hour
+concentration, quantities or flow during normal operation". The baseline is built from whole local days:
 
-A reading above multiplier × baseline opens a *candidate* and freezes the threshold; the candidate continues
-while every good reading stays above the frozen threshold; the first reading once it has lasted longer than
-the duration (``>``, or ``>=`` for "for a duration of 15 minutes") starts the episode, and the first reading
-at or below the frozen threshold ends candidate or episode. That reading is normal operation again: it
-counts.
+- a **day of normal operation** is a local calendar day (the site's time zone) whose readings cover at least
+  90 % of its minutes, in which no slug episode was open, and in which the channel was above zero for at least
+  one hour (the industry operated: a weekend shutdown is no day of normal operation, so Monday is measured
+  against working days, not against zero);
+- its **24-hour average** is the time-weighted mean over the whole day, zero-flow hours included: each minute
+  with readings weighs the same (the mean of its readings), whatever the sample rate;
+- **the baseline for a day** is the mean of the 24-hour averages of the most recent ``baseline_days`` (N, 7 by
+  default) days of normal operation before it, looked back at most 60 days. It is fixed at local midnight for
+  the whole day. With no day of normal operation yet there is no baseline and no slug is judged (`pretreat
+  rules` says so).
+
+Every good reading counts toward its day, whether or not a candidate is open; a day in which a slug episode
+was open is then left out as a whole, so a slug never inflates the baseline it is judged against. The state is
+a few numbers per day (the day in progress and up to 30 days' averages), so live and replay compute it the same
+way from the same readings; a restarted daemon rebuilds it by replaying the recorded days (`monitor.warmup`).
+
+A reading above multiplier × baseline opens a *candidate* at its **onset** and freezes the threshold; the
+candidate continues while every good reading stays above it; the first reading once it has lasted longer than
+the duration (``>``, or ``>=`` for "for a duration of 15 minutes") **confirms** it: the episode's ``start``
+event carries time = onset, the onset reading and ``confirmed`` = that moment (the live alarm fires then). The
+first reading at or below the frozen threshold ends candidate or episode. A permit that selects the literal
+reading of Southeast's "or" (``multiple_alone``) has duration 0: the onset reading confirms itself. Vestal words
+the rule against a fixed "normal sewage" strength instead: the binding then carries ``baseline``.
 Mass loading (flow × concentration) runs the same detector on the product of the latest good readings of
 both channels, computed whenever either reports; a bad reading of either leaves no product until it recovers.
 """
@@ -21,13 +33,26 @@ both channels, computed whenever either reports; a bad reading of either leaves 
 from __future__ import annotations
 
 import math
-from array import array
+from collections import deque
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from config.rules import RuleBinding
 from monitor.checks.base import EMPTY, INF, MARGIN, VIOLATES, Band, Rule
 from monitor.checks.events import EpisodeEvent
 
 IDLE, CANDIDATE, EPISODE = 0, 1, 2
+COVERAGE = 0.9  # share of a day's minutes with readings for it to count as a day of normal operation
+OPERATING = 60  # minutes above zero for a day to count as one on which the industry operated
+LOOKBACK_DAYS = 60  # the baseline looks back at most this many days for days of normal operation
+
+
+def local_day(t: float, zone: ZoneInfo) -> tuple[float, float]:
+    """[start, end) in epoch seconds of the local calendar day holding ``t`` (23 or 25 h across DST)."""
+    d = datetime.fromtimestamp(t, zone).date()
+    start = datetime(d.year, d.month, d.day, tzinfo=zone)
+    nxt = d + timedelta(days=1)
+    return start.timestamp(), datetime(nxt.year, nxt.month, nxt.day, tzinfo=zone).timestamp()
 
 
 class SlugDetector(Rule):
@@ -36,25 +61,28 @@ class SlugDetector(Rule):
     __slots__ = (
         "above",
         "cand_start",
-        "cnts",
+        "cand_value",
         "cur_cnt",
         "cur_min",
         "cur_sum",
+        "d_min",
+        "d_pos",
+        "d_slug",
+        "d_sum",
+        "day_end",
+        "day_start",
+        "days",
         "duration",
-        "first_min",
         "fixed",
         "frozen",
         "longer",
-        "mins",
         "multiplier",
+        "n_days",
         "peak",
         "state",
         "strict",
-        "sums",
         "thr",
-        "wcnt",
-        "width",
-        "wsum",
+        "zone",
     )
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
@@ -66,18 +94,16 @@ class SlugDetector(Rule):
         self.duration = float(p["duration"])
         self.longer = VIOLATES[str(p["duration_operator"])]
         self.fixed = float(p["baseline"]) if "baseline" in p else None
-        self.width = max(1, round(float(p["window"]) / 60.0))  # minutes in the baseline window
-        n = self.width if self.fixed is None else 1
-        self.sums = array("d", [0.0]) * n
-        self.cnts = array("q", [0]) * n
-        self.mins = array("q", [-1]) * n  # minute index held by each slot, -1 when empty
-        self.wsum, self.wcnt = 0.0, 0  # totals over the slots inside the window
+        self.n_days = int(float(p.get("baseline_days", 7.0)))
+        self.zone = ZoneInfo(str(p.get("timezone", "UTC")))
+        self.days: deque[tuple[float, float]] = deque(maxlen=self.n_days)  # (day start, 24-hour average)
         self.cur_min: int | None = None
-        self.cur_sum, self.cur_cnt = 0.0, 0  # the minute in progress (not yet in the window)
-        self.first_min = 0
-        self.thr = INF  # multiplier × baseline in force for this minute
+        self.cur_sum, self.cur_cnt = 0.0, 0  # the minute in progress
+        self.day_start = self.day_end = -INF
+        self.d_sum, self.d_min, self.d_pos, self.d_slug = 0.0, 0, 0, False  # the day in progress
+        self.thr = INF if self.fixed is None else self.multiplier * self.fixed
         self.state = IDLE
-        self.cand_start = self.frozen = self.peak = 0.0
+        self.cand_start = self.cand_value = self.frozen = self.peak = 0.0
 
     def good(self, t: float, v: float, port: int) -> None:
         self.feed(t, v)
@@ -86,72 +112,62 @@ class SlugDetector(Rule):
         m = int(t // 60.0)
         if m != self.cur_min:
             self._rollover(m)
+        self.cur_sum += v  # every good reading counts toward its day (the fast path adds in-band ones)
+        self.cur_cnt += 1
         if self.state == IDLE:
             if not self.above(v, self.thr):
-                self.cur_sum += v
-                self.cur_cnt += 1
                 return
-            self.state, self.cand_start, self.frozen, self.peak = CANDIDATE, t, self.thr, v
+            self.state, self.cand_start, self.cand_value, self.frozen, self.peak = CANDIDATE, t, v, self.thr, v
         elif self.above(v, self.frozen):
             self.peak = max(self.peak, v)
         else:
             if self.state == EPISODE:
                 self.end(t, v, self.frozen, self.peak)
             self.state = IDLE
-            self.cur_sum += v
-            self.cur_cnt += 1
             return
         if self.state == CANDIDATE and self.longer(t - self.cand_start, self.duration):
             self.state = EPISODE
-            self.start(t, v, self.frozen)
+            self.d_slug = True
+            self.start(self.cand_start, self.cand_value, self.frozen, confirmed=t)
 
     def _rollover(self, m: int) -> None:
-        """Close the minute in progress into the ring and drop minutes that left the window."""
-        old, w = self.cur_min, self.width
-        if old is None:
-            self.first_min = m
-        elif self.fixed is None:
-            slot = old % w
-            if self.mins[slot] != -1:  # minute old - w: leaves the window now
-                self.wsum -= self.sums[slot]
-                self.wcnt -= self.cnts[slot]
-            self.mins[slot], self.sums[slot], self.cnts[slot] = old, self.cur_sum, self.cur_cnt
-            self.wsum += self.cur_sum
-            self.wcnt += self.cur_cnt
-            if m - old > w:
-                self.mins = array("q", [-1]) * w
-                self.wsum, self.wcnt = 0.0, 0
-            else:
-                for k in range(old - w + 1, m - w):
-                    s = k % w
-                    if self.mins[s] == k:
-                        self.wsum -= self.sums[s]
-                        self.wcnt -= self.cnts[s]
-                        self.mins[s] = -1
-            if m // w != old // w:
-                self._resum(m)  # once per window length: no drift from running subtraction
+        """Close the minute in progress into its day; at local midnight close the day and fix the new baseline."""
+        if self.cur_min is not None and self.cur_cnt:
+            mean = self.cur_sum / self.cur_cnt
+            self.d_sum += mean
+            self.d_min += 1
+            self.d_pos += mean > 0.0
         self.cur_min, self.cur_sum, self.cur_cnt = m, 0.0, 0
-        self.thr = self._threshold(m)
+        if self.fixed is None and m * 60.0 >= self.day_end:
+            self._new_day(m * 60.0)
 
-    def _resum(self, m: int) -> None:
-        live = [i for i in range(self.width) if m - self.width <= self.mins[i] < m]
-        self.wsum = math.fsum(self.sums[i] for i in live)
-        self.wcnt = sum(self.cnts[i] for i in live)
+    def _new_day(self, t: float) -> None:
+        if self.day_end > -INF and self.d_min:
+            minutes = (self.day_end - self.day_start) / 60.0
+            if self.d_min >= COVERAGE * minutes and not self.d_slug and self.d_pos >= OPERATING:
+                self.days.append((self.day_start, self.d_sum / self.d_min))
+        self.day_start, self.day_end = local_day(t, self.zone)
+        self.d_sum, self.d_min, self.d_pos, self.d_slug = 0.0, 0, 0, self.state == EPISODE
+        base = self.baseline_for(self.day_start)
+        self.thr = INF if base is None else self.multiplier * base
 
-    def _threshold(self, m: int) -> float:
-        if self.fixed is not None:
-            return self.multiplier * self.fixed
-        if self.first_min > m - self.width or self.wcnt <= 0:
-            return INF  # less than a full window of history: no baseline, so no slug
-        return self.multiplier * (self.wsum / self.wcnt)
+    def baseline_for(self, day_start: float) -> float | None:
+        """Mean of the 24-hour averages of the most recent days of normal operation within the look-back."""
+        recent = [avg for start, avg in self.days if start >= day_start - LOOKBACK_DAYS * 86400.0 - 7200.0]
+        return math.fsum(recent) / len(recent) if recent else None
 
     @property
     def baseline(self) -> float | None:
+        """The baseline in force for the current day (None: no day of normal operation yet, no slug judged)."""
         return None if self.thr == INF else self.thr / self.multiplier
 
     @property
+    def normal_days(self) -> int:
+        return len(self.days)
+
+    @property
     def accumulating(self) -> bool:
-        return self.state == IDLE and self.cur_min is not None
+        return self.cur_min is not None
 
     def band(self, port: int) -> Band:
         if self.cur_min is None:
@@ -169,8 +185,8 @@ class SlugDetector(Rule):
         return self.state == EPISODE
 
     def memory_bytes(self) -> int:
-        """Bytes held by the baseline ring (the part that scales with the window, not the sample rate)."""
-        return sum(a.itemsize * len(a) for a in (self.sums, self.cnts, self.mins))
+        """Bytes held by the baseline: the days' averages (a fixed few per channel, whatever the sample rate)."""
+        return 16 * (self.days.maxlen or 0) + 64
 
 
 class LoadingSlug(Rule):

@@ -112,12 +112,13 @@ class SamplerInterval(Rule):
     Port 0 is the sample count, port 1 the flow rate. The interval counts only time during which the latest
     flow reading is good and above zero: a flow-paced sampler legitimately waits while nothing flows, and
     while the flow reading is bad, flow > 0 cannot be shown (that time is not counted; the stale/sensor_fault
-    rules cover the meter). The episode starts at the first reading of either channel once more than the limit
-    has been counted, its value being the sampler's count; the next increase of the count (a new sample) ends
-    it. A count that goes down is a counter reset, not a sample.
+    rules cover the meter). The episode starts at its onset, the last sample (when the count last rose), and is
+    confirmed at the first reading of either channel once more than the limit has been counted (``confirmed``:
+    the live alarm fires then), its value being the sampler's count; the next increase of the count (a new
+    sample) ends it. A count that goes down is a counter reset, not a sample.
     """
 
-    __slots__ = ("acc", "count", "flow_since", "flowing", "is_open", "limit")
+    __slots__ = ("acc", "count", "flow_since", "flowing", "is_open", "last_sample", "limit")
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
         super().__init__(binding=binding, out=out)
@@ -126,6 +127,7 @@ class SamplerInterval(Rule):
         self.flowing: bool | None = None  # None: no good flow reading in force
         self.flow_since = 0.0
         self.acc = 0.0  # counted seconds before `flow_since`, since the last sample
+        self.last_sample = 0.0  # when the count last rose (or was first read): the onset of an overdue interval
         self.is_open = False
 
     def _counted(self, t: float) -> float:
@@ -137,13 +139,13 @@ class SamplerInterval(Rule):
                 if self.is_open:
                     self.is_open = False
                     self.end(t, v, self.limit, self._counted(t))
-                self.acc, self.flow_since = 0.0, t
+                self.acc, self.flow_since, self.last_sample = 0.0, t, t
             self.count = v
         else:
             self._set_flowing(t, v > 0.0)
         if not self.is_open and self.count is not None and self._counted(t) > self.limit:
             self.is_open = True
-            self.start(t, self.count, self.limit)
+            self.start(self.last_sample, self.count, self.limit, confirmed=t)
 
     def bad(self, t: float, quality: str, port: int) -> None:
         if port == 1:

@@ -33,6 +33,7 @@ historian = "pretreat.sqlite"
 
 [[site]]
 id = "acme-plating"
+timezone = "UTC"
 jurisdiction = "southeast"
 
 [[site.instrument]]

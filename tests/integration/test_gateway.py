@@ -36,6 +36,7 @@ historian = "pretreat.sqlite"
 
 [[site]]
 id = "acme-plating"
+timezone = "UTC"
 jurisdiction = "southeast"
 
 [[site.instrument]]
@@ -65,6 +66,7 @@ unit = "%LEL"
 
 [[site]]
 id = "bravo-foods"
+timezone = "UTC"
 
 [[site.instrument]]
 id = "flow-meter"
@@ -279,7 +281,7 @@ def test_map_is_deterministic_and_printed(config: SiteConfig, tmp_path: Path, mo
 
 def test_parse_gateway_table() -> None:
     def parse(text: str) -> tuple[GatewaySettings | None, list[str]]:
-        doc = tomllib.loads(text + '\n[[site]]\nid = "a"\n[[site]]\nid = "b"\n')
+        doc = tomllib.loads(text + '\n[[site]]\nid = "a"\ntimezone = "UTC"\n[[site]]\nid = "b"\ntimezone = "UTC"\n')
         reader = Reader("site.toml")
         return parse_gateway(doc, reader, Path(".")), [f"{e.path}: {e.expected}" for e in reader.errors]
 

@@ -184,6 +184,7 @@ queue_path = "queue.sqlite"
 
 [[site]]
 id = "acme"
+timezone = "UTC"
 [[site.instrument]]
 id = "flow-meter"
 driver = "modbus_tcp"

@@ -29,7 +29,7 @@ def _site(tmp_path: Path) -> Path:
                      for i in range(10))
     (tmp_path / "ten.toml").write_text(f'name = "ten"\n\n{points}')
     gateway = free_port()
-    text = '[daemon]\nhistorian = "h.sqlite"\n\n[[site]]\nid = "bench"\n\n'
+    text = '[daemon]\nhistorian = "h.sqlite"\n\n[[site]]\nid = "bench"\ntimezone = "UTC"\n\n'
     for n in range(DEVICES):  # ten devices on ten ports, and ten units behind one gateway connection
         text += (f'[[site.instrument]]\nid = "tcp{n}"\ndriver = "modbus_tcp"\nhost = "127.0.0.1"\n'
                  f'port = {free_port()}\nregister_map = "ten.toml"\n\n'

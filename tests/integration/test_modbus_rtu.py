@@ -203,6 +203,7 @@ historian = "h.sqlite"
 
 [[site]]
 id = "s"
+timezone = "UTC"
 
 [[site.instrument]]
 id = "ph"

@@ -474,6 +474,7 @@ def test_build_resolves_relative_password_files_and_the_loader_refuses_shared_cl
     base = """
 [[site]]
 id = "s"
+timezone = "UTC"
 [[site.instrument]]
 id = "a"
 driver = "mqtt"

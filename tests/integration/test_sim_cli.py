@@ -26,6 +26,7 @@ def _mqtt_only_site(tmp_path: Path, port: int) -> Path:
 historian = "h.sqlite"
 [[site]]
 id = "s1"
+timezone = "UTC"
 [[site.instrument]]
 id = "lel-meter"
 driver = "mqtt"
@@ -147,6 +148,7 @@ def test_port_in_use_means_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[
         site.write_text(f"""
 [[site]]
 id = "s1"
+timezone = "UTC"
 [[site.instrument]]
 id = "flow-meter"
 driver = "modbus_tcp"

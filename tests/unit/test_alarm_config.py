@@ -45,7 +45,7 @@ def errors_of(text: str, base: Path) -> list[str]:
 
 
 def test_no_tables_means_no_alarm_config(tmp_path: Path) -> None:
-    assert parse('[daemon]\n[[site]]\nid = "a"\n', tmp_path) == (None, [])
+    assert parse('[daemon]\n[[site]]\nid = "a"\ntimezone = "UTC"\n', tmp_path) == (None, [])
 
 
 def test_the_shipped_example_notifies_the_industry_and_the_plant_operator() -> None:
@@ -109,6 +109,7 @@ def test_route_defaults_and_filters(tmp_path: Path) -> None:
     cfg, errors = parse(CHANNELS + """
 [[site]]
 id = "s1"
+timezone = "UTC"
 [[site.route]]
 name = "ops"
 notify = "smtp"
@@ -154,6 +155,7 @@ password_file = "missing.txt"
 port = 0
 [[site]]
 id = "s1"
+timezone = "UTC"
 [[site.route]]
 name = "r1"
 notify = "nowhere"
@@ -224,6 +226,7 @@ def test_route_channels_are_checked_against_the_site(tmp_path: Path) -> None:
     _, errors = parse(CHANNELS + """
 [[site]]
 id = "acme-plating"
+timezone = "UTC"
 [[site.route]]
 name = "ops"
 notify = "hook"
@@ -240,6 +243,7 @@ def test_channel_override_applies_over_the_rules_entry_in_either_order(tmp_path:
     cfg, errors = parse("""
 [[site]]
 id = "s1"
+timezone = "UTC"
 [[site.alarm]]
 rule = "lel_single"
 channel = "lel2"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from config.errors import ConfigErrors
 from config.loader import load_config
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import parse_iso
@@ -23,6 +24,8 @@ from monitor.sample import Quality, Sample
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 NAMES = sorted(p.name for p in CASES.iterdir() if (p / "readings.csv").exists())  # episode cases (report_* differ)
+# Refusal cases: a site file the law does not allow as written; refused.txt lists text each error message must hold.
+REFUSED = sorted(p.name for p in CASES.iterdir() if (p / "refused.txt").exists())
 
 
 def _expected(case: Path) -> list[dict[str, object]]:
@@ -81,7 +84,22 @@ def test_live_path_gives_the_same_episodes(name: str, fast: bool) -> None:
 
 def test_every_case_folder_is_run() -> None:
     """A folder that is neither an episode case nor a report case would be silently left out."""
-    others = [p.name for p in CASES.iterdir() if p.is_dir() and p.name not in NAMES
+    others = [p.name for p in CASES.iterdir() if p.is_dir() and p.name not in NAMES and p.name not in REFUSED
               and not p.name.startswith("report_") and not p.name.startswith("__")]
     assert others == []
     assert len(NAMES) >= 18
+
+
+def test_refusal_cases_exist() -> None:
+    assert len(REFUSED) >= 4
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_refused_site_files_name_what_the_law_requires(name: str) -> None:
+    case = CASES / name
+    with pytest.raises(ConfigErrors) as info:
+        load_config(case / "site.toml")
+    text = "\n".join(str(e) for e in info.value.errors)
+    for needle in (case / "refused.txt").read_text(encoding="utf-8").splitlines():
+        if needle.strip():
+            assert needle in text, text

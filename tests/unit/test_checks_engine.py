@@ -28,13 +28,13 @@ SOUTHEAST = site_toml(
     channel("cod"),
     channel("temperature", location="influent"),
     timezone="America/New_York",
+    site_kind="plant",  # the influent limit applies at the treatment plant only
     extra="""
 [site.permit]
 id = "P-1"
 [site.permit.limits.slug]
 multiplier = 5.0
 minutes = 3.0
-baseline_hours = 0.1
 cite = "Permit P-1 test slug"
 [site.permit.limits.ph_excursion_single]
 minutes = 20.0
@@ -43,10 +43,12 @@ minutes = 45.0
 [site.rules.flatline]
 channels = ["temperature"]
 readings = 3
+[site.rules.slug]
+baseline_days = 1
 """,
 )
 # Without the mass-loading pair, so the flow channel's own fast path (baseline accumulation) is exercised.
-SOUTHEAST_NO_LOADING = SOUTHEAST + "[site.rules.slug]\nloading = false\n"
+SOUTHEAST_NO_LOADING = SOUTHEAST + "loading = false\n"
 
 PAWLING = site_toml(
     channel("ph"),
@@ -82,7 +84,8 @@ def traces(channels: list[str], *, bad: bool) -> st.SearchStrategy[list[Row]]:
     """Time-ordered rows built from *segments*: one channel repeating one value (a steady baseline, an
     excursion held across a deadline) every ``dt`` seconds, sometimes interleaved with a second channel, with
     occasional bad samples. Values sit at and around every limit; steps range from 0 s to a day (deadlines,
-    month ends)."""
+    month ends). A segment may also be a whole day of one value every minute (``roll`` 11 with a 60 s step),
+    so that slug baselines (whole local days of normal operation) form and slugs are judged."""
     segment = st.tuples(
         st.sampled_from(channels),
         st.integers(0, 99),
@@ -97,6 +100,8 @@ def traces(channels: list[str], *, bad: bool) -> st.SearchStrategy[list[Row]]:
         t, rows = START, []
         for ch, pick, repeat, dt, other, quality, roll in segments:
             value = VALUES[ch][pick % len(VALUES[ch])]
+            if roll == 11 and dt == 60:
+                repeat = 1440  # a day of operation at one value: a day of normal operation for a slug baseline
             for i in range(repeat):
                 t += dt
                 rows.append((t, ch, value, "good"))
@@ -214,13 +219,15 @@ def test_generated_traces_reach_every_rule(configs: dict[str, SiteConfig]) -> No
     for dt, ch, v in steps:
         t += dt
         rows.append((t, ch, v, "good"))
-    for i in range(40):  # a slug baseline (6-minute window) and a slug lasting more than 3 minutes
-        rows.append((t + 60 * i, "flow", 10.0 if i < 30 else 100.0, "good"))
-    rows.append((t + 60 * 40, "flow", 10.0, "good"))
+    n = 2 * 1440 + 60  # two local days of operation (a day of normal operation: the baseline), then a slug
+    for i in range(n + 10):  # lasting more than 3 minutes
+        rows.append((t + 60 * i, "flow", 10.0 if i < n else 100.0, "good"))
+    t += 60 * (n + 10)
+    rows.append((t, "flow", 10.0, "good"))
     rows += [
-        (t + 60 * 41, "ph", None, "stale"),
-        (t + 60 * 42, "ph", None, "out_of_range"),
-        (t + 60 * 43, "ph", 7.0, "good"),
+        (t + 60 * 1, "ph", None, "stale"),
+        (t + 60 * 2, "ph", None, "out_of_range"),
+        (t + 60 * 3, "ph", 7.0, "good"),
     ]
     for e in live(configs["southeast"], rows):
         rules_seen.add((e.rule, e.event))

@@ -57,11 +57,14 @@ def site_toml(
     timezone: str = "UTC",
     extra: str = "",
     site: str = "acme",
+    site_kind: str = "",
 ) -> str:
-    """A complete site file: one MQTT instrument, the given channel tables, then ``extra`` (permit, rules)."""
+    """A complete site file: one MQTT instrument, the given channel tables, then ``extra`` (permit, rules).
+    ``site_kind`` "plant" makes it the treatment plant's influent site (the default is an industry)."""
+    kind = f'kind = "{site_kind}"\n' if site_kind else ""
     head = (
         f'[daemon]\nhistorian = "db.sqlite"\n\n[[site]]\nid = "{site}"\njurisdiction = "{jurisdiction}"\n'
-        f'timezone = "{timezone}"\n\n[[site.instrument]]\nid = "m"\ndriver = "mqtt"\nhost = "127.0.0.1"\n\n'
+        f'timezone = "{timezone}"\n{kind}\n[[site.instrument]]\nid = "m"\ndriver = "mqtt"\nhost = "127.0.0.1"\n\n'
     )
     return head + "\n".join(channels) + "\n" + extra
 

@@ -35,7 +35,6 @@ ALL_CHANNELS = [
     channel("ph"),
     channel("lel"),
     channel("flow"),
-    channel("t_in", "temperature", location="influent"),
     channel("t_out", "temperature", location="discharge"),
     channel("t_grease", "temperature", location="grease_interceptor"),
     channel("sampler_temperature"),
@@ -84,9 +83,14 @@ def test_each_stated_limit_quotes_its_seed_line_and_contains_its_numbers(key: st
             assert any(s in _normalize(limit.quote).lower() for s in spelled), (
                 f"{key}.{limit.key}.{name}={number}"
             )
-        assert str(limit.line) in limit.citation or "§" in limit.citation, f"{key}.{limit.key}: no cite"
+        assert limit.line > 0 and limit.citation, f"{key}.{limit.key}: no cite or no seed line"
+        assert "seed" not in limit.citation and ".txt" not in limit.citation, f"{key}.{limit.key}: provenance in cite"
         checked += 1
     assert checked >= 1
+    for clause in profile.clauses.values():  # what the seed states that no streaming rule judges
+        text = _normalize(" ".join(lines[clause.line - 1 : (clause.line_end or clause.line)]))
+        assert _normalize(clause.quote) in text, f"{key}.clauses.{clause.key}: quote not at line {clause.line}"
+        assert "seed" not in clause.citation
 
 
 ENABLED = {
@@ -96,18 +100,14 @@ ENABLED = {
         ("lel_successive", "lel"),
         ("lel_single", "lel"),
         ("slug", "flow"),
-        ("temperature_high", "t_in"),
     },
-    "mineola": {
+    "mineola": {  # § 46.2(24) is a definition only: no slug without a permit's limit
         ("ph_low", "ph"),
-        ("slug", "flow"),
-        ("temperature_high", "t_in"),
         ("temperature_high", "t_out"),
     },
     "wilson": {
         ("ph_low", "ph"),
         ("ph_high", "ph"),
-        ("temperature_high", "t_in"),
         ("temperature_high", "t_out"),
     },
     "vestal": {("temperature_high", "t_grease")},
@@ -139,7 +139,6 @@ def test_what_each_profile_enables_on_a_full_control_manhole(tmp_path: Path, key
         "ph",
         "lel",
         "flow",
-        "t_in",
         "t_out",
         "t_grease",
         "sampler_temperature",
@@ -154,7 +153,8 @@ def test_pawling_ph_without_a_permit_range_is_refused(tmp_path: Path) -> None:
     assert len(messages) == 2  # ph_min and ph_max
     assert "site[0].permit.limits.ph_min" in messages[0]
     assert "neither jurisdiction 'pawling' nor the permit states it" in messages[0]
-    assert "lines 160-162" in messages[0]
+    assert "Town of Pawling sewer use chapter, item (4)" in messages[0]
+    assert "seed" not in messages[0]  # the legal citation; the seed line is provenance only
     assert "never another jurisdiction's number" in messages[0]
 
 
@@ -183,8 +183,11 @@ def test_a_permit_overrides_the_jurisdiction_with_its_own_citation(tmp_path: Pat
     assert by_rule["ph_high"].citation == "Town of Southeast § 112-5A(1)(c)"  # not overridden: the town's
 
 
-def test_vestal_endicott_slug_runs_on_mapped_constituents_against_normal_sewage(tmp_path: Path) -> None:
-    extra = '[site.rules.slug]\nconstituents = { tss = "suspended_solids" }\n'
+def test_vestal_endicott_slug_runs_on_a_surrogate_the_permit_names_against_normal_sewage(tmp_path: Path) -> None:
+    extra = (
+        '[site.permit]\nid = "VE-7"\n[site.permit.slug]\nsurrogates = ["tss"]\ncite = "Permit VE-7, Part II.C"\n'
+        '[site.rules.slug]\nconstituents = { tss = "suspended_solids" }\n'
+    )
     config = load(
         tmp_path,
         site_toml(
@@ -192,9 +195,20 @@ def test_vestal_endicott_slug_runs_on_mapped_constituents_against_normal_sewage(
         ),
     )
     slugs = [b for b in config.sites[0].checks if b.rule == "slug"]
+    # "longer than fifteen (15) minutes", as the town-wide definition of Slug words it: strict
     assert [(b.channel, b.params["baseline"], b.params["duration_operator"]) for b in slugs] == [
-        ("tss", 400.0, ">=")
+        ("tss", 400.0, ">")
     ]
+    assert slugs[0].citation.endswith("surrogate channel: Permit VE-7, Part II.C")
+
+
+def test_vestal_endicott_slug_without_a_named_surrogate_is_left_to_lab_results(tmp_path: Path) -> None:
+    extra = '[site.rules.slug]\nconstituents = { tss = "suspended_solids" }\n'
+    with pytest.raises(ConfigErrors, match="suspended solids and BOD.*laboratory tests.*pretreat labs import"):
+        load(tmp_path, site_toml(channel("flow"), channel("tss", "cod", unit="ppm"), jurisdiction="vestal_endicott",
+                                 extra=extra + 'channels = ["tss"]\n'))
+    config = load(tmp_path, site_toml(channel("tss", "cod", unit="ppm"), jurisdiction="vestal_endicott", extra=extra))
+    assert not [b for b in config.sites[0].checks if b.rule == "slug"]
 
 
 @pytest.mark.parametrize(

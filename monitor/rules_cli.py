@@ -1,0 +1,170 @@
+"""`pretreat rules --config FILE`: every rule in force, per site and channel, as a court would read it.
+
+For each channel: each rule that runs on it with its limit, unit, the strictness word the ordinance uses ("less
+than 5.0": 5.0 complies), the reading chosen where the words are ambiguous, a looser permit figure set aside,
+the legal citation and the quoted words; for a slug the baseline in force today (rebuilt from the historian the
+way the daemon rebuilds it at start). Then every channel that no discharge rule judges, and why, and the clauses
+of the ordinance that are no streaming rule (lab limits, reserved rights, narrative requirements), so nothing
+the law states is silently ignored. `pretreat check-config` prints the count of channels left unchecked from the
+same computation (`unchecked`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from config.limits import load_profile
+from config.loader import load_config_or_report
+from config.reader import Reader
+from config.rules import DATA_QUALITY_RULES, RuleBinding, Skipped, select_rules
+from config.schema import Site, SiteConfig
+
+STRICTNESS = {
+    "<": "violated below it (the limit itself complies)",
+    "<=": "violated at or below it",
+    ">": "violated above it (the limit itself complies)",
+    ">=": "violated at or above it",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Unchecked:
+    site: str
+    channel: str
+    why: str
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, metavar="FILE", help="site file (TOML)")
+    p.add_argument("--site", help="only this site")
+    p.set_defaults(func=_run)
+
+
+def skipped_rules(config: SiteConfig, path: str | Path) -> dict[str, list[Skipped]]:
+    """Per site, the rules that do not run on a channel and why (the selection re-run with a note-taker)."""
+    with Path(path).open("rb") as fh:
+        raw = tomllib.load(fh)
+    out: dict[str, list[Skipped]] = {}
+    for i, site in enumerate(config.sites):
+        table = raw["site"][i] if isinstance(raw.get("site"), list) and i < len(raw["site"]) else {}
+        notes: list[Skipped] = []
+        select_rules(site=site.id, jurisdiction=site.jurisdiction, timezone=site.timezone, kind=site.kind,
+                     channels=site.channels, permit=site.permit, raw_rules=dict(table.get("rules", {})),
+                     p=f"site[{i}]", reader=Reader(str(path)), skipped=notes)
+        out[site.id] = notes
+    return out
+
+
+def _judged(site: Site) -> set[str]:
+    return {c for b in site.checks if b.rule not in DATA_QUALITY_RULES for c in b.inputs}
+
+
+def unchecked(config: SiteConfig, path: str | Path) -> list[Unchecked]:
+    """Channels no discharge rule judges (data-quality rules aside), each with why."""
+    skipped = skipped_rules(config, path)
+    out = []
+    for site in config.sites:
+        judged = _judged(site)
+        for ch in site.channels:
+            if ch.id in judged:
+                continue
+            reasons = [f"{s.rule}: {s.why}" for s in skipped.get(site.id, []) if s.channel == ch.id]
+            why = "; ".join(dict.fromkeys(reasons)) or f"no discharge rule judges a {ch.kind.value} channel"
+            out.append(Unchecked(site.id, ch.id, why))
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    config = load_config_or_report(args.config, outcome="no rules to show")
+    if config is None:
+        return 2
+    sites = [s for s in config.sites if args.site in (None, s.id)]
+    if not sites:
+        print(f"no site {args.site!r} in {args.config}", file=sys.stderr)
+        return 2
+    baselines = slug_baselines(config, time.time())
+    skipped = skipped_rules(config, args.config)
+    missing = {(u.site, u.channel): u.why for u in unchecked(config, args.config)}
+    for site in sites:
+        sys.stdout.write("\n".join(site_lines(site, baselines, skipped.get(site.id, []), missing)) + "\n")
+    return 0
+
+
+def site_lines(site: Site, baselines: dict[tuple[str, str], str], skipped: list[Skipped],
+               missing: dict[tuple[str, str], str]) -> list[str]:
+    profile, _ = load_profile(site.jurisdiction) if site.jurisdiction else (None, [])
+    who = f"{profile.name} ({site.jurisdiction})" if profile is not None else "no jurisdiction"
+    permit = f", permit {site.permit.id}" if site.permit is not None else ""
+    lines = [f"site {site.id}: {who}{permit}; {site.kind}; time zone {site.timezone}"]
+    for ch in site.channels:
+        lines.append(f"  {ch.id} ({ch.kind.value}, {ch.unit or 'no unit'})")
+        for b in (b for b in site.checks if b.rule not in DATA_QUALITY_RULES and ch.id == b.inputs[0]):
+            lines.extend("    " + x for x in binding_lines(b, ch.unit, baselines.get((site.id, b.channel))))
+        if (site.id, ch.id) in missing:
+            lines.append(f"    NO RULE: {missing[(site.id, ch.id)]}")
+        else:
+            for s in skipped:
+                if s.channel == ch.id:
+                    lines.append(f"    not run: {s.rule}: {s.why}")
+        dq = sorted(b.rule for b in site.checks if b.rule in DATA_QUALITY_RULES and b.channel == ch.id)
+        if dq:
+            lines.append(f"    data quality (not discharge exceedances): {', '.join(dq)}")
+    if profile is not None and profile.clauses:
+        lines.append("  clauses of the ordinance that are no streaming rule:")
+        for c in profile.clauses.values():
+            lines.append(f"    {c.key} [{c.treatment}]: {c.note} ({c.citation}: \"{c.quote}\")")
+    unchecked_n = sum(1 for (s, _c) in missing if s == site.id)
+    lines.append(f"  {unchecked_n} channel(s) left unchecked")
+    return lines
+
+
+def binding_lines(b: RuleBinding, unit: str, baseline: str | None) -> list[str]:
+    """One rule in force: what violates it, in words, then its citation, quote, reading and set-aside note."""
+    from monitor.reports.compliance import describe  # the report's wording of the same rule
+
+    p = b.params
+    head = f"{b.rule}: {describe(b, unit)}"
+    if b.rule in ("ph_low", "ph_high", "temperature_high", "lel_single", "lel_successive") and "operator" in p:
+        head += f"; {STRICTNESS.get(str(p['operator']), '')}"
+    out = [head, f"  citation: {b.citation}"]
+    for key, label in (("quote", "words"), ("reading", "reading in force"), ("looser", "set aside"),
+                       ("permitted", "permitted excursions under")):
+        if p.get(key):
+            out.append(f"  {label}: {p[key]}")
+    if baseline is not None:
+        out.append(f"  baseline today: {baseline}")
+    return out
+
+
+def slug_baselines(config: SiteConfig, now: float) -> dict[tuple[str, str], str]:
+    """The slug baseline in force today per (site, channel), rebuilt from the historian as the daemon does."""
+    from monitor.checks.engine import CheckEngine
+    from monitor.checks.slug import LoadingSlug, SlugDetector
+    from monitor.warmup import channel_starts, recorded_since
+
+    slugs = [b for s in config.sites for b in s.checks if b.rule == "slug"]
+    if not slugs:
+        return {}
+    engine = CheckEngine(channels=config.channels, bindings=slugs)
+    for s in recorded_since(config, channel_starts(config, now), now):
+        engine.process(s)
+    out = {}
+    for b, rule in engine.rules:
+        det = rule.detector if isinstance(rule, LoadingSlug) else rule
+        if not isinstance(det, SlugDetector):
+            continue
+        if "baseline" in b.params:
+            out[(b.site, b.channel)] = f"fixed normal-sewage strength {float(b.params['baseline']):g} ppm"
+        elif det.baseline is None:
+            out[(b.site, b.channel)] = ("none: no day of normal operation in the record (≥ 90 % covered, no slug, "
+                                        "above zero ≥ 1 h) in the last 60 days, so no slug is judged yet")
+        else:
+            out[(b.site, b.channel)] = (f"{det.baseline:.6g} (mean of {det.normal_days} day(s) of normal "
+                                        f"operation; in force on the day of the last recorded reading), slug "
+                                        f"above {det.thr:.6g}")
+    return out
