@@ -35,30 +35,39 @@ def rule(events: list[EpisodeEvent], name: str) -> list[tuple[float, str, float 
     return [(e.time, e.event, e.value, e.peak) for e in events if e.rule == name]
 
 
+def confirmed(events: list[EpisodeEvent], name: str) -> list[float | None]:
+    return [e.confirmed for e in events if e.rule == name and e.event == "start"]
+
+
 def test_single_excursion_of_exactly_sixty_minutes_complies(southeast: SiteConfig) -> None:
     t = local(2025, 3, 3, 8)
     rows = ph((t, 7.0), (t + 60, 4.0), (t + 1800, 4.0), (t + 3660, 7.0))  # first out to first in: 3600 s
     assert rule(live(southeast, rows), "ph_excursion_duration") == []
 
 
-def test_single_excursion_starts_at_the_first_reading_past_sixty_minutes(southeast: SiteConfig) -> None:
+def test_single_excursion_starts_at_its_onset_confirmed_at_the_first_reading_past_sixty_minutes(
+    southeast: SiteConfig,
+) -> None:
     t = local(2025, 3, 3, 8)
     rows = ph((t, 4.0), (t + 1800, 3.0), (t + 3600, 4.0), (t + 3601, 11.0), (t + 4000, 4.5), (t + 5000, 7.0))
     events = live(southeast, rows)
     assert rule(events, "ph_excursion_duration") == [
-        (t + 3601, "start", 11.0, None),
+        (t, "start", 4.0, None),  # the onset: the first out-of-range reading
         (t + 5000, "end", 7.0, 5000.0),
     ]
+    assert confirmed(events, "ph_excursion_duration") == [t + 3601]  # when the alarm fires
     assert events[-1].citation.startswith("40 CFR 401.17(a)(2), adopted by permit SE-IU-3; pH range: Town of")
 
 
 def test_bad_samples_and_gaps_do_not_interrupt_an_excursion(southeast: SiteConfig) -> None:
     t = local(2025, 3, 3, 8)
     rows = ph((t, 4.0), (t + 600, None), (t + 4000, 4.0), (t + 9000, 7.0))  # a stale hole of over an hour
-    assert rule(live(southeast, rows), "ph_excursion_duration") == [
-        (t + 4000, "start", 4.0, None),
+    events = live(southeast, rows)
+    assert rule(events, "ph_excursion_duration") == [
+        (t, "start", 4.0, None),
         (t + 9000, "end", 7.0, 9000.0),
     ]
+    assert confirmed(events, "ph_excursion_duration") == [t + 4000]
 
 
 def test_excursion_time_is_real_seconds_across_the_dst_fall_back(southeast: SiteConfig) -> None:
@@ -66,7 +75,8 @@ def test_excursion_time_is_real_seconds_across_the_dst_fall_back(southeast: Site
     t1 = datetime(2025, 11, 2, 1, 40, tzinfo=NY, fold=1).timestamp()  # 01:40 EST: 50 wall minutes, 110 real
     assert t1 - t0 == 110 * 60
     events = live(southeast, ph((t0, 4.0), (t1, 4.0), (t1 + 60, 7.0)))
-    assert rule(events, "ph_excursion_duration") == [(t1, "start", 4.0, None), (t1 + 60, "end", 7.0, 6660.0)]
+    assert rule(events, "ph_excursion_duration") == [(t0, "start", 4.0, None), (t1 + 60, "end", 7.0, 6660.0)]
+    assert confirmed(events, "ph_excursion_duration") == [t1]
 
 
 def test_monthly_total_of_exactly_the_limit_complies_and_one_second_more_starts(
@@ -134,7 +144,9 @@ def test_without_an_adopting_permit_there_is_no_401_17_rule(tmp_path: Path) -> N
 def test_too_long_an_excursion_known_only_at_its_end_is_still_recorded(southeast: SiteConfig) -> None:
     t = local(2025, 3, 3, 8)
     rows = ph((t, 4.0), (t + 5400, 7.0))  # sparse: the first reading past 60 minutes is the in-range one
-    assert rule(live(southeast, rows), "ph_excursion_duration") == [
-        (t + 5400, "start", 7.0, None),
+    events = live(southeast, rows)
+    assert rule(events, "ph_excursion_duration") == [
+        (t, "start", 4.0, None),
         (t + 5400, "end", 7.0, 5400.0),
     ]
+    assert confirmed(events, "ph_excursion_duration") == [t + 5400]

@@ -82,10 +82,12 @@ def test_bad_samples_neither_start_end_nor_interrupt_an_episode(tmp_path: Path) 
     [
         ("southeast", "influent", "degC", 40.0, "Town of Southeast § 112-5A(1)(i)"),
         ("southeast", "influent", "degF", 104.0, "Town of Southeast § 112-5A(1)(i)"),
-        ("mineola", "discharge", "degC", 65.0, "Village of Mineola § 46.54A(1)"),  # printed pair, not 65.6
+        # printed "150° Fahrenheit (65° Celsius)": the figure most favourable to the discharger, 150 °F = 65.56 °C
+        ("mineola", "discharge", "degC", 65.0 + 5.0 / 9.0, "Village of Mineola § 46.54A(1)"),
+        ("mineola", "discharge", "degF", 150.0, "Village of Mineola § 46.54A(1)"),
         ("mineola", "influent", "degC", 40.0, "converted from 104 °F as printed"),  # °C cut off in the seed
         ("wilson", "discharge", "degF", 150.0, "Town of Wilson § 105-5C(13)"),
-        ("vestal_endicott", "discharge", "degC", 40.0, "subsection (a)(1)"),
+        ("vestal_endicott", "discharge", "degC", 40.0, "§ 18-76(a)(1)"),
         ("vestal", "grease_interceptor", "degC", 60.0, "section 18-29(i)(6)"),
         (
             "vestal_endicott",
@@ -99,7 +101,8 @@ def test_bad_samples_neither_start_end_nor_interrupt_an_episode(tmp_path: Path) 
 def test_temperature_limit_depends_on_the_measuring_point(
     tmp_path: Path, jurisdiction: str, location: str, unit: str, limit: float, cite: str
 ) -> None:
-    c = config(tmp_path, channel("temperature", unit=unit, location=location), jurisdiction=jurisdiction)
+    c = load(tmp_path, site_toml(channel("temperature", unit=unit, location=location), jurisdiction=jurisdiction,
+                                 site_kind="plant" if location == "influent" else ""))
     events = live(c, rows_of("temperature", [20.0, limit, limit + 0.1, limit, 20.0]))
     assert [(e.event, e.value, e.limit) for e in events] == [
         ("start", limit + 0.1, limit),
@@ -152,7 +155,7 @@ def test_sampler_temperature_four_plus_or_minus_two(tmp_path: Path) -> None:
         ("start", 1.9, 2.0, None),
         ("end", 2.0, 2.0, 1.9),
     ]
-    assert "lines 146-149" in events[0].citation
+    assert events[0].citation == "Town of Pawling sewer use chapter, item (3)"  # the legal citation, no seed line
 
 
 def test_sampler_interval_counts_only_flowing_time(tmp_path: Path) -> None:
@@ -171,9 +174,11 @@ def test_sampler_interval_counts_only_flowing_time(tmp_path: Path) -> None:
         (T0 + 20000, "sampler_count", 2.0, "good"),
     ]  # flow unknown: not counted either
     events = live(c, rows)
+    # the overdue interval starts at its onset, the last sample (T0), confirmed once 901 s are counted
     assert [
         (e.rule, e.event, e.time - T0, e.value, e.peak) for e in events if e.rule == "sampler_interval"
-    ] == [("sampler_interval", "start", 901.0, 1.0, None), ("sampler_interval", "end", 5100.0, 2.0, 1001.0)]
+    ] == [("sampler_interval", "start", 0.0, 1.0, None), ("sampler_interval", "end", 5100.0, 2.0, 1001.0)]
+    assert [e.confirmed for e in events if e.rule == "sampler_interval" and e.event == "start"] == [T0 + 901]
 
 
 def test_sampler_interval_needs_a_flow_channel(tmp_path: Path) -> None:
@@ -221,6 +226,8 @@ def test_sampler_interval_overdue_when_flow_turns_bad_starts_at_the_next_reading
     ]
     for fast in (True, False):
         events = [
-            (e.rule, e.event, e.time - T0) for e in live(c, rows, fast=fast) if e.rule == "sampler_interval"
+            (e.rule, e.event, e.time - T0, e.confirmed)
+            for e in live(c, rows, fast=fast)
+            if e.rule == "sampler_interval"
         ]
-        assert events == [("sampler_interval", "start", 3600.0)]
+        assert events == [("sampler_interval", "start", 0.0, T0 + 3600.0)]  # onset: the last sample
