@@ -64,7 +64,8 @@ WEEK = 7 * 86400
 def site_file(folder: Path) -> Path:
     parts = ['[daemon]\nhistorian = "pretreat.sqlite"\n']
     for s in range(SITES):
-        parts.append(f'\n[[site]]\nid = "s{s:03d}"\ntimezone = "UTC"\nname = "Site {s:03d}"\ncompany = "Company {s % 10}"\n'
+        parts.append(f'\n[[site]]\nid = "s{s:03d}"\ntimezone = "UTC"\nname = "Site {s:03d}"\n'
+                     f'company = "Company {s % 10}"\n'
                      f'jurisdiction = "southeast"\n\n[[site.instrument]]\nid = "m"\ndriver = "mqtt"\n'
                      f'client_id = "s{s:03d}"\n')
         for c in range(CHANNELS):

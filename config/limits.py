@@ -24,7 +24,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from config.errors import MISSING, ConfigError
+from config.errors import ConfigError
 from config.reader import Reader
 from monitor.reports.pollutants import PARAMETERS, PollutantLimit, accepts_unit, canonical_parameter
 

@@ -66,9 +66,9 @@ def recorded_since(config: SiteConfig, start: float | Mapping[tuple[str, str], f
     to ``end`` (exclusive), merged in time order."""
     if not config.daemon.historian.exists():
         return iter(())
-    starts = start if isinstance(start, Mapping) else {}
+    starts = start if isinstance(start, Mapping) else {(c.site, c.id): start for c in config.channels}
     streams = [Historian.read(path=config.daemon.historian, site=c.site, channel=c.id,
-                              start=starts.get((c.site, c.id), end) if starts else float(start), end=end)
+                              start=starts.get((c.site, c.id), end), end=end)
                for c in config.channels]
     return heapq.merge(*streams, key=lambda s: s.time)
 

@@ -182,8 +182,9 @@ def test_sigterm_flushes_every_reading_and_exits_zero(tmp_path: Path, mosquitto:
 
 def test_invalid_config_starts_nothing(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_text('[daemon]\nhistorian = "h.sqlite"\n[[site]]\nid = "x"\ntimezone = "UTC"\n[[site.instrument]]\nid = "i"\n'
-                   'driver = "modbus_tcp"\n[[site.channel]]\nid = "c"\ninstrument = "i"\nkind = "ph"\n')
+    bad.write_text('[daemon]\nhistorian = "h.sqlite"\n[[site]]\nid = "x"\ntimezone = "UTC"\n'
+                   '[[site.instrument]]\nid = "i"\ndriver = "modbus_tcp"\n'
+                   '[[site.channel]]\nid = "c"\ninstrument = "i"\nkind = "ph"\n')
     out = subprocess.run([sys.executable, "-m", "monitor.cli", "run", "--config", str(bad)], cwd=ROOT,
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 2

@@ -204,7 +204,7 @@ def test_vestal_endicott_slug_runs_on_a_surrogate_the_permit_names_against_norma
 
 def test_vestal_endicott_slug_without_a_named_surrogate_is_left_to_lab_results(tmp_path: Path) -> None:
     extra = '[site.rules.slug]\nconstituents = { tss = "suspended_solids" }\n'
-    with pytest.raises(ConfigErrors, match="suspended solids and BOD.*laboratory tests.*pretreat labs import"):
+    with pytest.raises(ConfigErrors, match=r"suspended solids and BOD.*laboratory tests.*pretreat labs import"):
         load(tmp_path, site_toml(channel("flow"), channel("tss", "cod", unit="ppm"), jurisdiction="vestal_endicott",
                                  extra=extra + 'channels = ["tss"]\n'))
     config = load(tmp_path, site_toml(channel("tss", "cod", unit="ppm"), jurisdiction="vestal_endicott", extra=extra))
