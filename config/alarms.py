@@ -69,7 +69,9 @@ DEFAULT_ALARMS: Mapping[str, AlarmSettings] = {
     "temperature_high": _H, "slug": _H, "sampler_temperature": _M, "sampler_interval": _M,
     "stale": _L, "sensor_fault": _L, "flatline": _L,
 }
-_ROUTE_KEYS = {"name", "notify", "to", "min_priority", "kinds", "level", "rules", "channels", "description"}
+_ROUTE_KEYS = {"name", "notify", "to", "min_priority", "kinds", "level", "rules", "channels", "description",
+               "audience"}
+AUDIENCES = ("industry", "plant_operator")  # who a route's recipients are: Pawling item (4) wants both told
 _SETTING_KEYS = {f.name for f in fields(AlarmSettings)}
 
 
@@ -90,6 +92,7 @@ class Route:
     level: int = 1
     rules: frozenset[str] = frozenset()
     channels: frozenset[str] = frozenset()
+    audience: str = ""  # "industry" or "plant_operator" (optional; Pawling sites need one route of each)
 
     def matches(self, *, priority: Priority, kind: Kind, level: int, rule: str, channel: str) -> bool:
         return (PRIORITY_RANK[priority] >= PRIORITY_RANK[self.min_priority] and kind in self.kinds
@@ -223,10 +226,37 @@ def _route(raw: dict[str, Any], p: str, reader: Reader, site: str, notifiers: Ma
     for c in channels:
         if known is not None and c not in known:
             reader.error(f"{p}.channels", c, f"a channel of this site: {sorted(known)}")
+    audience = reader.str(raw, "audience", p, default="", check=("", *AUDIENCES).__contains__,
+                          expected="'industry' (the discharger's people) or 'plant_operator' (the treatment plant's)")
     return Route(name=name, site=site, notify=nid, recipients=tuple(dict.fromkeys(to)),
                  min_priority=reader.enum(raw, "min_priority", p, Priority, default="low"),
                  kinds=_kinds(raw, p, reader), level=level, rules=frozenset(rules),
-                 channels=frozenset(channels))
+                 channels=frozenset(channels), audience=audience)
+
+
+PAWLING_PH_NOTICE = ("Town of Pawling sewer use chapter, item (4): \"notify the industry and the operator of the sewage "
+                     "treatment plant when the pH exceeds the limit\"")
+
+
+def check_ph_notification(sites: Sequence[Site], config: AlarmConfig | None, reader: Reader) -> None:
+    """Pawling item (4) requires the pH alarm to notify both the industry and the plant operator: every pH
+    alarm of a Pawling site must reach, when raised, a route of each audience (``audience = "industry"`` and
+    ``"plant_operator"``); otherwise the site file is refused, naming the clause."""
+    for i, site in enumerate(sites):
+        if site.jurisdiction != "pawling":
+            continue
+        routes = config.routes(site.id) if config is not None else ()
+        for b in site.checks:
+            if b.rule not in ("ph_low", "ph_high"):
+                continue
+            prio = alarm_settings(config, site.id, b.channel, b.rule).priority
+            heard = {r.audience for r in routes
+                     if r.matches(priority=prio, kind=Kind.RAISE, level=1, rule=b.rule, channel=b.channel)}
+            missing = [a for a in AUDIENCES if a not in heard]
+            if missing:
+                reader.error(f"site[{i}].route", f"{b.rule} on channel {b.channel}",
+                             f"a [[site.route]] with audience = {' and '.join(repr(m) for m in missing)} that the "
+                             f"raised {b.rule} alarm ({prio.value}) reaches: {PAWLING_PH_NOTICE}")
 
 
 def _kinds(raw: dict[str, Any], p: str, reader: Reader) -> frozenset[Kind]:

@@ -17,7 +17,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from alarms.gateway import parse_gateway
-from config.alarms import parse_alarms
+from config.alarms import check_ph_notification, parse_alarms
 from config.errors import ConfigError, ConfigErrors
 from config.influx import parse_influx
 from config.limits import parse_permit
@@ -187,6 +187,7 @@ def load_config(path: str | Path, *, for_daemon: bool = False) -> SiteConfig:
     check_shared_links(sites, reader)
     alarms = parse_alarms(data, reader, path.parent, sites=sites, historian=daemon.historian)
     check_mqtt_client_ids(sites, alarms.notify if alarms is not None else None, reader)
+    check_ph_notification(sites, alarms, reader)
     if reader.errors:
         raise ConfigErrors(reader.labelled())
     by_id = {(i.site, i.id): i for s in sites for i in s.instruments}

@@ -61,6 +61,7 @@ def test_the_shipped_example_notifies_the_industry_and_the_plant_operator() -> N
     assert routes["plant-operator"].recipients == ("operator@pawling-wwtp.example",)
     assert routes["plant-operator"].min_priority is Priority.LOW
     assert routes["superintendent"].level == 2
+    assert (routes["industry"].audience, routes["plant-operator"].audience) == ("industry", "plant_operator")
     assert cfg.notify.state_dir == EXAMPLE.parent / "../../var/demo/notify"
     scada = cfg.notify.channel("plant-scada")
     assert scada.every_transition and isinstance(scada.settings, MqttNotify)
@@ -203,7 +204,8 @@ delay = 5
         "site[0].route[2].min_priority: one of ['critical', 'high', 'medium', 'low', 'diagnostic']",
         "site[0].route[2].kinds: \"all\" or transition kinds from " + str([k.value for k in Kind]),
         "site[0].route[3].colour: one of the known keys " + str(sorted(
-            {"name", "notify", "to", "min_priority", "kinds", "level", "rules", "channels", "description"})),
+            {"name", "notify", "to", "min_priority", "kinds", "level", "rules", "channels", "description",
+             "audience"})),
         "site[0].route[3].to: no recipients: a webhook channel is the recipient itself",
         "site[0].route[3].rules: a rule name, one of ",
         "site[0].route[4].notify: a channel without every_transition (this one already gets every transition "

@@ -51,6 +51,14 @@ def _toml(v: object) -> str:
     return f'"{v}"' if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v)
 
 
+# Pawling item (4): a pH alarm must reach the industry and the plant operator; appended last to a Pawling site file.
+PAWLING_ROUTES = (
+    '\n[[site.route]]\nname = "industry"\nnotify = "log"\naudience = "industry"\n'
+    '[[site.route]]\nname = "plant-operator"\nnotify = "log"\naudience = "plant_operator"\n'
+    '[notify]\n[[notify.channel]]\nid = "log"\nkind = "log"\nevery_transition = false\n'
+)
+
+
 def site_toml(
     *channels: str,
     jurisdiction: str = "southeast",
@@ -66,7 +74,8 @@ def site_toml(
         f'[daemon]\nhistorian = "db.sqlite"\n\n[[site]]\nid = "{site}"\njurisdiction = "{jurisdiction}"\n'
         f'timezone = "{timezone}"\n{kind}\n[[site.instrument]]\nid = "m"\ndriver = "mqtt"\nhost = "127.0.0.1"\n\n'
     )
-    return head + "\n".join(channels) + "\n" + extra
+    routes = PAWLING_ROUTES if jurisdiction == "pawling" and 'kind = "ph"' in "".join(channels) else ""
+    return head + "\n".join(channels) + "\n" + extra + routes
 
 
 def load(tmp_path: Path, text: str, name: str = "site.toml") -> SiteConfig:
