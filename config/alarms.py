@@ -234,8 +234,8 @@ def _route(raw: dict[str, Any], p: str, reader: Reader, site: str, notifiers: Ma
                  channels=frozenset(channels), audience=audience)
 
 
-PAWLING_PH_NOTICE = ("Town of Pawling sewer use chapter, item (4): \"notify the industry and the operator of the sewage "
-                     "treatment plant when the pH exceeds the limit\"")
+PAWLING_PH_NOTICE = ("Town of Pawling sewer use chapter, item (4): \"notify the industry and the operator of the "
+                     "sewage treatment plant when the pH exceeds the limit\"")
 
 
 def check_ph_notification(sites: Sequence[Site], config: AlarmConfig | None, reader: Reader) -> None:

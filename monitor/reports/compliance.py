@@ -63,6 +63,7 @@ class EpisodeLine:
     citation: str
     data_quality: bool
     annotation: Annotation | None
+    permitted: bool = False  # a pH excursion within 40 CFR 401.17's allowances, where the permit adopts it
 
     @property
     def duration(self) -> float | None:
@@ -103,7 +104,14 @@ class ComplianceReport:
 
     @property
     def exceedances(self) -> tuple[EpisodeLine, ...]:
-        return tuple(e for e in self.episodes if not e.data_quality)
+        """Violations: discharge episodes that are neither data quality nor permitted excursions."""
+        return tuple(e for e in self.episodes if not e.data_quality and not e.permitted)
+
+    @property
+    def permitted_excursions(self) -> tuple[EpisodeLine, ...]:
+        """pH excursions the permit's adoption of 40 CFR 401.17 permits (listed apart from violations; only
+        ``ph_excursion_duration`` and ``ph_monthly_excursion`` are then violations)."""
+        return tuple(e for e in self.episodes if e.permitted)
 
     @property
     def faults(self) -> tuple[EpisodeLine, ...]:
@@ -135,9 +143,26 @@ def describe(b: RuleBinding, unit: str) -> str:
     if b.rule == "sampler_interval":
         return f"{b.channel}: no sample for more than {float(p['limit']) / 60:g} min while flow > 0"
     if b.rule == "slug":
-        return (f"{b.channel}: over {float(p['multiplier']):g}× the baseline for {p['duration_operator']} "
+        base = (f"the fixed normal-sewage strength {float(p['baseline']):g} {unit}" if "baseline" in p else
+                f"the baseline (mean 24-hour average of the last {int(float(p.get('baseline_days', 7)))} days of "
+                f"normal operation)")
+        return (f"{b.channel}: over {float(p['multiplier']):g}× {base} for {p['duration_operator']} "
                 f"{float(p['duration']) / 60:g} min")
     return b.channel
+
+
+def words_beside(b: RuleBinding) -> str:
+    """What is printed beside a limit in force: the reading of ambiguous words chosen, a looser permit figure
+    set aside (40 CFR 403.5(d)), and excursions 40 CFR 401.17 permits."""
+    p = b.params
+    out = []
+    if p.get("reading"):
+        out.append(f"reading in force: {p['reading']}")
+    if p.get("looser"):
+        out.append(f"set aside: {p['looser']}")
+    if p.get("permitted"):
+        out.append(f"excursions within {p['permitted']} (adopted by the permit) are permitted, listed apart")
+    return "".join(f" [{x}]" for x in out)
 
 
 def permit_limits(site: Site) -> list[LimitLine]:
@@ -147,7 +172,8 @@ def permit_limits(site: Site) -> list[LimitLine]:
         if b.rule in DATA_QUALITY_RULES:
             continue
         seen.setdefault((b.rule, b.channel), LimitLine(RULE_LABELS.get(b.rule, b.rule),
-                                                        describe(b, units.get(b.inputs[0], "")), b.citation))
+                                                        describe(b, units.get(b.inputs[0], "")) + words_beside(b),
+                                                        b.citation))
     lines = list(seen.values())
     aside = set_aside(site)
     for key, lim in limits_for(site).items():
@@ -200,9 +226,11 @@ def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Si
     days = summarize(conn, site, plans, period.first, period.last, episodes=episodes, now=now)
     notes = _notes(site, days)
     annotations = latest_annotations(conn, site.id)
+    permitted = {(b.channel, b.rule) for b in site.checks if b.params.get("permitted")}
     lines = tuple(EpisodeLine(id=episode_id(e), channel=e.channel, rule=e.rule, start=e.start, end=e.end,
                               peak=e.peak, limit=e.limit, citation=e.citation,
-                              data_quality=e.rule in DATA_QUALITY_RULES, annotation=annotations.get(episode_id(e)))
+                              data_quality=e.rule in DATA_QUALITY_RULES, annotation=annotations.get(episode_id(e)),
+                              permitted=(e.channel, e.rule) in permitted)
                   for e in episodes)
     snc_first, snc_last = window_ending(period.last)
     labs = read_results(conn, site=site.id, first=min(snc_first, period.first), last=period.last)

@@ -146,6 +146,15 @@ def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
                  "Corrective action", "Entered by"),
         widths=(2.2, 1.1, 1.3, 0.7, 0.6, 0.6, 2.2, 1.8, 1.8, 1.0),
         rows=tuple(_episode_rows(r.exceedances, clock))))
+    if r.permitted_excursions:
+        out.append(Section(
+            "Permitted pH excursions (40 CFR 401.17, adopted by the permit: not violations)", key="permitted",
+            text=("Excursions from the pH range within 40 CFR 401.17's allowances are permitted; a single excursion "
+                  "over 60 minutes or over 7 h 26 min in a calendar month is a violation, listed above.",),
+            columns=("Episode id", "Rule", "Start", "Duration", "Peak", "Limit", "Citation", "Cause",
+                     "Corrective action", "Entered by"),
+            widths=(2.2, 1.1, 1.3, 0.7, 0.6, 0.6, 2.2, 1.8, 1.8, 1.0),
+            rows=tuple(_episode_rows(r.permitted_excursions, clock))))
     out.append(Section(
         "Data completeness and instrument downtime", key="completeness",
         text=("Expected readings follow each instrument's poll interval; downtime is time with no good reading "

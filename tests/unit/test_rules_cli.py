@@ -1,0 +1,87 @@
+"""`pretreat rules` and check-config's summary: every rule in force as the law reads, and every channel left
+unchecked with why; the report prints the same words beside each limit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from monitor.cli import main
+from monitor.reports.compliance import permit_limits
+from tests.unit.test_checks_helpers import channel, load, site_toml
+
+LOOSER = '[site.permit]\nid = "SE-9"\n[site.permit.limits.ph_min]\nvalue = 4.0\ncite = "Permit SE-9, Part I.A"\n'
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "site.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_rules_prints_limits_wording_citation_quote_and_the_reading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, site_toml(channel("ph"), channel("flow"), channel("sampler_temperature"),
+                                      extra="[site.rules.slug]\nloading = false\n"))
+    assert main(["rules", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "ph_low: ph: a reading < 5 pH; violated below it (the limit itself complies)" in out
+    assert "citation: Town of Southeast § 112-5A(1)(c)" in out
+    assert 'words: Any wastewater having a pH less than 5.0 or higher than 9.0' in out
+    assert "reading in force: read as more than five times the baseline" in out  # § 112-5A(1)(j)'s "or"
+    assert "baseline today: none: no day of normal operation" in out  # no historian yet
+    assert "NO RULE: sampler_temperature: Town of Southeast states no sampler_temperature limit" in out
+    assert "[site.permit.limits.sampler_temperature]" in out
+    assert "seed" not in out.replace("seed ordinance", "")  # legal citations only
+    assert "1 channel(s) left unchecked" in out
+
+
+def test_rules_lists_the_clauses_no_streaming_rule_judges(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, site_toml(channel("ph"), jurisdiction="wilson"))
+    assert main(["rules", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "temperature_reserved_60f [note]" in out and "Town of Wilson § 105-5C(13)" in out
+    assert "fats_oils_grease [lab]" in out and "100 milligrams per liter" in out
+
+
+def test_check_config_warns_of_a_looser_permit_and_counts_unchecked_channels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, site_toml(channel("ph"), channel("sampler_temperature"), extra=LOOSER))
+    assert main(["check-config", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert "warning: site acme: the permit's < 4 pH (Permit SE-9, Part I.A) is looser than the ordinance's < 5 pH" \
+        in captured.err
+    assert "40 CFR 403.5(d)" in captured.err
+    assert "OK; 1 channel(s) left unchecked by any discharge rule" in captured.out
+
+
+def test_the_report_prints_the_looser_permit_figure_beside_the_one_in_force(tmp_path: Path) -> None:
+    site = load(tmp_path, site_toml(channel("ph"), extra=LOOSER)).sites[0]
+    low = next(x for x in permit_limits(site) if "< 5 pH" in x.condition)
+    assert low.citation == "Town of Southeast § 112-5A(1)(c)"
+    assert "set aside: the permit's < 4 pH (Permit SE-9, Part I.A) is looser" in low.condition
+
+
+def test_a_stricter_permit_figure_is_in_force_with_its_citation(tmp_path: Path) -> None:
+    extra = '[site.permit]\nid = "SE-9"\n[site.permit.limits.ph_max]\nvalue = 8.5\ncite = "Permit SE-9, Part I.A"\n'
+    site = load(tmp_path, site_toml(channel("ph"), extra=extra)).sites[0]
+    high = next(b for b in site.checks if b.rule == "ph_high")
+    assert (high.params["limit"], high.citation, "looser" in high.params) == (8.5, "Permit SE-9, Part I.A", False)
+
+
+def test_the_report_states_the_reading_of_150_f_and_65_c(tmp_path: Path) -> None:
+    site = load(tmp_path, site_toml(channel("t", "temperature", location="discharge"), jurisdiction="mineola")).sites[0]
+    line = next(x for x in permit_limits(site) if x.citation == "Village of Mineola § 46.54A(1)")
+    assert "a reading > 65.5556 degC" in line.condition
+    assert "the figure most favourable to the discharger is in force, 65.56 °C = 150.0 °F" in line.condition
+
+
+def test_permitted_excursions_are_marked_where_the_permit_adopts_40_cfr_401_17(tmp_path: Path) -> None:
+    extra = '[site.permit]\nid = "SE-9"\nadopt = ["ph_excursion_single", "ph_excursion_monthly"]\n'
+    site = load(tmp_path, site_toml(channel("ph"), extra=extra)).sites[0]
+    marked = {b.rule for b in site.checks if b.params.get("permitted")}
+    assert marked == {"ph_low", "ph_high"}  # the duration rules stay violations
+    assert any("are permitted, listed apart" in x.condition for x in permit_limits(site))
