@@ -60,6 +60,7 @@ historian = "{db}"
 id = "acme-plating"
 jurisdiction = "southeast"
 timezone = "America/New_York"
+kind = "plant"  # the influent temperature limit (Southeast § 112-5A(1)(i)) applies at the plant only
 
 [[site.instrument]]
 id = "m"

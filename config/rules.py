@@ -289,6 +289,10 @@ def _why(result: _Missing | _NotApplicable, ctx: _Context) -> str:
     unstated = ctx.profile.limits.get(result.key) if ctx.profile is not None else None
     who = ctx.profile.name if ctx.profile is not None else "no jurisdiction"
     why = f" ({unstated.note} [{unstated.citation}])" if unstated is not None and unstated.note else ""
+    federal, _ = load_profile(FEDERAL)
+    if federal is not None and result.key in federal.limits:
+        return (f"{who} states no {result.key} limit; a permit adopts {federal.limits[result.key].citation} by name "
+                f"([site.permit] adopt = [\"{result.key}\"]) or states it in [site.permit.limits.{result.key}]")
     return (f"{who} states no {result.key} limit{why}; the permit may state one in "
             f"[site.permit.limits.{result.key}]")
 
