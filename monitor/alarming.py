@@ -27,7 +27,10 @@ from monitor.stores.influx_lines import alarm_record
 
 
 def alarm_input(e: EpisodeEvent) -> AlarmInput:
-    return AlarmInput(time=e.time, site=e.site, channel=e.channel, rule=e.rule, active=e.event == "start",
+    """The alarm a transition drives. A duration rule's episode starts at its onset but its alarm fires at
+    confirmation, when the duration was exceeded (``confirmed``), never back-dated."""
+    t = e.confirmed if e.confirmed is not None else e.time
+    return AlarmInput(time=t, site=e.site, channel=e.channel, rule=e.rule, active=e.event == "start",
                       value=e.value, limit=e.limit, citation=e.citation)
 
 

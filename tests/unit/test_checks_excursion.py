@@ -150,3 +150,14 @@ def test_too_long_an_excursion_known_only_at_its_end_is_still_recorded(southeast
         (t + 5400, "end", 7.0, 5400.0),
     ]
     assert confirmed(events, "ph_excursion_duration") == [t + 5400]
+
+
+def test_the_alarm_of_a_duration_rule_fires_at_confirmation_not_at_the_onset(southeast: SiteConfig) -> None:
+    from monitor.alarming import alarm_input
+
+    t = local(2025, 3, 3, 8)
+    events = live(southeast, ph((t, 4.0), (t + 3601, 4.0), (t + 4000, 7.0)))
+    start = next(e for e in events if e.rule == "ph_excursion_duration" and e.event == "start")
+    end = next(e for e in events if e.rule == "ph_excursion_duration" and e.event == "end")
+    assert (start.time, alarm_input(start).time) == (t, t + 3601)
+    assert alarm_input(end).time == t + 4000
