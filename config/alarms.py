@@ -67,7 +67,7 @@ DEFAULT_ALARMS: Mapping[str, AlarmSettings] = {
     "lel_successive": AlarmSettings(priority=Priority.CRITICAL, latched=True),
     "ph_low": _H, "ph_high": _H, "ph_excursion_duration": _H, "ph_monthly_excursion": _M,
     "temperature_high": _H, "slug": _H, "sampler_temperature": _M, "sampler_interval": _M,
-    "stale": _L, "sensor_fault": _L, "flatline": _L,
+    "stale": _L, "sensor_fault": _L, "flatline": _L, "sampler_interval_unverified": _L,
 }
 _ROUTE_KEYS = {"name", "notify", "to", "min_priority", "kinds", "level", "rules", "channels", "description",
                "audience"}

@@ -33,7 +33,7 @@ from config.limits import (
 from config.reader import Reader
 from config.schema import Channel, ChannelKind
 
-DATA_QUALITY_RULES = ("stale", "sensor_fault", "flatline")
+DATA_QUALITY_RULES = ("stale", "sensor_fault", "flatline", "sampler_interval_unverified")
 DATA_QUALITY_CITATION = "data quality (instrument or data fault, not a discharge exceedance)"
 FLATLINE_READINGS = (
     300  # default run of identical readings; a stuck analogue sensor, at 1 s polling 5 minutes
@@ -49,6 +49,7 @@ CHANNEL_KINDS: dict[str, tuple[ChannelKind, ...]] = {
     "slug": (ChannelKind.FLOW, ChannelKind.CONCENTRATION),
     "sampler_temperature": (ChannelKind.SAMPLER_TEMPERATURE,),
     "sampler_interval": (ChannelKind.SAMPLER_COUNT,),
+    "sampler_interval_unverified": (ChannelKind.SAMPLER_COUNT,),
     "stale": tuple(ChannelKind),
     "sensor_fault": tuple(ChannelKind),
     "flatline": tuple(ChannelKind),
@@ -58,6 +59,7 @@ _OPTIONS = {
     "flatline": {"readings"},
     "slug": {"loading", "constituents", "baseline_days"},
     "sampler_interval": {"flow"},
+    "sampler_interval_unverified": {"flow"},
 }
 BASELINE_DAYS = 7  # slug: days of normal operation averaged into the baseline (1-30)
 SLUG_READINGS = ("multiple_alone",)
@@ -605,7 +607,13 @@ def _sampler_temperature(ctx: _Context, ch: Channel, s: _Settings) -> _Result:
     )
 
 
-def _sampler_interval(ctx: _Context, ch: Channel, s: _Settings) -> _Result:
+def _sampler(rule: str) -> Callable[[_Context, Channel, _Settings], _Result]:
+    """``sampler_interval``, and its data-quality twin ``sampler_interval_unverified`` (the interval that cannot
+    be verified while the flow reading is bad), on the same stated interval and flow channel."""
+    return lambda ctx, ch, s: _sampler_interval(rule, ctx, ch, s)
+
+
+def _sampler_interval(rule: str, ctx: _Context, ch: Channel, s: _Settings) -> _Result:
     law, permit = ctx.law("sampler_interval"), ctx.permitted("sampler_interval")
     found = _pick(ctx, "sampler_interval", None if law is None else (law.numbers["minutes"], ">", law),
                   None if permit is None else (permit.numbers["minutes"], ">", permit), "min")
@@ -622,10 +630,11 @@ def _sampler_interval(ctx: _Context, ch: Channel, s: _Settings) -> _Result:
         )
         return _NotApplicable("a flow channel")
     return RuleBinding(
-        rule="sampler_interval",
+        rule=rule,
         site=ctx.site,
         channel=ch.id,
-        citation=lim.citation,
+        citation=lim.citation if rule == "sampler_interval" else
+        f"{DATA_QUALITY_CITATION}: flow unknown, so the sampling interval ({lim.citation}) cannot be verified",
         inputs=(ch.id, flow),
         params={"limit": minutes * 60.0, "operator": lim.operator, **_extra(lim, looser)},
     )
@@ -652,7 +661,8 @@ _BINDERS: dict[str, Callable[[_Context, Channel, _Settings], _Result]] = {
     "lel_single": _lel("lel_single"),
     "slug": _slug,
     "sampler_temperature": _sampler_temperature,
-    "sampler_interval": _sampler_interval,
+    "sampler_interval": _sampler("sampler_interval"),
+    "sampler_interval_unverified": _sampler("sampler_interval_unverified"),
     "stale": _quality("stale"),
     "sensor_fault": _quality("sensor_fault"),
     "flatline": _quality("flatline"),

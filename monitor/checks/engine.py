@@ -26,7 +26,7 @@ from monitor.checks.events import EpisodeEvent
 from monitor.checks.excursion import ExcursionDuration, MonthlyExcursion
 from monitor.checks.quality import BadSampleRule, Flatline
 from monitor.checks.slug import LoadingSlug, SlugDetector
-from monitor.checks.threshold import SamplerInterval, SamplerTemperature, ThresholdRule
+from monitor.checks.threshold import SamplerInterval, SamplerIntervalUnverified, SamplerTemperature, ThresholdRule
 from monitor.sample import GOOD, Sample
 
 _MAX = sys.float_info.max
@@ -50,6 +50,7 @@ RULE_FACTORIES: dict[str, RuleFactory] = {
     "slug": _slug,
     "sampler_temperature": SamplerTemperature,
     "sampler_interval": SamplerInterval,
+    "sampler_interval_unverified": SamplerIntervalUnverified,
     "stale": BadSampleRule,
     "sensor_fault": BadSampleRule,
     "flatline": Flatline,

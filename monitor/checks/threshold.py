@@ -173,3 +173,68 @@ class SamplerInterval(Rule):
         if self.flowing:
             return math.nextafter(0.0, INF), INF, until
         return -INF, 0.0, until
+
+
+class SamplerIntervalUnverified(SamplerInterval):
+    """``sampler_interval_unverified`` (data quality): the sampling-interval clock does not stop because the
+    flow reading is bad. Time since the last sample during which the flow is unknown (bad, or not yet read) is
+    time in which the sampler may have been late: when it, added to the flowing time counted, passes the limit
+    while the flowing time alone does not, the interval cannot be verified. The episode starts at its onset,
+    the last sample, ``confirmed`` at that reading, and ends at the next sample. It is a data-quality episode
+    (the flow meter's fault, not a discharge exceedance), so that an unverifiable interval is never silence.
+    """
+
+    __slots__ = ("uacc",)
+
+    def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
+        super().__init__(binding=binding, out=out)
+        self.uacc = 0.0  # unknown-flow seconds before `flow_since`, since the last sample
+
+    def _unknown(self, t: float) -> float:
+        return self.uacc + (t - self.flow_since if self.flowing is None else 0.0)
+
+    def good(self, t: float, v: float, port: int) -> None:
+        if port == 0:
+            if self.count is None or v > self.count:
+                if self.is_open:
+                    self.is_open = False
+                    self.end(t, v, self.limit, self._counted(t) + self._unknown(t))
+                self.acc = self.uacc = 0.0
+                self.flow_since = self.last_sample = t
+            self.count = v
+        else:
+            self._set_flowing(t, v > 0.0)
+        self._check(t)
+
+    def bad(self, t: float, quality: str, port: int) -> None:
+        if port == 1:
+            self._set_flowing(t, None)
+        self._check(t)
+
+    def _set_flowing(self, t: float, flowing: bool | None) -> None:
+        if flowing != self.flowing and self.flowing is None:
+            self.uacc += t - self.flow_since
+        super()._set_flowing(t, flowing)
+
+    def _check(self, t: float) -> None:
+        if self.is_open or self.count is None:
+            return
+        counted = self._counted(t)
+        if counted <= self.limit < counted + self._unknown(t):
+            self.is_open = True
+            self.start(self.last_sample, self.count, self.limit, confirmed=t)
+
+    def band(self, port: int) -> Band:
+        until = INF
+        if not self.is_open and self.count is not None and self._counted(self.flow_since) <= self.limit:
+            if self.flowing is not False:  # the total still grows: due when it passes the limit
+                until = self.flow_since + (self.limit - self.acc - self.uacc) - MARGIN
+            elif self.acc + self.uacc > self.limit:
+                until = -INF
+        if port == 0:
+            return EMPTY if self.count is None else (self.count, self.count, until)
+        if self.flowing is None:
+            return EMPTY
+        if self.flowing:
+            return math.nextafter(0.0, INF), INF, until
+        return -INF, 0.0, until

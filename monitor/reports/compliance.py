@@ -40,6 +40,7 @@ RULE_LABELS = {
     "ph_monthly_excursion": "pH monthly excursion time", "temperature_high": "Temperature",
     "lel_successive": "Explosive vapour (successive)", "lel_single": "Explosive vapour (single)",
     "slug": "Slug load", "sampler_temperature": "Sampler refrigeration", "sampler_interval": "Sampling interval",
+    "sampler_interval_unverified": "Sampling interval unverified (flow unknown)",
     "stale": "No data", "sensor_fault": "Sensor fault", "flatline": "Flat-lined signal",
 }
 

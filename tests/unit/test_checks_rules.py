@@ -231,3 +231,24 @@ def test_sampler_interval_overdue_when_flow_turns_bad_starts_at_the_next_reading
             if e.rule == "sampler_interval"
         ]
         assert events == [("sampler_interval", "start", 0.0, T0 + 3600.0)]  # onset: the last sample
+
+
+def test_sampler_interval_with_the_flow_unknown_is_an_unverified_interval_not_silence(tmp_path: Path) -> None:
+    """The sampling-interval clock does not stop because the flow reading is bad: 10 minutes of flow, then the
+    meter fails for 10 minutes with no new sample. Counted flowing time (600 s) complies, counted plus unknown
+    time (1200 s) passes 15 minutes: a data-quality episode from the last sample, ended by the next sample."""
+    c = config(tmp_path, channel("sampler_count"), channel("flow"), jurisdiction="pawling")
+    rows: list[Row] = [
+        (T0, "sampler_count", 1.0, "good"),
+        (T0, "flow", 5.0, "good"),
+        (T0 + 600, "flow", None, "comm_failure"),
+        (T0 + 1000, "sampler_count", 1.0, "good"),  # 600 + 400 = 1000 s > 900: unverifiable from here
+        (T0 + 1200, "sampler_count", 2.0, "good"),
+    ]
+    for fast in (True, False):
+        events = [(e.rule, e.event, e.time - T0, e.confirmed, e.citation.startswith("data quality"))
+                  for e in live(c, rows, fast=fast) if e.rule.startswith("sampler_interval")]
+        assert events == [
+            ("sampler_interval_unverified", "start", 0.0, T0 + 1000, True),
+            ("sampler_interval_unverified", "end", 1200.0, None, True),
+        ]

@@ -122,6 +122,7 @@ ENABLED = {
         ("ph_high", "ph"),
         ("sampler_temperature", "sampler_temperature"),
         ("sampler_interval", "sampler_count"),
+        ("sampler_interval_unverified", "sampler_count"),  # data quality: the flow reading bad
     },
 }
 
