@@ -85,3 +85,26 @@ def test_permitted_excursions_are_marked_where_the_permit_adopts_40_cfr_401_17(t
     marked = {b.rule for b in site.checks if b.params.get("permitted")}
     assert marked == {"ph_low", "ph_high"}  # the duration rules stay violations
     assert any("are permitted, listed apart" in x.condition for x in permit_limits(site))
+
+
+async def test_rules_shows_the_slug_baseline_rebuilt_from_the_historian(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The baseline `pretreat rules` shows is the one the daemon's warm-up and a replay compute: two recorded
+    days at 12 gpm (every minute) before today."""
+    import time as _time
+
+    from monitor.rules_cli import slug_baselines
+    from monitor.sample import Sample
+    from monitor.stores.historian import Historian
+
+    config = load(tmp_path, site_toml(channel("flow"), extra="[site.rules.slug]\nloading = false\n"))
+    now = _time.time()
+    midnight = now - now % 86400.0  # UTC midnight today (the site's zone is UTC)
+    h = Historian(path=config.daemon.historian, commit_interval=0.01)
+    await h.start()
+    h.submit([Sample(time=midnight - 2 * 86400.0 + 60.0 * i, site="acme", channel="flow", value=12.0, unit="gpm")
+              for i in range(2 * 1440 + 1)])  # two whole days, and a first reading of today
+    await h.close()
+    text = slug_baselines(config, now)[("acme", "flow")]
+    assert text.startswith("12 (mean of 2 day(s) of normal operation") and "slug above 60" in text
