@@ -166,6 +166,11 @@ class SamplerInterval(Rule):
                 until = self.flow_since + (self.limit - self.acc) - MARGIN
             elif self.acc > self.limit:  # already overdue (flow then went bad or zero): due at any reading
                 until = -INF
+        return self._port_band(port, until)
+
+
+    def _port_band(self, port: int, until: float) -> Band:
+        """Quiet while the count is unchanged (port 0) or the flow stays on the same side of zero (port 1)."""
         if port == 0:
             return EMPTY if self.count is None else (self.count, self.count, until)
         if self.flowing is None:
@@ -231,10 +236,4 @@ class SamplerIntervalUnverified(SamplerInterval):
                 until = self.flow_since + (self.limit - self.acc - self.uacc) - MARGIN
             elif self.acc + self.uacc > self.limit:
                 until = -INF
-        if port == 0:
-            return EMPTY if self.count is None else (self.count, self.count, until)
-        if self.flowing is None:
-            return EMPTY
-        if self.flowing:
-            return math.nextafter(0.0, INF), INF, until
-        return -INF, 0.0, until
+        return self._port_band(port, until)

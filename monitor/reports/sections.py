@@ -138,23 +138,15 @@ def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
                                           "single exceeded" if m.single_exceeded else "") if x) or "complies",
                     m.total_citation) for m in r.months),
         empty="No pH channel with a stated range."))
-    out.append(Section(
-        "Exceedance episodes", key="episodes",
-        text=("Each episode with the cause and corrective action entered by the industry "
-              "(pretreat report annotate --episode ID).",),
-        columns=("Episode id", "Rule", "Start", "Duration", "Peak", "Limit", "Citation", "Cause",
-                 "Corrective action", "Entered by"),
-        widths=(2.2, 1.1, 1.3, 0.7, 0.6, 0.6, 2.2, 1.8, 1.8, 1.0),
-        rows=tuple(_episode_rows(r.exceedances, clock))))
+    out.append(_episodes_section(
+        "Exceedance episodes", "episodes", "Each episode with the cause and corrective action entered by the "
+        "industry (pretreat report annotate --episode ID).", r.exceedances, clock))
     if r.permitted_excursions:
-        out.append(Section(
-            "Permitted pH excursions (40 CFR 401.17, adopted by the permit: not violations)", key="permitted",
-            text=("Excursions from the pH range within 40 CFR 401.17's allowances are permitted; a single excursion "
-                  "over 60 minutes or over 7 h 26 min in a calendar month is a violation, listed above.",),
-            columns=("Episode id", "Rule", "Start", "Duration", "Peak", "Limit", "Citation", "Cause",
-                     "Corrective action", "Entered by"),
-            widths=(2.2, 1.1, 1.3, 0.7, 0.6, 0.6, 2.2, 1.8, 1.8, 1.0),
-            rows=tuple(_episode_rows(r.permitted_excursions, clock))))
+        out.append(_episodes_section(
+            "Permitted pH excursions (40 CFR 401.17, adopted by the permit: not violations)", "permitted",
+            "Excursions from the pH range within 40 CFR 401.17's allowances are permitted; a single excursion over "
+            "60 minutes or over 7 h 26 min in a calendar month is a violation, listed above.",
+            r.permitted_excursions, clock))
     out.append(Section(
         "Data completeness and instrument downtime", key="completeness",
         text=("Expected readings follow each instrument's poll interval; downtime is time with no good reading "
@@ -169,6 +161,15 @@ def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
         rows=tuple((e.channel, RULE_LABELS.get(e.rule, e.rule), clock(e.start),
                     fmt_minutes(e.duration) if e.end is not None else "open") for e in r.faults)))
     return out
+
+
+def _episodes_section(title: str, key: str, text: str, episodes: tuple[EpisodeLine, ...], clock: Clock) -> Section:
+    return Section(
+        title, key=key, text=(text,),
+        columns=("Episode id", "Rule", "Start", "Duration", "Peak", "Limit", "Citation", "Cause",
+                 "Corrective action", "Entered by"),
+        widths=(2.2, 1.1, 1.3, 0.7, 0.6, 0.6, 2.2, 1.8, 1.8, 1.0),
+        rows=tuple(_episode_rows(episodes, clock)))
 
 
 def _lab_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
