@@ -215,9 +215,14 @@ def annotate(conn: sqlite3.Connection, episodes: list[Episode], config: SiteConf
         return
     series = _series(conn)
     plans = {key: _plan(key, config) for key in {(e.site, e.channel, e.rule) for e in episodes}}
+    permitted = {(s.id, b.channel, b.rule): str(b.params["permitted"]) for s in (config.sites if config else ())
+                 for b in s.checks if b.params.get("permitted")}
     todo: list[tuple[int, int, int, float, float, int]] = []
     for n, e in enumerate(episodes):
         plan = plans[(e.site, e.channel, e.rule)]
+        if (e.site, e.channel, e.rule) in permitted:  # the permit adopts 40 CFR 401.17: not a violation
+            e.citation += (f" [permitted excursion under {permitted[(e.site, e.channel, e.rule)]}, adopted by the "
+                           f"permit: not a violation]")
         e.unit = "s" if e.rule in NO_READING_PEAK and e.rule not in DATA_QUALITY_RULES else plan.unit
         if e.start is None or e.until is None:
             continue

@@ -267,3 +267,18 @@ def test_usage_errors_exit_2(tmp_path: Path, site_file: Path, cli_registered: No
     # an empty file (nothing recorded yet) is an empty report, not an error
     assert cli.main(["exceedances", "--config", str(site_file)]) == 0
     assert "0 episodes" in capsys.readouterr().out
+
+
+async def test_ph_episodes_are_marked_permitted_excursions_where_the_permit_adopts_401_17(tmp_path: Path) -> None:
+    """40 CFR 401.17: excursions within its allowances "are permitted"; ph_low/ph_high episodes at such a site
+    say so, the single-excursion rule stays a violation."""
+    site_file = tmp_path / "site.toml"
+    site_file.write_text(SITE_FILE + '\n[site.permit]\nid = "SE-3"\nadopt = ["ph_excursion_single"]\n',
+                         encoding="utf-8")
+    db = tmp_path / "pretreat.sqlite"
+    await record(db, [ev(T0 + 10, "ph_low", "start", 4.6, limit=5.0), ev(T0 + 20, "ph_low", "end", 5.5, 4.6),
+                      ev(T0 + 10, "ph_excursion_duration", "start", 4.6, limit=3600.0)])
+    rows = {r["rule"]: r for r in jsonl(run_report(db, site_file, now=T0 + 100, format="json"))}
+    assert rows["ph_low"]["citation"].endswith("[permitted excursion under 40 CFR 401.17, adopted by the permit: "
+                                               "not a violation]")
+    assert "permitted" not in rows["ph_excursion_duration"]["citation"]
