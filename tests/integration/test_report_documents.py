@@ -77,7 +77,9 @@ def test_pdf_renders_and_pages_are_saved(site: tuple[SiteConfig, Path]) -> None:
     assert run_cli("labs", "import", "--config", str(tmp / "site.toml"), str(tmp / "labs.csv")) == 0
     period = Period(date(2026, 3, 1), date(2026, 3, 10), date(2026, 3, 15), "test period")
     report = build_report(config, SITE, period, now=NOW)
-    assert len(report.days) == 10 and len(report.exceedances) >= 40
+    # the permit adopts 40 CFR 401.17: pH low/high episodes are permitted excursions, listed apart from violations
+    assert len(report.days) == 10 and len(report.exceedances) + len(report.permitted_excursions) >= 40
+    assert report.permitted_excursions and all(e.rule in ("ph_low", "ph_high") for e in report.permitted_excursions)
     pdf = tmp / "report.pdf"
     pages = render_pdf(report, pdf)
     assert pdf.read_bytes().startswith(b"%PDF") and pages >= 4
