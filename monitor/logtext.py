@@ -121,6 +121,8 @@ def episode_message(e: EpisodeEvent) -> str:
     bound = "" if e.limit is None else f"limit {limit(e.limit, site=e.site, channel=e.channel, rule=e.rule)}; "
     text = (f"episode {what}: {e.site} {e.channel} {e.rule} at {local_time(e.time)}, "
             f"{reading(e.value, site=e.site, channel=e.channel)} ({bound}{e.citation})")
+    if e.confirmed is not None:  # a duration rule: started at its onset, confirmed (alarmed) now
+        text += f", confirmed at {local_time(e.confirmed)}"
     if e.event != START and e.peak is not None:
         peak = duration(e.peak) if e.rule in DURATION_RULES else reading(e.peak, site=e.site, channel=e.channel)
         text += f", peak {peak}"
