@@ -1,6 +1,7 @@
 """The historian's SQLite file: its layout, schema versioning, and the read side.
 
-Layout (schema version 1, kept in ``PRAGMA user_version``; the episode store shares the file with its own
+Layout (schema version 2, kept in ``PRAGMA user_version``; version 1 files lack only quality code 8 and are
+upgraded in place when opened for writing; the episode store shares the file with its own
 tables and must not touch ``user_version``):
 
 - ``channels(id, site, channel, unit)``, unique on (site, channel, unit). The unit is part of a series'
@@ -13,7 +14,8 @@ tables and must not touch ``user_version``):
   ``time`` is REAL seconds since the epoch, UTC (the `Sample` float, stored exactly). ``seq`` is the
   arrival order (a counter kept in ``historian_meta``): it keeps two readings of one channel with the same
   timestamp (an MQTT redelivery, a device clock that did not move) apart, since silently dropping a duplicate
-  would lose evidence. ``value`` is NULL for bad readings. (SQLite stores a whole-valued REAL as an
+  would lose evidence. ``value`` is NULL for bad readings, except ``over_range`` ones, which keep the number the
+  instrument reported above its span. (SQLite stores a whole-valued REAL as an
   integer, so ``-0.0`` reads back as ``0.0``; every other double reads back bit-identical.) ``quality``
   is a small code, spelled out in the ``qualities`` table so plain ``sqlite3`` users can join it.
 - ``rejected_samples``: anything submitted that cannot be a row of ``readings`` (a NaN timestamp, a value
@@ -35,7 +37,7 @@ from typing import Final
 
 from monitor.sample import Quality, Sample
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2  # 2: quality code 8, over_range (a version-1 file is upgraded in place)
 
 # Stable codes. Never renumber: they are in every file already written. Adding a quality needs a new code
 # here and a SCHEMA_VERSION bump (older readers would not know the code).
@@ -48,6 +50,7 @@ QUALITY_CODES: Final[dict[Quality, int]] = {
     Quality.OUT_OF_RANGE: 5,
     Quality.STALE: 6,
     Quality.DEVICE_FAULT: 7,
+    Quality.OVER_RANGE: 8,
 }
 _missing_codes = set(Quality) - set(QUALITY_CODES)
 if _missing_codes:  # pragma: no cover - guards a future edit of Quality
@@ -132,6 +135,8 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
         if version == 0:
             for ddl in _SCHEMA:
                 conn.execute(ddl)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        elif version < SCHEMA_VERSION:  # version 1 lacks only the over_range code, added below
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         _check_layout(conn, path)
         conn.executemany("INSERT OR IGNORE INTO qualities (code, name) VALUES (?, ?)",

@@ -57,11 +57,16 @@ def site_toml(
     timezone: str = "UTC",
     extra: str = "",
     site: str = "acme",
+    poll_interval: float = 60.0,
 ) -> str:
-    """A complete site file: one MQTT instrument, the given channel tables, then ``extra`` (permit, rules)."""
+    """A complete site file: one MQTT instrument, the given channel tables, then ``extra`` (permit, rules).
+
+    The instrument publishes every ``poll_interval`` s (a minute: the tests' rows are a minute apart), so its
+    channels' ``max_gap`` is 3 × that unless a channel states one."""
     head = (
         f'[daemon]\nhistorian = "db.sqlite"\n\n[[site]]\nid = "{site}"\njurisdiction = "{jurisdiction}"\n'
-        f'timezone = "{timezone}"\n\n[[site.instrument]]\nid = "m"\ndriver = "mqtt"\nhost = "127.0.0.1"\n\n'
+        f'timezone = "{timezone}"\n\n[[site.instrument]]\nid = "m"\ndriver = "mqtt"\nhost = "127.0.0.1"\n'
+        f"poll_interval = {poll_interval}\n\n"
     )
     return head + "\n".join(channels) + "\n" + extra
 
