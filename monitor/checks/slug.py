@@ -193,6 +193,9 @@ class LoadingSlug(Rule):
     def bad(self, t: float, quality: str, port: int) -> None:
         self.latest[port] = None  # never a product of a last-good value
 
+    def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
+        self.detector.gap(t0, v0, t1, port)  # the detector's episode holds the unmeasured time
+
     def band(self, port: int) -> Band:
         return EMPTY
 

@@ -278,3 +278,17 @@ def test_flatline_run_does_not_continue_across_a_gap(tmp_path: Path) -> None:
                                                    for i in range(4)]
     got = [(e.event, e.time - T0, e.end_reason) for e in live(c, rows) if e.rule == "flatline"]
     assert got == [("start", 1120.0, None)]  # the third identical reading after the gap, not the first
+
+
+@pytest.mark.parametrize("opt_in", [True, False])
+def test_a_ph_probe_saturating_at_14_is_judged_only_when_the_channel_opts_in(tmp_path: Path, opt_in: bool) -> None:
+    from monitor.checks.engine import CheckEngine
+    from monitor.sample import Quality, Sample
+
+    c = config(tmp_path, channel("ph", judge_over_range=opt_in))
+    s = Sample(time=T0 + 60, site="acme", channel="ph", value=14.2, unit="pH", quality=Quality.OVER_RANGE,
+               reason="14.2 pH above the span")
+    engine = CheckEngine.for_config(c)
+    events = engine.process_many([Sample(time=T0, site="acme", channel="ph", value=7.0, unit="pH"), s])
+    got = [(e.rule, e.event, e.value, e.censored) for e in events]
+    assert got == ([("ph_high", "start", 14.0, True)] if opt_in else [("sensor_fault", "start", None, False)])
