@@ -214,7 +214,8 @@ def test_cli_check_config_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def _channel(**keys: object) -> str:
     lines = "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items())
-    return f'[[site.channel]]\nid = "flow"\ninstrument = "fm"\npoint = "flow_rate"\nkind = "flow"\nunit = "gpm"\n{lines}'
+    head = '[[site.channel]]\nid = "flow"\ninstrument = "fm"\npoint = "flow_rate"\nkind = "flow"\n'
+    return f'{head}unit = "gpm"\n{lines}'
 
 
 def test_max_gap_defaults_to_three_poll_intervals_but_never_under_5_s(tmp_path: Path) -> None:
