@@ -20,7 +20,8 @@ from alarms.model import AlarmInput, Refusal, Transition
 from alarms.notifiers.base import NotifierContext
 from config.alarms import alarm_specs
 from config.schema import SiteConfig
-from monitor.checks.events import EpisodeEvent
+from monitor.checks.coverage import END_GAP
+from monitor.checks.events import END, START, EpisodeEvent
 from monitor.sample import Sample
 from monitor.stores.influx import InfluxSink
 from monitor.stores.influx_lines import alarm_record
@@ -29,6 +30,26 @@ from monitor.stores.influx_lines import alarm_record
 def alarm_input(e: EpisodeEvent) -> AlarmInput:
     return AlarmInput(time=e.time, site=e.site, channel=e.channel, rule=e.rule, active=e.event == "start",
                       value=e.value, limit=e.limit, citation=e.citation)
+
+
+def alarm_inputs(events: Sequence[EpisodeEvent]) -> list[AlarmInput]:
+    """The alarm inputs of a batch of episode events, in order.
+
+    Missing data is no return to normal. When a gap in a channel's readings (`monitor.checks.coverage`) splits
+    an episode, the record gets an end at the last reading before the gap (``end_reason = "gap"``) and, if the
+    first reading after it still violates, a new start there; both come out of judging that one reading, so
+    they are in the same batch. Such a pair is left out here: the alarm stays as it is (active, acknowledged or
+    not) instead of clearing and raising again, e.g. after the daemon itself was down longer than max_gap. A
+    gap end with no start after it (the channel came back within limits) clears the alarm as any end does."""
+    resumed: set[int] = set()
+    gap_end: dict[tuple[str, str, str], int] = {}
+    for i, e in enumerate(events):
+        key = (e.site, e.channel, e.rule)
+        if e.event == END and e.end_reason == END_GAP:
+            gap_end[key] = i
+        elif e.event == START and key in gap_end and events[gap_end[key]].time <= e.time:
+            resumed.update((gap_end.pop(key), i))
+    return [alarm_input(e) for i, e in enumerate(events) if i not in resumed]
 
 
 class Alarming:
@@ -79,7 +100,7 @@ class Alarming:
                 self.gateway.update_sample(s)
 
     def on_episodes(self, events: Sequence[EpisodeEvent], now: float) -> None:
-        self.announce(self.engine.apply_many([alarm_input(e) for e in events], now))
+        self.announce(self.engine.apply_many(alarm_inputs(events), now))
 
     def tick(self, now: float) -> None:
         self.announce(self.engine.tick(now) + apply_pending(self.commands, self.engine, now))

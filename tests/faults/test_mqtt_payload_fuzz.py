@@ -74,7 +74,21 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def expected_value(cid: str, payload: bytes) -> float | None:
     """The engineering value channel ``cid`` must record for ``payload``, or None: a bad sample."""
-    _topic, path, scale, offset, lo, hi = CHANNELS[cid]
+    value = _scaled(cid, payload)
+    _topic, _path, _scale, _offset, lo, hi = CHANNELS[cid]
+    return value if value is not None and lo <= value <= hi else None
+
+
+def expected_over_range(cid: str, payload: bytes) -> float | None:
+    """The number an LEL channel keeps as an ``over_range`` sample (above its span, at most one span more)."""
+    value = _scaled(cid, payload)
+    _topic, _path, _scale, _offset, lo, hi = CHANNELS[cid]
+    return value if cid == "lel" and value is not None and hi < value <= hi + (hi - lo) else None
+
+
+def _scaled(cid: str, payload: bytes) -> float | None:
+    """The finite engineering value the payload carries for ``cid`` (range not judged), or None."""
+    _topic, path, scale, offset, _lo, _hi = CHANNELS[cid]
     if len(payload) > MAX_PAYLOAD:
         return None
     try:
@@ -104,7 +118,7 @@ def expected_value(cid: str, payload: bytes) -> float | None:
     if not math.isfinite(raw):
         return None
     value = raw * scale + offset
-    return value if lo <= value <= hi else None
+    return value if math.isfinite(value) else None
 
 
 # -- payloads --------------------------------------------------------------------------------------------
@@ -196,6 +210,11 @@ def test_random_payloads_never_crash_the_daemon_and_each_becomes_samples(tmp_pat
                 assert [s.channel for s in got] == expected, (payload[:60], got)
                 for s in got:
                     want = expected_value(s.channel, payload)
+                    over = expected_over_range(s.channel, payload)
+                    if over is not None:  # the worst case, not silence: kept with its number
+                        assert s.quality is Quality.OVER_RANGE and s.value is not None, (payload[:80], s)
+                        assert math.isclose(s.value, over, rel_tol=1e-12) and s.reason
+                        continue
                     assert (s.value is None) == (not s.good)
                     if want is None:
                         assert not s.good and s.reason, (payload[:80], s)

@@ -3,9 +3,14 @@ use: what a gap is, the default max_gap, measured/unmeasured accounting, time-we
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from monitor.alarming import alarm_inputs
 from monitor.checks.coverage import Coverage, TimeWeightedMean, default_max_gap, is_gap, weight
+from monitor.checks.engine import CheckEngine
+from tests.unit.test_checks_helpers import T0, channel, load, samples, site_toml
 
 
 def test_default_max_gap_is_three_intervals_never_under_five_seconds() -> None:
@@ -39,3 +44,19 @@ def test_time_weighted_mean_weighs_each_reading_by_the_time_to_the_next_capped_a
     assert weight(7200.0, 60.0) == 60.0 and weight(1.0, 60.0) == 1.0
     assert m.weight == pytest.approx(3600.0 + 9.0 + 60.0)
     assert m.mean == pytest.approx((3600.0 * 10.0 + 69.0 * 100.0) / 3669.0)
+
+
+def test_an_alarm_is_not_cleared_by_missing_data_alone(tmp_path: Path) -> None:
+    """The check engine splits the episode at a gap; the alarm inputs leave out an end at a gap followed, from
+    the same reading, by a start (still violating after the gap), and keep an end at a gap with no start
+    after it (back within limits after the gap)."""
+    config = load(tmp_path, site_toml(channel("ph")))
+    engine = CheckEngine.for_config(config)
+    before = samples([(T0, "ph", 7.0, "good"), (T0 + 60, "ph", 4.0, "good")])
+    assert [i.active for i in alarm_inputs(engine.process_many(before))] == [True]
+    still_low = engine.process_many(samples([(T0 + 1000, "ph", 4.2, "good")]))
+    assert [(e.event, e.end_reason) for e in still_low] == [("end", "gap"), ("start", None)]
+    assert alarm_inputs(still_low) == []  # the alarm stays active: no clear, no second raise
+    back = engine.process_many(samples([(T0 + 2000, "ph", 7.0, "good")]))
+    assert [(e.event, e.end_reason) for e in back] == [("end", "gap")]
+    assert [(i.active, i.time) for i in alarm_inputs(back)] == [(False, T0 + 1000)]
