@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from alarms.journal import ensure_schema as ensure_journal
 from config.rules import is_data_quality
 from monitor.checks.events import END, START, EpisodeEvent
+from monitor.stores.seals import EPISODE_COLUMNS, journal_episode_events, start_sealing
 
 SCHEMA_VERSION = 2  # 2: end_reason, measured, unmeasured, censored
 _SCHEMA = (
@@ -131,6 +134,8 @@ class EpisodeStore:
         try:
             for ddl in _SCHEMA:
                 conn.execute(ddl)
+            ensure_journal(conn)  # episode events are journaled as they are recorded (seals)
+            start_sealing(conn, time.time())
             conn.execute(
                 "INSERT OR IGNORE INTO episode_meta (key, value) VALUES ('schema_version', ?)",
                 (SCHEMA_VERSION,),
@@ -183,11 +188,16 @@ class EpisodeStore:
             conn = self._db()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.executemany(
-                    f"INSERT OR IGNORE INTO episode_events ({_COLUMNS}, data_quality) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
+                inserted = []
+                for row in rows:  # one at a time: each new row is journaled (seals), a repeat is not
+                    cur = conn.execute(
+                        f"INSERT OR IGNORE INTO episode_events ({_COLUMNS}, data_quality) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        row,
+                    )
+                    if cur.rowcount == 1:
+                        inserted.append(cur.lastrowid)
+                journal_episode_events(conn, _rows_by_id(conn, inserted))
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -248,6 +258,12 @@ class EpisodeStore:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def _rows_by_id(conn: sqlite3.Connection, ids: list[int | None]) -> list[tuple[object, ...]]:
+    """The rows just inserted, read back (so what is journaled is what is stored)."""
+    sql = f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episode_events WHERE id = ?"
+    return [conn.execute(sql, (i,)).fetchone() for i in ids]
 
 
 def _episode(s: EpisodeEvent, e: EpisodeEvent | None) -> Episode:

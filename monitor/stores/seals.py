@@ -1,0 +1,254 @@
+"""Seals: the journal's hash chain extended over the readings and the episode events.
+
+The journal (`alarms.journal`) proves its own records; the evidence an enforcement notice rests on is also in
+``readings`` and ``episode_events``. Those are sealed into the chain:
+
+- **Episode events** are journaled as they are recorded (kind ``episode_event``, the row's id and every
+  column), in the same transaction as the row (`journal_episode_events`). Rows that existed before sealing
+  began are covered by one ``sealing_started`` record: their count, highest id and a digest of them.
+- **A channel-day of readings** is sealed once it is complete: after the end of its UTC day plus
+  ``seal_after`` (default 3 h, the late-data window). Days are **UTC** days, so a seal never depends on a site's
+  daylight-saving rules. The ``seal`` record holds the series (site, channel, unit), the day, the highest
+  reading ``seq`` it covers (``seq_max``: readings arriving later for that day are reported as *late*, not
+  hidden), the count and a digest. The digest is the SHA-256 of the day's minute index: for each minute with
+  readings, ``<HI16s`` (minute of the day, count, the first 16 bytes of the SHA-256 of the minute's
+  encoding). A minute's readings (ordered by time, then seq; bad ones included) are encoded column after
+  column: little-endian float64 times, int64 seqs, float64 values (0 where NULL), one byte each NULL flag,
+  one byte each quality code, uint32 reason lengths (code points), then the reasons in UTF-8. The minute
+  index itself is kept in ``seal_minutes`` beside the journal: the seal's digest authenticates it, so when
+  a day no longer matches, verification names the minute (and whether readings are missing, added or
+  altered there) instead of only the day.
+
+Sealing runs in a background thread (`Sealer.run_once`, its own connections), never on the event loop.
+Verification is `monitor.stores.seal_verify`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import logging
+import sqlite3
+import struct
+import sys
+import time
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from alarms.journal import Entry, Journal, append_in_transaction, canonical, head_of
+
+log = logging.getLogger(__name__)
+
+DAY = 86_400.0
+MINUTE = 60.0
+SEAL_AFTER = 3 * 3600.0  # s after a UTC day's end before it is sealed: the late-data window
+SEAL = "seal"
+EPISODE_EVENT = "episode_event"
+SEALING_STARTED = "sealing_started"
+_BUCKET = struct.Struct("<HI16s")
+_BIG = sys.byteorder == "big"
+SEAL_SCHEMA = """
+CREATE TABLE IF NOT EXISTS seal_minutes (
+    journal_seq INTEGER PRIMARY KEY,   -- the seal record this minute index belongs to
+    channel_id INTEGER NOT NULL,
+    day REAL NOT NULL,                 -- epoch s of the UTC day's start
+    minutes BLOB NOT NULL              -- <HI16s per minute with readings (see the module doc)
+);
+CREATE INDEX IF NOT EXISTS seal_minutes_channel ON seal_minutes (channel_id, day);
+"""
+READINGS_SQL = ("SELECT time, seq, coalesce(value, 0.0), value IS NULL, quality, reason FROM readings "
+                "WHERE channel_id = ? AND time >= ? AND time < ? AND seq <= ? ORDER BY time, seq")
+EPISODE_COLUMNS = ("id", "time", "site", "channel", "rule", "event", "value", "limit_value", "peak",
+                   "citation", "data_quality", "end_reason", "measured", "unmeasured", "censored")
+
+
+def day_label(day_start: float) -> str:
+    return datetime.fromtimestamp(day_start, UTC).strftime("%Y-%m-%d")
+
+
+def encode(rows: Sequence[tuple[Any, ...]]) -> bytes:
+    """The encoding of readings rows (time, seq, value or 0, value is NULL, quality, reason), column-wise.
+    Everything here runs in C (zip, array, bytes, join): a Python loop per reading would cost ~10×."""
+    t, s, v, n, q, r = zip(*rows, strict=True)
+    cols = [array("d", t), array("q", s), array("d", v)]
+    lengths = array("I", map(len, r))
+    if _BIG:
+        for a in (*cols, lengths):
+            a.byteswap()
+    return b"".join([*(a.tobytes() for a in cols), bytes(n), bytes(q), lengths.tobytes(),
+                     "".join(r).encode("utf-8", "surrogatepass")])
+
+
+def minute_index(rows: list[tuple[Any, ...]], day_start: float) -> bytes:
+    """The ``<HI16s`` records of every minute with readings (rows ordered by time, seq)."""
+    out = []
+    a = 0
+    end = len(rows)
+    while a < end:
+        minute = int((rows[a][0] - day_start) // MINUTE)
+        b = bisect.bisect_left(rows, (day_start + (minute + 1) * MINUTE,), lo=a)
+        out.append(_BUCKET.pack(minute, b - a, hashlib.sha256(encode(rows[a:b])).digest()[:16]))
+        a = b
+    return b"".join(out)
+
+
+def parse_index(blob: bytes) -> dict[int, tuple[int, bytes]]:
+    """minute -> (count, digest) from a minute index."""
+    return {m: (c, d) for m, c, d in _BUCKET.iter_unpack(blob)}
+
+
+def read_day(conn: sqlite3.Connection, channel_id: int, day_start: float, seq_max: int) -> list[Any]:
+    return conn.execute(READINGS_SQL, (channel_id, day_start, day_start + DAY, seq_max)).fetchall()
+
+
+def digest_of(index: bytes) -> str:
+    return hashlib.sha256(index).hexdigest()
+
+
+def episode_payload(row: Sequence[Any]) -> dict[str, Any]:
+    """A journal payload from an ``episode_events`` row (columns `EPISODE_COLUMNS`), REALs as floats so the
+    row read back encodes the same."""
+    out = dict(zip(EPISODE_COLUMNS, row, strict=True))
+    for k in ("time", "value", "limit_value", "peak", "measured", "unmeasured"):
+        if out[k] is not None:
+            out[k] = float(out[k])
+    return out
+
+
+def journal_episode_events(conn: sqlite3.Connection, rows: Iterable[Sequence[Any]]) -> None:
+    """Inside the caller's write transaction: journal newly inserted ``episode_events`` rows."""
+    entries = [Entry(EPISODE_EVENT, episode_payload(r), float(r[1])) for r in rows]
+    if entries:
+        append_in_transaction(conn, entries)
+
+
+def legacy_episode_digest(conn: sqlite3.Connection, max_id: int) -> tuple[int, str]:
+    """(count, SHA-256) of the episode rows with id ≤ ``max_id``, for the ``sealing_started`` record."""
+    h = hashlib.sha256()
+    n = 0
+    for row in conn.execute(f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episode_events WHERE id <= ? "
+                            "ORDER BY id", (max_id,)):
+        h.update(canonical(episode_payload(row)).encode() + b"\n")
+        n += 1
+    return n, h.hexdigest()
+
+
+def start_sealing(conn: sqlite3.Connection, now: float) -> None:
+    """Inside the caller's write transaction: the first time, cover the episode rows already present."""
+    if conn.execute("SELECT 1 FROM journal WHERE kind = ? LIMIT 1", (SEALING_STARTED,)).fetchone():
+        return
+    max_id = int(conn.execute("SELECT coalesce(max(id), 0) FROM episode_events").fetchone()[0])
+    count, digest = legacy_episode_digest(conn, max_id)
+    append_in_transaction(conn, [Entry(SEALING_STARTED, {"episode_events": count, "max_id": max_id,
+                                                         "digest": digest}, now)])
+
+
+@dataclass(slots=True)
+class SealStats:
+    passes: int = 0
+    seals: int = 0
+    readings: int = 0
+    last_pass_s: float = 0.0
+    last_error: str = ""
+
+
+class Sealer:
+    """Seals complete channel-days. ``run_once`` is meant for a worker thread (``asyncio.to_thread``);
+    it opens its own connections each pass, so a replaced file is never written through a stale handle."""
+
+    def __init__(self, *, path: Path, seal_after: float = SEAL_AFTER, on_sealed: Any = None,
+                 pass_budget: float = 60.0) -> None:
+        """``on_sealed(head)`` is called with the journal head after a pass that sealed something (the
+        anchors). ``pass_budget`` (s) bounds one pass: a first start on years of readings catches up over
+        several passes."""
+        self.path = Path(path)
+        self.seal_after = seal_after
+        self.on_sealed = on_sealed
+        self.pass_budget = pass_budget
+        self.stats = SealStats()
+
+    def run_once(self, now: float | None = None) -> int:
+        """Seal every channel-day complete by ``now`` (epoch s) and not sealed yet; returns how many."""
+        now = time.time() if now is None else now
+        started = time.monotonic()
+        journal = Journal(path=self.path, synchronous="NORMAL")
+        sealed = 0
+        try:
+            db = journal.connection
+            db.executescript(SEAL_SCHEMA)
+            last_complete = (now - self.seal_after) // DAY * DAY - DAY  # start of the last complete day
+            for cid, site, channel, unit in db.execute(
+                    "SELECT id, site, channel, unit FROM channels ORDER BY id").fetchall():
+                for day in self._days_to_seal(db, cid, last_complete):
+                    sealed += self._seal(journal, cid, (site, channel, unit), day)
+                    if time.monotonic() - started > self.pass_budget:
+                        break
+            head = journal.head()
+        finally:
+            journal.close()
+        self.stats.passes += 1
+        self.stats.seals += sealed
+        self.stats.last_pass_s = time.monotonic() - started
+        if sealed and self.on_sealed is not None:
+            self.on_sealed(head)
+        return sealed
+
+    @staticmethod
+    def _days_to_seal(db: sqlite3.Connection, cid: int, last_complete: float) -> list[float]:
+        row = db.execute("SELECT max(day) FROM seal_minutes WHERE channel_id = ?", (cid,)).fetchone()
+        if row[0] is not None:
+            first = float(row[0]) + DAY
+        else:
+            t = db.execute("SELECT min(time) FROM readings WHERE channel_id = ?", (cid,)).fetchone()[0]
+            if t is None:
+                return []
+            first = float(t) // DAY * DAY
+        t_last = db.execute("SELECT max(time) FROM readings WHERE channel_id = ?", (cid,)).fetchone()[0]
+        last = min(last_complete, float(t_last) // DAY * DAY) if t_last is not None else last_complete
+        n = int((last - first) // DAY) + 1
+        return [first + i * DAY for i in range(max(0, n))]
+
+    def _seal(self, journal: Journal, cid: int, series: tuple[str, str, str], day: float) -> int:
+        db = journal.connection
+        seq_max = int(db.execute("SELECT value FROM historian_meta WHERE key = 'next_seq'").fetchone()[0]) - 1
+        rows = read_day(db, cid, day, seq_max)
+        index = minute_index(rows, day)
+        site, channel, unit = series
+        payload = {"site": site, "channel": channel, "unit": unit, "day": day_label(day), "start": day,
+                   "seq_max": seq_max, "count": len(rows), "digest": digest_of(index)}
+
+        def minutes(seqs: list[int]) -> list[tuple[str, list[tuple[Any, ...]]]]:
+            return [("INSERT INTO seal_minutes (journal_seq, channel_id, day, minutes) VALUES (?, ?, ?, ?)",
+                     [(seqs[0], cid, day, index)])]
+
+        journal.append_many([Entry(SEAL, payload, day + DAY)], also=minutes)
+        self.stats.readings += len(rows)
+        return 1
+
+
+def journal_head(path: Path) -> tuple[int, str]:
+    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+    try:
+        return head_of(conn)
+    finally:
+        conn.close()
+
+
+def anchor_path(historian: Path) -> Path:
+    """The plain anchor file beside the database: one ``<seq> <hash> <UTC time>`` line per sealing pass."""
+    return historian.with_name(historian.name + ".anchors")
+
+
+def append_anchor(path: Path, head: tuple[int, str], now: float) -> None:
+    """Append the chain head to the anchor file and fsync it. The daemon only ever appends here; copy the file
+    (or let a log shipper follow it) somewhere the daemon cannot write for a protection it cannot undo."""
+    line = f"{head[0]} {head[1]} {datetime.fromtimestamp(now, UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}\n"
+    with open(path, "a", encoding="ascii") as f:
+        f.write(line)
+        f.flush()
+        import os
+        os.fsync(f.fileno())
