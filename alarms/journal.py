@@ -119,12 +119,23 @@ class Journal:
                  busy_timeout: float = 5.0) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self._settings = (synchronous, busy_timeout)
+        self._db = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        synchronous, busy_timeout = self._settings
         # isolation_level=None: we issue BEGIN IMMEDIATE / COMMIT ourselves, so a transaction is exactly
         # one append_many and the write lock is taken before the head is read.
-        self._db = sqlite3.connect(str(path), isolation_level=None, timeout=busy_timeout)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={synchronous}")
-        self._db.executescript(SCHEMA)
+        db = sqlite3.connect(str(self.path), isolation_level=None, timeout=busy_timeout)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA synchronous={synchronous}")
+        db.executescript(SCHEMA)
+        return db
+
+    def reopen(self) -> None:
+        """Connect to the path again: the file was re-created (`monitor.stores.historian_file`)."""
+        self._db.close()
+        self._db = self._connect()
 
     @property
     def connection(self) -> sqlite3.Connection:

@@ -9,6 +9,7 @@ queued by `pretreat alarms …` (and acknowledgements from SCADA over MQTT).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -16,7 +17,7 @@ from alarms.commands import CommandQueue, apply_pending
 from alarms.dispatcher import Dispatcher
 from alarms.engine import AlarmEngine
 from alarms.gateway import ModbusGateway
-from alarms.model import AlarmInput, Refusal, Transition
+from alarms.model import AlarmInput, AlarmSettings, Priority, Refusal, Transition
 from alarms.notifiers.base import NotifierContext
 from config.alarms import alarm_specs
 from config.schema import SiteConfig
@@ -25,6 +26,10 @@ from monitor.checks.events import END, START, EpisodeEvent
 from monitor.sample import Sample
 from monitor.stores.influx import InfluxSink
 from monitor.stores.influx_lines import alarm_record
+
+RECORD_CHANNEL = "record"  # the alarm id's channel part for alarms about the record itself
+RECORD_INTEGRITY = "record_integrity"
+_RECORD_CITATION = "40 CFR 403.12(o): monitoring records kept, and kept unaltered"
 
 
 def alarm_input(e: EpisodeEvent) -> AlarmInput:
@@ -57,8 +62,13 @@ class Alarming:
 
     def __init__(self, *, config: SiteConfig, now: float, influx: InfluxSink | None) -> None:
         path = config.daemon.historian
-        self.engine = AlarmEngine(path=path, alarms=alarm_specs(config.sites, config.alarms), now=now)
+        # one record-integrity alarm a site: the record of evidence itself failed a check (monitor.integrity)
+        integrity = [(s.id, RECORD_CHANNEL, RECORD_INTEGRITY, AlarmSettings(priority=Priority.HIGH))
+                     for s in config.sites]
+        self.engine = AlarmEngine(path=path, alarms=[*alarm_specs(config.sites, config.alarms), *integrity],
+                                  now=now)
         self.commands = CommandQueue(path=path)
+        self._sites = [s.id for s in config.sites]
         self.influx = influx
         self.transitions = 0
         self.gateway = (ModbusGateway.from_settings(config, config.gateway)
@@ -101,6 +111,23 @@ class Alarming:
 
     def on_episodes(self, events: Sequence[EpisodeEvent], now: float) -> None:
         self.announce(self.engine.apply_many(alarm_inputs(events), now))
+
+    def record_integrity(self, active: bool, why: str, now: float) -> None:
+        """Raise (or clear) every site's ``record_integrity`` alarm: the record of evidence failed a check
+        (altered, missing or added records; the historian file deleted or replaced)."""
+        self.announce(self.engine.apply_many(
+            [AlarmInput(time=now, site=site, channel=RECORD_CHANNEL, rule=RECORD_INTEGRITY, active=active,
+                        value=None, limit=None, citation=f"{_RECORD_CITATION}; {why}"[:500])
+             for site in self._sites], now))
+
+    def publish_journal_head(self, head: tuple[int, str], now: float) -> int:
+        """Retain the chain head on every MQTT alarm link (``<prefix>/journal/head``); returns how many
+        links took it now (the others publish it when they connect)."""
+        if self.dispatcher is None:
+            return 0
+        body = json.dumps({"seq": head[0], "hash": head[1], "time": now}).encode()
+        return sum(bool(n.publish_journal_head(body)) for n in self.dispatcher.notifiers()
+                   if hasattr(n, "publish_journal_head"))
 
     def tick(self, now: float) -> None:
         self.announce(self.engine.tick(now) + apply_pending(self.commands, self.engine, now))

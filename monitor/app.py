@@ -31,6 +31,7 @@ from monitor.checks.events import START, EpisodeEvent
 from monitor.clockwatch import ClockWatch
 from monitor.health import HealthWriter
 from monitor.logtext import episode_fields, episode_message, local_time, use_site_config
+from monitor.integrity import SEAL_INTERVAL, RecordGuard
 from monitor.memory import settle_gc
 from monitor.reports.aggregates import DailyAggregator
 from monitor.reports.schedule import reports_dir, schedule_reports
@@ -41,6 +42,7 @@ from monitor.stores.historian import Historian
 from monitor.stores.influx import InfluxSink, InfluxStartupError, instruments_of
 from monitor.stores.influx_lines import episode_record
 from monitor.stores.retention import HOLD_MARGIN, PurgeResult, purge
+from monitor.stores.seals import SEAL_AFTER
 from monitor.systemd import Heartbeat, SystemdNotifier, stall_after_for
 from monitor.warmup import reconcile, warm_up
 
@@ -106,6 +108,8 @@ class Daemon:
                        if config.influx is not None else None)
         self.engine = CheckEngine.for_config(config)
         self.alarming = Alarming(config=config, now=self.clock(), influx=self.influx)
+        self.guard = RecordGuard(db=config.daemon.historian, alarming=self.alarming, clock=self.clock,
+                                 seal_after=getattr(config.daemon, "seal_after", SEAL_AFTER))
         self.polled: list[PolledDriver]
         self.polled, self._links = build_modbus_drivers(config)  # type: ignore[assignment]
         self.streaming: list[StreamingDriver] = list(build_mqtt_drivers(config))
@@ -304,9 +308,21 @@ class Daemon:
         return HistoryRecorded(samples=samples, episode_events=events)
 
     # -- lifecycle -----------------------------------------------------------------------------------
+    def _file_lost(self, reason: str) -> None:
+        """On the loop, after the historian re-created its file: the other stores reopen it, then the
+        guard reports and alarms (`monitor.stores.historian_file`)."""
+        self.episodes.reopen()
+        self.alarming.engine.journal.reopen()
+        self.guard.fail(f"{reason}; re-created from the daemon's own copy")
+
     async def run(self, stop: asyncio.Event) -> None:
         if (demo := clocks.demo()) is not None:
             log.warning("%s", clocks.describe(demo))
+        loop = asyncio.get_running_loop()
+        def file_lost(reason: str) -> None:  # in the historian's writer thread
+            loop.call_soon_threadsafe(self._file_lost, reason)
+
+        self.historian.on_file_lost = file_lost
         await self.historian.start()
         health = HealthWriter(daemon=self)
         if self.influx is not None:
@@ -338,6 +354,9 @@ class Daemon:
             if self.config.daemon.retention_days is not None:  # off by default: see monitor.stores.retention
                 scheduler.add_job(self._purge, "interval", hours=6, id="retention", coalesce=True,
                                   next_run_time=_now_dt() + timedelta(minutes=1))
+            # sealing complete channel-days, in a worker thread (monitor.integrity)
+            scheduler.add_job(self.guard.seal, "interval", seconds=SEAL_INTERVAL, id="seal", coalesce=True,
+                              next_run_time=_now_dt() + timedelta(seconds=30))
             scheduler.add_job(health.write_async, "interval",
                               seconds=max(self.config.daemon.tick_interval, 1.0), id="health", coalesce=True)
             if self.heartbeat.interval is not None:  # only under systemd with WatchdogSec=
@@ -353,6 +372,7 @@ class Daemon:
                 for sd in self.streaming:
                     tg.create_task(self._stream(sd, stop), name=f"stream:{_key(sd)}")
                 tg.create_task(self._judge(stop), name="verdicts")
+                tg.create_task(self.guard.check_at_start(), name="record-check")  # polling goes on meanwhile
                 tg.create_task(health.lag.run(stop), name="loop-lag")
                 tg.create_task(self.clock_watch.run(stop), name="clock-watch")
                 log.info("daemon running: %d polled instruments, %d streaming, historian %s",

@@ -116,8 +116,20 @@ class EpisodeStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = sqlite3.connect(
-            self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        self._busy_timeout = busy_timeout
+        self._conn: sqlite3.Connection | None = None
+        self._open()
+
+    def reopen(self) -> None:
+        """Connect to the path again: the file was re-created (`monitor.stores.historian_file`)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+            self._open()
+
+    def _open(self) -> None:
+        self._conn = sqlite3.connect(
+            self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
         )
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -183,7 +183,7 @@ def _check_episodes(conn: sqlite3.Connection, report: SealReport) -> None:
                                            f"{p['rule']} {p['event']} (id {i}) has no journal record"))
 
 
-def check_tail(conn: sqlite3.Connection, anchors: list[tuple[int, str]] = ()) -> list[Finding]:  # type: ignore[assignment]
+def check_tail(conn: sqlite3.Connection, anchors: Sequence[tuple[int, str]] = ()) -> list[Finding]:
     """The chain's end: every ``alarm_state`` row names a journal record that exists (so deleting the last
     records is seen), and every anchor (seq, hash) is in the journal with that hash."""
     out = []
