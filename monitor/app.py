@@ -39,6 +39,7 @@ from monitor.sample import GOOD, Sample
 from monitor.staleness import StalenessTracker
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
+from monitor.stores.historian_db import recent_samples
 from monitor.stores.influx import InfluxSink, InfluxStartupError, instruments_of
 from monitor.stores.influx_lines import episode_record
 from monitor.stores.retention import HOLD_MARGIN, PurgeResult, purge
@@ -48,6 +49,8 @@ from monitor.warmup import reconcile, warm_up
 
 log = logging.getLogger(__name__)
 STREAM_CLOSE_LIMIT = 10.0  # s a streaming driver gets to acknowledge and disconnect at shutdown
+
+SEED_READINGS = 64  # last stored readings a channel, given to the MQTT duplicate filter at start
 
 
 @dataclass(slots=True)
@@ -308,6 +311,19 @@ class Daemon:
         return HistoryRecorded(samples=samples, episode_events=events)
 
     # -- lifecycle -----------------------------------------------------------------------------------
+    def _seed_duplicate_filters(self) -> None:
+        """Each MQTT instrument's duplicate filter learns its channels' last stored readings, so a message
+        committed just before a kill and delivered again now is recognised (`drivers.mqtt.dedupe`)."""
+        for d in self.streaming:
+            seed = getattr(d, "seed_recent", None)
+            if seed is None:
+                continue
+            inst = d.instrument
+            for ch in self.config.channels:
+                if ch.site == inst.site and ch.instrument == inst.id:
+                    seed(recent_samples(self.config.daemon.historian, site=ch.site, channel=ch.id,
+                                        limit=SEED_READINGS)[::-1])
+
     def _file_lost(self, reason: str) -> None:
         """On the loop, after the historian re-created its file: the other stores reopen it, then the
         guard reports and alarms (`monitor.stores.historian_file`)."""
@@ -324,6 +340,7 @@ class Daemon:
 
         self.historian.on_file_lost = file_lost
         await self.historian.start()
+        await asyncio.to_thread(self._seed_duplicate_filters)
         health = HealthWriter(daemon=self)
         if self.influx is not None:
             try:

@@ -270,6 +270,25 @@ class HistorianReader:
         self.close()
 
 
+def recent_samples(path: Path, *, site: str, channel: str, limit: int) -> list[Sample]:
+    """The last ``limit`` readings of one channel (each unit series), newest first; [] if none or no file.
+    For seeding the MQTT duplicate filter at start (`drivers.mqtt.dedupe`)."""
+    if not Path(path).is_file():
+        return []
+    conn = open_for_reading(path)
+    try:
+        out = []
+        for cid, unit in series_of(conn, site, channel):
+            for t, value, code, reason in conn.execute(
+                    "SELECT time, value, quality, reason FROM readings WHERE channel_id = ? "
+                    "ORDER BY time DESC, seq DESC LIMIT ?", (cid, limit)):
+                out.append(Sample(time=t, site=site, channel=channel, value=value, unit=unit,
+                                  quality=QUALITY_BY_CODE[code], reason=reason))
+        return out
+    finally:
+        conn.close()
+
+
 def read_readings(path: Path, *, site: str, channel: str, start: float | None = None,
                   end: float | None = None) -> Iterator[Sample]:
     """Sync helper for tools and tests: open ``path`` read-only and stream one channel's samples.
