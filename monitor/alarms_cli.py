@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import re
 import sqlite3
 import sys
@@ -104,6 +105,8 @@ def add_journal(p: argparse.ArgumentParser) -> None:
     _source(v)
     v.add_argument("--anchor", metavar="SEQ:HASH|FILE",
                    help="a head kept elsewhere, or an anchor file (<historian>.anchors): detects a cut-off end")
+    v.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), metavar="N",
+                   help="worker processes recomputing the day seals (default: the cores, at most 4)")
     v.set_defaults(func=_verify)
 
 
@@ -341,7 +344,7 @@ def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     try:
         if not _has_journal(conn):
             return _fail(args, f"no journal in {db} (nothing journaled yet, or the table was removed)", 1)
-        check = check_record(conn, anchors=anchors)
+        check = check_record(conn, anchors=anchors, path=db, jobs=max(1, args.jobs))
     except sqlite3.Error as exc:
         return _fail(args, f"cannot read the journal: {exc}", 1)
     finally:

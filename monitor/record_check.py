@@ -37,9 +37,11 @@ class RecordCheck:
 
 
 def check_record(conn: sqlite3.Connection, *, anchors: Sequence[tuple[int, str]] = (),
-                 last_seals: int | None = None) -> RecordCheck:
+                 last_seals: int | None = None, path: Path | None = None, jobs: int = 1) -> RecordCheck:
+    """``path`` and ``jobs`` > 1: recompute the day seals in that many worker processes."""
     chain = verify_connection(conn)
-    return RecordCheck(chain=chain, seals=verify_seals(conn, last=last_seals), tail=check_tail(conn, anchors))
+    return RecordCheck(chain=chain, seals=verify_seals(conn, last=last_seals, path=path, jobs=jobs),
+                       tail=check_tail(conn, anchors))
 
 
 def readonly(db: Path) -> sqlite3.Connection:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -72,13 +73,27 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def verify_seals(conn: sqlite3.Connection, *, last: int | None = None) -> SealReport:
-    """Recompute every seal (or only the ``last`` N) and compare the episode events with their records."""
+def verify_seals(conn: sqlite3.Connection, *, last: int | None = None, path: Path | None = None,
+                 jobs: int = 1) -> SealReport:
+    """Recompute every seal (or only the ``last`` N) and compare the episode events with their records.
+
+    With ``jobs`` > 1 and the file's ``path``, the day seals are recomputed by that many worker processes
+    (each its own read-only connection): reading rows into Python is the cost, one core's worth at a time."""
     started = time.perf_counter()
     report = SealReport(findings=[])
     if not _has(conn, "journal"):
         return report
-    _check_seals(conn, report, last)
+    seals = list(_seal_records(conn, last))
+    if jobs > 1 and path is not None and len(seals) > 1:
+        parts = [seals[i::jobs] for i in range(jobs)]
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for findings, n_seals, n_readings in pool.map(_check_part, [path] * jobs, parts):
+                report.findings += findings
+                report.seals += n_seals
+                report.readings += n_readings
+        report.findings.sort(key=lambda f: (f.where, f.day, f.time))
+    else:
+        report.findings, report.seals, report.readings = _check_seals(conn, seals)
     if _has(conn, "episode_events"):
         _check_episodes(conn, report)
     report.seconds = time.perf_counter() - started
@@ -89,38 +104,53 @@ def _has(conn: sqlite3.Connection, table: str) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
 
 
-def _seal_records(conn: sqlite3.Connection, last: int | None) -> Iterator[tuple[int, dict[str, Any]]]:
-    sql = "SELECT seq, payload FROM journal WHERE kind = ? ORDER BY seq"
-    rows = conn.execute(sql, (SEAL,)).fetchall()
-    for seq, text in rows[-last:] if last else rows:
-        yield int(seq), json.loads(text)
+def _seal_records(conn: sqlite3.Connection, last: int | None) -> list[tuple[int, dict[str, Any]]]:
+    rows = conn.execute("SELECT seq, payload FROM journal WHERE kind = ? ORDER BY seq", (SEAL,)).fetchall()
+    return [(int(seq), json.loads(text)) for seq, text in (rows[-last:] if last else rows)]
 
 
-def _check_seals(conn: sqlite3.Connection, report: SealReport, last: int | None) -> None:
+def _check_part(path: Path, seals: list[tuple[int, dict[str, Any]]]) -> tuple[list[Finding], int, int]:
+    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+    try:
+        return _check_seals(conn, seals)
+    finally:
+        conn.close()
+
+
+def _check_seals(conn: sqlite3.Connection, seals: list[tuple[int, dict[str, Any]]]
+                 ) -> tuple[list[Finding], int, int]:
+    """(findings, seals checked, readings read) for ``seals`` (journal seq, payload)."""
+    findings: list[Finding] = []
+    readings = 0
     ids = {(s, c, u): i for i, s, c, u in conn.execute("SELECT id, site, channel, unit FROM channels")} \
         if _has(conn, "channels") else {}
-    stored = dict(conn.execute("SELECT journal_seq, minutes FROM seal_minutes").fetchall()) \
-        if _has(conn, "seal_minutes") else {}
-    for seq, p in _seal_records(conn, last):
-        report.seals += 1
+    wanted = [seq for seq, _ in seals]
+    stored: dict[int, bytes] = {}
+    if _has(conn, "seal_minutes"):
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i:i + 500]
+            stored.update(conn.execute(f"SELECT journal_seq, minutes FROM seal_minutes WHERE journal_seq IN "
+                                       f"({','.join('?' * len(chunk))})", chunk).fetchall())
+    for seq, p in seals:
         where = f"{p['site']}/{p['channel']}"
         cid = ids.get((p["site"], p["channel"], p["unit"]))
         if cid is None:
-            report.findings.append(Finding("reading", "missing", where, p["day"], "",
-                                           f"all {p['count']} sealed readings: the series is gone"))
+            findings.append(Finding("reading", "missing", where, p["day"], "",
+                                    f"all {p['count']} sealed readings: the series is gone"))
             continue
         day = float(p["start"])
         rows = read_day(conn, cid, day, int(p["seq_max"]))
-        report.readings += len(rows)
+        readings += len(rows)
         index = minute_index(rows, day)
         if len(rows) != p["count"] or digest_of(index) != p["digest"]:
-            report.findings += _locate(where, p, index, stored.get(seq), len(rows))
+            findings += _locate(where, p, index, stored.get(seq), len(rows))
         late = conn.execute("SELECT time FROM readings WHERE channel_id = ? AND time >= ? AND time < ? "
                             "AND seq > ? ORDER BY time LIMIT ?",
                             (cid, day, day + DAY, p["seq_max"], _MAX_LATE_LISTED)).fetchall()
         for (t,) in late:
-            report.findings.append(Finding("reading", "late", where, p["day"], _iso(t),
-                                           "recorded after its day was sealed (not covered by the seal)"))
+            findings.append(Finding("reading", "late", where, p["day"], _iso(t),
+                                    "recorded after its day was sealed (not covered by the seal)"))
+    return findings, len(seals), readings
 
 
 def _locate(where: str, p: dict[str, Any], index: bytes, kept: bytes | None, count: int) -> list[Finding]:
