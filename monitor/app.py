@@ -43,7 +43,7 @@ from monitor.stores.historian_db import recent_samples
 from monitor.stores.influx import InfluxSink, InfluxStartupError, instruments_of
 from monitor.stores.influx_lines import episode_record
 from monitor.stores.retention import HOLD_MARGIN, PurgeResult, purge
-from monitor.stores.seals import SEAL_AFTER
+from monitor.stores.seals import RETENTION, SEAL_AFTER
 from monitor.systemd import Heartbeat, SystemdNotifier, stall_after_for
 from monitor.warmup import reconcile, warm_up
 
@@ -260,6 +260,9 @@ class Daemon:
             log.error("retention: purge before %s failed (%s); retried at the next run", local_time(cutoff), exc)
             return
         self.retention.append(result)
+        if result.deleted:  # seals of days before the cutoff no longer match their readings: say why
+            journal = self.alarming.engine.journal
+            journal.append(RETENTION, {"cutoff": cutoff, "deleted": result.deleted, "days": days}, self.clock())
         log.info("retention: %d readings older than %s (%d days) deleted; readings within a day of %d "
                  "episode window(s) kept", result.deleted, local_time(cutoff), days, result.holds)
 

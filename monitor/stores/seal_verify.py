@@ -24,6 +24,7 @@ from monitor.stores.seals import (
     EPISODE_COLUMNS,
     EPISODE_EVENT,
     MINUTE,
+    RETENTION,
     SEAL,
     SEALING_STARTED,
     digest_of,
@@ -63,6 +64,7 @@ class SealReport:
     readings: int = 0
     episode_events: int = 0
     seconds: float = 0.0
+    purged: int = 0  # seals of days purged by retention, not recomputed
 
     @property
     def ok(self) -> bool:
@@ -84,6 +86,12 @@ def verify_seals(conn: sqlite3.Connection, *, last: int | None = None, path: Pat
     if not _has(conn, "journal"):
         return report
     seals = list(_seal_records(conn, last))
+    cutoff = conn.execute("SELECT max(json_extract(payload, '$.cutoff')) FROM journal WHERE kind = ?",
+                          (RETENTION,)).fetchone()[0]
+    if cutoff is not None:  # days purged by retention: their readings are gone by design, not recomputed
+        kept = [(seq, p) for seq, p in seals if float(p["start"]) >= float(cutoff)]
+        report.purged = len(seals) - len(kept)
+        seals = kept
     if jobs > 1 and path is not None and len(seals) > 1:
         parts = [seals[i::jobs] for i in range(jobs)]
         with ProcessPoolExecutor(max_workers=jobs) as pool:

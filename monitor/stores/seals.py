@@ -51,6 +51,7 @@ SEAL_AFTER = 3 * 3600.0  # s after a UTC day's end before it is sealed: the late
 SEAL = "seal"
 EPISODE_EVENT = "episode_event"
 SEALING_STARTED = "sealing_started"
+RETENTION = "retention"  # raw readings before ``cutoff`` were purged ([daemon] retention_days)
 _BUCKET = struct.Struct("<HI16s")
 _BIG = sys.byteorder == "big"
 SEAL_SCHEMA = """

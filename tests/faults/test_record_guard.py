@@ -5,6 +5,7 @@ commit, does not count that commit as durable, alarms, and re-creates the file w
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sqlite3
@@ -27,12 +28,14 @@ from tests.faults.harness import (
     channel,
     duplicates,
     eventually,
+    mqtt_notify,
     polled_rows,
     recorded,
     site_file,
     tcp_instrument,
 )
-from tests.support import free_port
+from tests.notify_servers import MqttProbe
+from tests.support import Mosquitto, free_port
 
 ALARM = f"{SITE}/record/record_integrity"
 
@@ -122,3 +125,50 @@ async def test_the_historian_file_deleted_or_replaced_while_running_is_recreated
     assert len(why) == 1 and how in why[0]["reason"]
     aside = [p.name for p in db.parent.iterdir() if ".replaced-" in p.name and not p.name.endswith(("-wal", "-shm"))]
     assert len(aside) == (1 if how == "replaced" else 0)
+
+
+async def test_a_sealing_pass_anchors_the_chain_head_in_the_file_and_retained_on_mqtt(
+        tmp_path: Path, mosquitto: Mosquitto) -> None:
+    """A complete day recorded earlier is sealed by the daemon's pass (a worker thread); the new chain head is
+    appended to the anchor file and retained on ``<prefix>/journal/head``, where a subscriber that comes later
+    still finds it; `journal verify --anchor FILE` accepts the record, and fails once the tail is cut off."""
+    import json
+    import time
+
+    from monitor.sample import Sample
+    from monitor.stores.historian import Historian
+    from monitor.stores.seal_verify import read_anchors
+    from monitor.stores.seals import anchor_path
+
+    instruments = [tcp_instrument("flow-meter", port=free_port(), poll=0.25, timeout=0.2)]
+    channels = [channel("flow", instrument="flow-meter", kind="flow", unit="gpm", point="flow_rate",
+                        valid_min=0, valid_max=2000)]
+    config = load_config(site_file(tmp_path, instruments=instruments, channels=channels,
+                                   top=mqtt_notify(mosquitto.port)))
+    db = config.daemon.historian
+    old_day = (time.time() // 86_400 - 3) * 86_400
+    history = Historian(path=db)
+    await history.start()
+    history.submit([Sample(time=old_day + i * 60, site=SITE, channel="flow", value=float(i), unit="gpm")
+                    for i in range(1440)])
+    await history.close()
+    async with SiteSimulator(config=config), InProcessDaemon(config) as daemon:
+        assert await daemon.guard.seal() == 1
+        assert daemon.guard.sealer.stats.readings == 1440
+        anchors = read_anchors(anchor_path(db))
+        assert len(anchors) == 1
+        probe = MqttProbe(mosquitto.port, ["pretreat/faults/journal/head"]).start()  # a later subscriber
+        try:
+            heads = await asyncio.to_thread(probe.wait_for, "pretreat/faults/journal/head", 1)
+        finally:
+            probe.stop()
+    assert heads and heads[0].retain
+    head = json.loads(heads[0].payload)
+    assert (head["seq"], head["hash"]) == anchors[0]
+    assert cli.main(["journal", "verify", "--db", str(db), "--anchor", str(anchor_path(db))]) == 0
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute("DROP TRIGGER journal_no_delete")
+        conn.execute("DELETE FROM journal WHERE seq >= ?", (anchors[0][0],))
+        conn.execute("DELETE FROM alarm_state")  # a careful adversary removes this witness too
+        conn.commit()
+    assert cli.main(["journal", "verify", "--db", str(db), "--anchor", str(anchor_path(db))]) == 1
