@@ -15,7 +15,11 @@ Defence in depth: SQL triggers refuse UPDATE and DELETE on the journal, so a mis
 loudly; someone editing the file itself (or dropping the triggers) is still caught by `Journal.verify`, which
 names the first altered, missing or reordered record. A hash chain cannot by itself reveal records cut off
 the *end*: keep `Journal.head` somewhere else (a report, an email) and pass it back as ``anchor`` to check
-that too.
+that too (the daemon does: `monitor.stores.seals` anchors, ``alarm_state.seq``). A break the daemon found at
+start is marked by a `BREAK` record; verification reports it once and checks again from the marker.
+
+The chain also seals the evidence outside it (episode events, channel-days of readings): see
+`monitor.stores.seals`.
 
 There is deliberately no purge code: 40 CFR 403.12(o) requires monitoring records be kept at least 3 years
 (longer during enforcement), and a journal that can delete cannot be trusted not to.

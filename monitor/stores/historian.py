@@ -20,6 +20,8 @@ Nothing is dropped:
   awaits it, which bounds memory to what is produced meanwhile. A queued sample costs ~200 bytes.
 - The only way to lose samples is `close` with ``give_up_after`` while the file cannot be written; the number
   lost is then logged as an error.
+- The file deleted or replaced under the writer is seen at the next commit, which then does not count: see
+  `historian_file` (re-created from the writer's own copy; ``file_losses``, ``failing``).
 
 Durability: see `historian_db.open_for_writing` (WAL, ``synchronous=NORMAL``).
 """
