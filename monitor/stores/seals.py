@@ -53,6 +53,7 @@ EPISODE_EVENT = "episode_event"
 SEALING_STARTED = "sealing_started"
 RETENTION = "retention"  # raw readings before ``cutoff`` were purged ([daemon] retention_days)
 _BUCKET = struct.Struct("<HI16s")
+_SEALS_PER_COMMIT = 200  # channel-days appended in one transaction
 _BIG = sys.byteorder == "big"
 SEAL_SCHEMA = """
 CREATE TABLE IF NOT EXISTS seal_minutes (
@@ -189,18 +190,30 @@ class Sealer:
         """Seal every channel-day complete by ``now`` (epoch s) and not sealed yet; returns how many."""
         now = time.time() if now is None else now
         started = time.monotonic()
-        journal = Journal(path=self.path, synchronous="NORMAL")
+        # FULL: a seal's head goes to the anchor file (fsynced) right after; a seal lost to a power cut would
+        # leave an anchor naming a record that is not there
+        journal = Journal(path=self.path)
         sealed = 0
         try:
             db = journal.connection
             db.executescript(SEAL_SCHEMA)
             last_complete = (now - self.seal_after) // DAY * DAY - DAY  # start of the last complete day
-            for cid, site, channel, unit in db.execute(
-                    "SELECT id, site, channel, unit FROM channels ORDER BY id").fetchall():
-                for day in self._days_to_seal(db, cid, last_complete):
-                    sealed += self._seal(journal, cid, (site, channel, unit), day)
-                    if time.monotonic() - started > self.pass_budget:
-                        break
+            todo = [(cid, (site, channel, unit), day) for cid, site, channel, unit in db.execute(
+                "SELECT id, site, channel, unit FROM channels ORDER BY id").fetchall()
+                for day in self._days_to_seal(db, cid, last_complete)]
+            todo.sort(key=lambda job: job[2])  # oldest days first, every channel, when catching up
+            # every seal of the pass covers the readings committed when it began (seq_max)
+            seq_max = int(db.execute("SELECT value FROM historian_meta WHERE key = 'next_seq'").fetchone()[0]) - 1
+            done: list[tuple[Entry, tuple[int, float, bytes]]] = []
+            for cid, series, day in todo:
+                done.append(self._seal(db, cid, series, day, seq_max))
+                if len(done) == _SEALS_PER_COMMIT:
+                    self._commit(journal, done)
+                    sealed, done = sealed + len(done), []
+                if time.monotonic() - started > self.pass_budget:
+                    break
+            self._commit(journal, done)
+            sealed += len(done)
             head = journal.head()
         finally:
             journal.close()
@@ -226,22 +239,28 @@ class Sealer:
         n = int((last - first) // DAY) + 1
         return [first + i * DAY for i in range(max(0, n))]
 
-    def _seal(self, journal: Journal, cid: int, series: tuple[str, str, str], day: float) -> int:
-        db = journal.connection
-        seq_max = int(db.execute("SELECT value FROM historian_meta WHERE key = 'next_seq'").fetchone()[0]) - 1
+    def _seal(self, db: sqlite3.Connection, cid: int, series: tuple[str, str, str], day: float,
+              seq_max: int) -> tuple[Entry, tuple[int, float, bytes]]:
+        """One channel-day's seal record and minute index (reading only; `_commit` writes them)."""
         rows = read_day(db, cid, day, seq_max)
         index = minute_index(rows, day)
         site, channel, unit = series
         payload = {"site": site, "channel": channel, "unit": unit, "day": day_label(day), "start": day,
                    "seq_max": seq_max, "count": len(rows), "digest": digest_of(index)}
+        self.stats.readings += len(rows)
+        return Entry(SEAL, payload, day + DAY), (cid, day, index)
+
+    @staticmethod
+    def _commit(journal: Journal, done: list[tuple[Entry, tuple[int, float, bytes]]]) -> None:
+        """Append seals in one transaction (one fsync for many channel-days), with their minute indexes."""
+        if not done:
+            return
 
         def minutes(seqs: list[int]) -> list[tuple[str, list[tuple[Any, ...]]]]:
             return [("INSERT INTO seal_minutes (journal_seq, channel_id, day, minutes) VALUES (?, ?, ?, ?)",
-                     [(seqs[0], cid, day, index)])]
+                     [(seq, *extra) for seq, (_, extra) in zip(seqs, done, strict=True)])]
 
-        journal.append_many([Entry(SEAL, payload, day + DAY)], also=minutes)
-        self.stats.readings += len(rows)
-        return 1
+        journal.append_many([entry for entry, _ in done], also=minutes)
 
 
 def journal_head(path: Path) -> tuple[int, str]:
