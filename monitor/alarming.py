@@ -90,7 +90,8 @@ class Alarming:
         self._clock = clock
         if self.gateway is not None:
             await self.gateway.start()
-            self.gateway.update_alarms(self.engine.states())
+            # (the register map has rule alarms only; record_integrity reaches SCADA over MQTT and the routes)
+            self.gateway.update_alarms(s for s in self.engine.states() if s.key.rule != RECORD_INTEGRITY)
         if self.dispatcher is not None:
             # transitions committed just before a crash but never queued for delivery go out now
             self.dispatcher.catch_up(self.engine.journal)
@@ -150,7 +151,8 @@ class Alarming:
             self.dispatcher.submit(transitions)
         if self.gateway is not None:
             for t in transitions:
-                self.gateway.update_alarm(t)
+                if not t.alarm_id.endswith(f"/{RECORD_INTEGRITY}"):
+                    self.gateway.update_alarm(t)
         if self.influx is not None:
             records = []
             for t in transitions:
