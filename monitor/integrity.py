@@ -9,7 +9,8 @@ every site's ``record_integrity`` alarm raised to the plant; and, if the chain i
 once and check the chain again from the marker on. Findings that are not chain breaks (a deleted episode
 row, an edited reading) are journaled as one ``record_check`` record, so the record says when they were seen.
 
-Every `SEAL_INTERVAL` seconds a sealing pass (`monitor.stores.seals.Sealer`) runs in a worker thread; after
+Every `SEAL_INTERVAL` seconds a sealing pass (`monitor.stores.seals.Sealer`) runs in a worker thread (which
+hands the reading of the rows to `SEAL_WORKERS` processes when there is more than one channel-day to seal); after
 a pass that sealed something the new chain head is appended to the anchor file beside the database and
 retained on the MQTT alarm links (``<prefix>/journal/head``).
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict
@@ -33,6 +35,7 @@ from monitor.stores.seals import SEAL_AFTER, Sealer, anchor_path, append_anchor
 log = logging.getLogger(__name__)
 
 SEAL_INTERVAL = 600.0  # s between sealing passes
+SEAL_WORKERS = 1  # processes reading the rows of a pass (1: the thread itself; see bench/bench_seals.py)
 _MAX_JOURNALED = 50  # findings written into one journal record (the rest: counted)
 
 
@@ -45,7 +48,9 @@ class RecordGuard:
         self.alarming = alarming
         self.clock = clock
         self.anchor_file = anchor_path(self.db)
-        self.sealer = Sealer(path=self.db, seal_after=seal_after, on_sealed=self._sealed)
+        # SEAL_WORKERS > 1: that many processes read the rows of a pass (Sealer._indexes)
+        self.sealer = Sealer(path=self.db, seal_after=seal_after, on_sealed=self._sealed,
+                             workers=min(SEAL_WORKERS, os.cpu_count() or 1))
         self.state = "checking"  # checking | ok | failing
         self.problems: list[str] = []
         self.notes: list[str] = []

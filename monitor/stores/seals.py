@@ -28,13 +28,15 @@ from __future__ import annotations
 import bisect
 import hashlib
 import logging
+import multiprocessing
 import operator
 import sqlite3
 import struct
 import sys
 import time
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import repeat
@@ -54,6 +56,7 @@ SEALING_STARTED = "sealing_started"
 RETENTION = "retention"  # raw readings before ``cutoff`` were purged ([daemon] retention_days)
 _BUCKET = struct.Struct("<HI16s")
 _SEALS_PER_COMMIT = 200  # channel-days appended in one transaction
+_MAX_SEALS_PER_PASS = 5_000  # channel-days one pass computes at most (the rest: the next pass)
 _BIG = sys.byteorder == "big"
 SEAL_SCHEMA = """
 CREATE TABLE IF NOT EXISTS seal_minutes (
@@ -176,7 +179,7 @@ class Sealer:
     it opens its own connections each pass, so a replaced file is never written through a stale handle."""
 
     def __init__(self, *, path: Path, seal_after: float = SEAL_AFTER, on_sealed: Any = None,
-                 pass_budget: float = 60.0) -> None:
+                 pass_budget: float = 60.0, workers: int = 1) -> None:
         """``on_sealed(head)`` is called with the journal head after a pass that sealed something (the
         anchors). ``pass_budget`` (s) bounds one pass: a first start on years of readings catches up over
         several passes."""
@@ -184,6 +187,7 @@ class Sealer:
         self.seal_after = seal_after
         self.on_sealed = on_sealed
         self.pass_budget = pass_budget
+        self.workers = workers
         self.stats = SealStats()
 
     def run_once(self, now: float | None = None) -> int:
@@ -205,8 +209,8 @@ class Sealer:
             # every seal of the pass covers the readings committed when it began (seq_max)
             seq_max = int(db.execute("SELECT value FROM historian_meta WHERE key = 'next_seq'").fetchone()[0]) - 1
             done: list[tuple[Entry, tuple[int, float, bytes]]] = []
-            for cid, series, day in todo:
-                done.append(self._seal(db, cid, series, day, seq_max))
+            for sealed_day in self._indexes(db, todo[:_MAX_SEALS_PER_PASS], seq_max):
+                done.append(sealed_day)
                 if len(done) == _SEALS_PER_COMMIT:
                     self._commit(journal, done)
                     sealed, done = sealed + len(done), []
@@ -239,15 +243,28 @@ class Sealer:
         n = int((last - first) // DAY) + 1
         return [first + i * DAY for i in range(max(0, n))]
 
-    def _seal(self, db: sqlite3.Connection, cid: int, series: tuple[str, str, str], day: float,
-              seq_max: int) -> tuple[Entry, tuple[int, float, bytes]]:
-        """One channel-day's seal record and minute index (reading only; `_commit` writes them)."""
-        rows = read_day(db, cid, day, seq_max)
-        index = minute_index(rows, day)
+    def _indexes(self, db: sqlite3.Connection, todo: list[tuple[int, tuple[str, str, str], float]],
+                 seq_max: int) -> Iterator[tuple[Entry, tuple[int, float, bytes]]]:
+        """Each channel-day's seal record and minute index, in ``todo`` order (reading only; `_commit`
+        writes them). With ``workers`` > 1 the indexes are computed by that many processes (reading rows
+        into Python is one core's work per reader), this thread only collects them."""
+        if self.workers > 1 and len(todo) > 1:
+            ctx = multiprocessing.get_context("spawn")  # never fork a process running an event loop and threads
+            with ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx) as pool:
+                jobs = [(str(self.path), cid, day, seq_max) for cid, _, day in todo]
+                for (cid, series, day), (count, index) in zip(todo, pool.map(_index_job, jobs), strict=True):
+                    yield self._entry(cid, series, day, seq_max, count, index)
+            return
+        for cid, series, day in todo:
+            rows = read_day(db, cid, day, seq_max)
+            yield self._entry(cid, series, day, seq_max, len(rows), minute_index(rows, day))
+
+    def _entry(self, cid: int, series: tuple[str, str, str], day: float, seq_max: int, count: int,
+               index: bytes) -> tuple[Entry, tuple[int, float, bytes]]:
         site, channel, unit = series
         payload = {"site": site, "channel": channel, "unit": unit, "day": day_label(day), "start": day,
-                   "seq_max": seq_max, "count": len(rows), "digest": digest_of(index)}
-        self.stats.readings += len(rows)
+                   "seq_max": seq_max, "count": count, "digest": digest_of(index)}
+        self.stats.readings += count
         return Entry(SEAL, payload, day + DAY), (cid, day, index)
 
     @staticmethod
@@ -261,6 +278,17 @@ class Sealer:
                      [(seq, *extra) for seq, (_, extra) in zip(seqs, done, strict=True)])]
 
         journal.append_many([entry for entry, _ in done], also=minutes)
+
+
+def _index_job(job: tuple[str, int, float, int]) -> tuple[int, bytes]:
+    """In a worker process: (count, minute index) of one channel-day."""
+    path, cid, day, seq_max = job
+    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    try:
+        rows = read_day(conn, cid, day, seq_max)
+        return len(rows), minute_index(rows, day)
+    finally:
+        conn.close()
 
 
 def journal_head(path: Path) -> tuple[int, str]:
