@@ -9,8 +9,8 @@ every site's ``record_integrity`` alarm raised to the plant; and, if the chain i
 once and check the chain again from the marker on. Findings that are not chain breaks (a deleted episode
 row, an edited reading) are journaled as one ``record_check`` record, so the record says when they were seen.
 
-Every `SEAL_INTERVAL` seconds a sealing pass (`monitor.stores.seals.Sealer`) runs in a worker thread (which
-hands the reading of the rows to `SEAL_WORKERS` processes when there is more than one channel-day to seal); after
+Every `SEAL_INTERVAL` seconds a sealing pass (`monitor.stores.seals.Sealer`) runs in a worker thread (with
+`SEAL_WORKERS` above 1 it hands the reading of the rows to that many processes); after
 a pass that sealed something the new chain head is appended to the anchor file beside the database and
 retained on the MQTT alarm links (``<prefix>/journal/head``).
 """

@@ -9,6 +9,7 @@ sealed minute index places it in: a seal keeps one digest a minute, not a copy o
 from __future__ import annotations
 
 import json
+import multiprocessing
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -36,6 +37,7 @@ from monitor.stores.seals import (
 )
 
 _MAX_LATE_LISTED = 20
+_PARALLEL_FROM = 1_000_000  # sealed readings from which worker processes pay for their start-up
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +94,10 @@ def verify_seals(conn: sqlite3.Connection, *, last: int | None = None, path: Pat
         kept = [(seq, p) for seq, p in seals if float(p["start"]) >= float(cutoff)]
         report.purged = len(seals) - len(kept)
         seals = kept
-    if jobs > 1 and path is not None and len(seals) > 1:
+    if jobs > 1 and path is not None and sum(int(p["count"]) for _, p in seals) >= _PARALLEL_FROM:
         parts = [seals[i::jobs] for i in range(jobs)]
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        ctx = multiprocessing.get_context("spawn")  # safe whatever threads the caller runs
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
             for findings, n_seals, n_readings in pool.map(_check_part, [path] * jobs, parts):
                 report.findings += findings
                 report.seals += n_seals
