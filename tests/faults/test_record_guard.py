@@ -157,11 +157,17 @@ async def test_a_sealing_pass_anchors_the_chain_head_in_the_file_and_retained_on
         assert daemon.guard.sealer.stats.readings == 1440
         anchors = read_anchors(anchor_path(db))
         assert len(anchors) == 1
-        probe = MqttProbe(mosquitto.port, ["pretreat/faults/journal/head"]).start()  # a later subscriber
-        try:
-            heads = await asyncio.to_thread(probe.wait_for, "pretreat/faults/journal/head", 1)
+        head_topic = "pretreat/faults/journal/head"
+        first = MqttProbe(mosquitto.port, [head_topic]).start()
+        try:  # published (now, or when the alarm link connects)
+            assert await asyncio.to_thread(first.wait_for, head_topic, 1)
         finally:
-            probe.stop()
+            first.stop()
+        later = MqttProbe(mosquitto.port, [head_topic]).start()  # a subscriber that comes afterwards
+        try:
+            heads = await asyncio.to_thread(later.wait_for, head_topic, 1)
+        finally:
+            later.stop()
     assert heads and heads[0].retain
     head = json.loads(heads[0].payload)
     assert (head["seq"], head["hash"]) == anchors[0]
