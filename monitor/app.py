@@ -30,8 +30,8 @@ from monitor.checks.engine import CheckEngine
 from monitor.checks.events import START, EpisodeEvent
 from monitor.clockwatch import ClockWatch
 from monitor.health import HealthWriter
-from monitor.logtext import episode_fields, episode_message, local_time, use_site_config
 from monitor.integrity import SEAL_INTERVAL, RecordGuard
+from monitor.logtext import episode_fields, episode_message, local_time, use_site_config
 from monitor.memory import settle_gc
 from monitor.reports.aggregates import DailyAggregator
 from monitor.reports.schedule import reports_dir, schedule_reports
