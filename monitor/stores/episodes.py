@@ -147,7 +147,6 @@ class EpisodeStore:
             for ddl in _SCHEMA:
                 conn.execute(ddl)
             ensure_journal(conn)  # episode events are journaled as they are recorded (seals)
-            start_sealing(conn, time.time())
             conn.execute(
                 "INSERT OR IGNORE INTO episode_meta (key, value) VALUES ('schema_version', ?)",
                 (SCHEMA_VERSION,),
@@ -162,6 +161,7 @@ class EpisodeStore:
                 )
             if version < SCHEMA_VERSION:
                 _migrate(conn)
+            start_sealing(conn, time.time())  # after the migration: it digests every column of the rows
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
