@@ -136,11 +136,11 @@ class Daemon:
         """Every sample is recorded; good ones also feed staleness; all go through the checks."""
         if not samples:
             return
-        self.historian.submit(samples)
+        seq = self.historian.submit(samples)
         self.aggregates.observe(samples)
         self.alarming.on_samples(samples)
         if self.influx is not None:
-            self.influx.submit(samples)
+            self.influx.submit(samples, seq)  # queued once the historian committed them (no loss on a kill)
         self.staleness.observe(samples, time.monotonic())
         events = self.engine.process_many(samples)
         if events:
@@ -347,7 +347,7 @@ class Daemon:
         health = HealthWriter(daemon=self)
         if self.influx is not None:
             try:
-                await self.influx.start()
+                await self.influx.start(self.historian)
             except BaseException:
                 await self.historian.close()
                 raise

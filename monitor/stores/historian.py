@@ -126,7 +126,8 @@ class Historian:
         self._fatal: BaseException | None = None
         self._overflowing = False
         self._ids: dict[tuple[str, str, str], int] = {}
-        self._next_seq = 1
+        self._next_seq = 1  # the seq the next committed sample gets (writer thread)
+        self._base_seq = 1  # the seq of the first sample submitted since start
         self._watch: FileWatch | None = None
         self.failing = ""  # why writes fail right now ("" while they succeed); writer thread
         self.on_file_lost: Callable[[str], None] | None = None  # called in the writer thread, after re-creating
@@ -149,14 +150,19 @@ class Historian:
             self._thread = None
             raise
 
-    def submit(self, samples: Sequence[Sample]) -> None:
-        """Queue samples for recording. Never blocks, never drops (see the module doc for overflow)."""
+    def submit(self, samples: Sequence[Sample]) -> int:
+        """Queue samples for recording. Never blocks, never drops (see the module doc for overflow).
+
+        Returns the ``seq`` the first of them gets in ``readings`` (the others follow one by one: seq
+        numbers are given in submission order), so a copy elsewhere (the InfluxDB sink) can tell which
+        recorded rows it holds."""
         if self._closed:
             raise HistorianError(f"historian {self.path} is closed; {len(samples)} samples not recorded")
-        if not samples:
-            return
-        self._pending.append(tuple(samples))  # a copy: the caller may reuse its list
         c = self.counters
+        first = self._base_seq + c.submitted
+        if not samples:
+            return first
+        self._pending.append(tuple(samples))  # a copy: the caller may reuse its list
         c.submitted += len(samples)
         depth = c.queue_depth
         # a full batch waiting (not counting what the writer is committing now): commit it without waiting for
@@ -168,6 +174,13 @@ class Historian:
             c.queue_overflows += 1
             log.warning("historian queue holds %d samples (max_queue %d): the disk is not keeping up; "
                         "accepting and holding them in memory", depth, self.max_queue)
+        return first
+
+    @property
+    def committed_seq(self) -> int:
+        """Every sample submitted with a seq below this is committed (or kept in ``rejected_samples``).
+        Right after `start` it is the seq the first submitted sample will get."""
+        return self._next_seq
 
     @property
     def backlogged(self) -> bool:
@@ -270,7 +283,7 @@ class Historian:
         assert self._loop is not None
         try:
             conn = self._open()
-            self._next_seq = int(conn.execute(
+            self._next_seq = self._base_seq = int(conn.execute(
                 "SELECT value FROM historian_meta WHERE key = 'next_seq'").fetchone()[0])
             rows = conn.execute("SELECT id, site, channel, unit FROM channels")
             self._ids = {(s, c, u): i for i, s, c, u in rows}

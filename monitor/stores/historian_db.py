@@ -246,6 +246,23 @@ def _one_series(conn: sqlite3.Connection, cid: int, unit: str, site: str, channe
                                  quality=by_code[code], reason=reason)
 
 
+def iter_by_seq(conn: sqlite3.Connection, *, first: int, end: int, chunk: int = 2000) -> Iterator[Sample]:
+    """Every reading with ``first <= seq < end``, all channels, in storage order (channel, time), not seq
+    order. Streams ``chunk`` rows at a time: memory stays constant however many rows match.
+
+    Why no seq order: ``seq`` has no index (one would cost every insert), so this is one pass over the
+    table, which a crash recovery (the InfluxDB sink re-queuing what it lost) pays once; ordering would
+    sort every match first."""
+    cur = conn.execute("SELECT c.site, c.channel, c.unit, r.time, r.value, r.quality, r.reason "
+                       "FROM readings r JOIN channels c ON c.id = r.channel_id WHERE r.seq >= ? AND r.seq < ?",
+                       (int(first), int(end)))
+    by_code = QUALITY_BY_CODE
+    while rows := cur.fetchmany(chunk):
+        for site, channel, unit, t, value, code, reason in rows:
+            yield Sample(time=t, site=site, channel=channel, value=value, unit=unit, quality=by_code[code],
+                         reason=reason)
+
+
 class HistorianReader:
     """A read-only view of a historian file, for tools (export, backfill, tail) and other processes."""
 
@@ -259,6 +276,10 @@ class HistorianReader:
     def query(self, *, site: str, channel: str, start: float | None = None,
               end: float | None = None) -> Iterator[Sample]:
         return iter_samples(self.conn, site=site, channel=channel, start=start, end=end)
+
+    def by_seq(self, *, first: int, end: int) -> Iterator[Sample]:
+        """Readings with ``first <= seq < end`` (see `iter_by_seq`)."""
+        return iter_by_seq(self.conn, first=first, end=end)
 
     def close(self) -> None:
         self.conn.close()

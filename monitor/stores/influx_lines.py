@@ -39,7 +39,7 @@ fields are ``<measurement>_<field>`` (``ph_value``).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -161,6 +161,19 @@ class SampleFormatter:
     def lines(self, samples: Iterable[Sample]) -> list[str]:
         line = self.line
         return [line(s) for s in samples]
+
+    def batches(self, samples: Iterable[Sample], size: int) -> Iterator[list[bytes]]:
+        """Lines of recorded readings, ``size`` at a time (encoded), streaming: what `pretreat influx
+        backfill` sends and what the sink re-queues after a crash, both exactly the lines sent live."""
+        line = self.line
+        batch: list[bytes] = []
+        for s in samples:
+            batch.append(line(s).encode())
+            if len(batch) >= size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
 
 
 class EpisodeLike(Protocol):

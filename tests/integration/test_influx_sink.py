@@ -392,9 +392,9 @@ async def test_a_burst_is_queued_as_full_batches_in_bounded_transactions(tmp_pat
     transactions: list[list[int]] = []  # payload sizes of each append_many call
     append = Outbox.append_many
 
-    def spy(self: Outbox, items: Any) -> list[int]:
+    def spy(self: Outbox, items: Any, **kw: Any) -> list[int]:
         transactions.append([len(p) for p, _ in items])
-        return append(self, items)
+        return append(self, items, **kw)
 
     monkeypatch.setattr(Outbox, "append_many", spy)
     vm = VictoriaMetrics(tmp_path)  # never started: everything stays queued
@@ -416,12 +416,12 @@ async def test_a_failed_append_is_retried_in_order_without_loss_or_duplicates(
     calls = 0
     append = Outbox.append_many
 
-    def fail_first(self: Outbox, items: Any) -> list[int]:
+    def fail_first(self: Outbox, items: Any, **kw: Any) -> list[int]:
         nonlocal calls
         calls += 1
         if calls == 1:  # the first transaction of the burst, while the rest is still being formatted
             raise OSError(28, "No space left on device")
-        return append(self, items)
+        return append(self, items, **kw)
 
     monkeypatch.setattr(Outbox, "append_many", fail_first)
     vm = VictoriaMetrics(tmp_path)
