@@ -84,6 +84,10 @@ class Alarming:
                 timezones={s.id: s.timezone for s in config.sites},
             )
             self.dispatcher = Dispatcher(config=config.alarms, context=ctx)
+            # Transitions committed just before a crash but never queued for delivery are queued now, before
+            # anything else can be announced: the start-up reconcile announces (a clear, say) before `start`,
+            # and a submit moves the dispatcher's marks past the lost ones, which catch-up would then skip.
+            self.dispatcher.catch_up(self.engine.journal)
         self._clock: Callable[[], float] | None = None
 
     async def start(self, clock: Callable[[], float]) -> None:
@@ -93,8 +97,6 @@ class Alarming:
             # (the register map has rule alarms only; record_integrity reaches SCADA over MQTT and the routes)
             self.gateway.update_alarms(s for s in self.engine.states() if s.key.rule != RECORD_INTEGRITY)
         if self.dispatcher is not None:
-            # transitions committed just before a crash but never queued for delivery go out now
-            self.dispatcher.catch_up(self.engine.journal)
             await self.dispatcher.start()
 
     async def stop(self) -> None:
