@@ -10,8 +10,8 @@ Data path::
 - `submit` never blocks the event loop: it appends the sequence to a deque. The writer thread wakes every
   ``flush_interval`` (or as soon as ``batch_size`` points wait), takes the readings the historian has
   committed (never one it has not: the copy holds nothing the record of evidence lacks), formats the
-  lines (schema:
-  `monitor.stores.influx_lines`) and appends them to the durable queue as records of ``batch_size`` lines
+  lines (schema: `monitor.stores.influx_lines`) and appends them to the durable queue as records of
+  ``batch_size`` lines
   (the last of a wake-up may be shorter), each a ready-to-send request body (lines joined by newlines,
   UTF-8), committing every ~``APPEND_GROUP_BYTES`` and waking the sender: a burst is made durable and sent
   piece by piece, in bounded memory, instead of being formatted whole first.
@@ -27,15 +27,8 @@ Data path::
   points dropped, counted, and alarmed.
 - `close` moves everything submitted into the durable queue and stops; points not yet sent stay queued and
   a restart resumes from them.
-- Crashes (SIGKILL, power cut, OOM): every append also writes, in the same transaction, the historian
-  ``seq`` up to which readings are queued (the ``historian_seq`` mark, `Outbox.append_many`). What the
-  inbox held when the process died (up to ``commit_interval`` + ``flush_interval`` worth, from every
-  driver) is committed in the historian with a seq at or past the mark, so `start` re-queues every
-  historian row from the mark to the historian's head (`historian_db.iter_by_seq`: one streaming pass over
-  the readings table, ~2 MiB per transaction, only after a crash) before anything new, with the lines the
-  live path and `pretreat influx backfill` write (`SampleFormatter.batches`). Readings the historian never
-  committed were never queued either (MQTT redelivers them; a Modbus poll lost with the process is lost
-  from both).
+- Crashes (SIGKILL, OOM, power cut): each append also records the historian seq its readings reach, and
+  `start` re-queues the historian rows past it (`monitor.stores.influx_recovery`) before anything new.
 
 Delivery is at-least-once with idempotent points: a request the server applied but whose answer was lost
 is sent again, and a re-queued reading may already have been sent; every copy of a reading is the same
@@ -57,14 +50,14 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from config.influx import InfluxSettings, TokenError
 from drivers.backoff import retries
 from monitor.logtext import duration
 from monitor.sample import Sample
-from monitor.stores.historian_db import HistorianReader
 from monitor.stores.influx_lines import EventRecord, SampleFormatter, event_line, health_record
+from monitor.stores.influx_recovery import MARK, Recorded, plan, requeue
 from monitor.stores.influx_writer import LineWriter, Outcome, WriteResult, deliver
 from monitor.stores.outbox import Outbox, OutboxError
 
@@ -77,18 +70,8 @@ _ALARM_HYSTERESIS_PCT = 5.0  # the queue alarm clears this far below the thresho
 # commits, ~0.1 ms each), and lets the sender start on a burst while the rest is being formatted.
 APPEND_GROUP_BYTES = 2 << 20
 CLOSE_DRAIN = 2.0  # s `close` lets the sender deliver the queue while the server is up (systemd waits 30 s)
-MARK = "historian_seq"  # outbox mark: every historian reading with a lower seq is in the queue (or was sent)
 # An inbox entry: samples (or preformatted lines) and the historian seq the queue reaches once it is appended
 _Entry = tuple[Sequence[Sample] | None, list[str] | None, int | None]
-
-
-class Recorded(Protocol):
-    """What the sink needs of the historian (`monitor.stores.historian.Historian`)."""
-
-    @property
-    def path(self) -> Path: ...
-    @property
-    def committed_seq(self) -> int: ...
 
 
 class InfluxStartupError(Exception):
@@ -205,20 +188,10 @@ class InfluxSink:
         self._state = "running"
 
     def _plan_requeue(self, historian: Recorded) -> None:
-        """Compare the queue's mark with the historian's head: re-queue the rows between them (a crash),
-        or start marking from the head (first start with this queue, or a historian file replaced)."""
         assert self._outbox is not None
-        head = historian.committed_seq
-        mark = self._outbox.mark(MARK)
+        self._requeue = plan(self._outbox, historian)
         self._committed = lambda: historian.committed_seq
         self._marking = True
-        if mark is not None and mark < head:
-            self._requeue = (historian.path, mark, head)
-        elif mark != head:
-            if mark is not None:  # the historian's seq went back: another or a restored file
-                log.warning("influx: the historian %s is behind the queue's mark (seq %d < %d): another or a "
-                            "restored file; tracking it from here", historian.path, head, mark)
-            self._outbox.set_marks({MARK: head})
 
     async def close(self, *, drain: float = CLOSE_DRAIN) -> None:
         """Make everything submitted durable, send what the server takes within ``drain`` seconds (only while
@@ -278,10 +251,12 @@ class InfluxSink:
             self._wake_writer.set()
 
     async def flush(self) -> None:
-        """Return once everything submitted so far is in the durable queue (or the writer has stopped)."""
+        """Return once everything submitted so far (and what a crash left to re-queue) is in the durable
+        queue, or the writer has stopped."""
         target = self._submitted
         writer = self._threads[0] if self._threads else None
-        await self._wait(lambda: self._durable >= target or writer is None or not writer.is_alive(),
+        await self._wait(lambda: (self._durable >= target and self._requeue is None) or writer is None
+                         or not writer.is_alive(),
                          self._wake_writer, math.inf)
 
     async def wait_drained(self, limit: float) -> bool:
@@ -324,6 +299,9 @@ class InfluxSink:
     def _writer_loop(self) -> None:
         if self._requeue is not None:
             self._requeue_lost(*self._requeue)
+            self._requeue = None
+            if self._waiters:
+                self._notify_progress()
         next_health = time.monotonic() + (self._health_interval or 0)
         while True:
             self._wake_writer.wait(self.settings.flush_interval)
@@ -385,32 +363,17 @@ class InfluxSink:
             self._save(records, submitted, bounds[-1][1] if bounds else None)
 
     def _requeue_lost(self, path: Path, first: int, end: int) -> None:
-        """Re-queue the historian's readings with ``first <= seq < end`` (lost from memory by a crash),
-        streaming, one transaction per ~``APPEND_GROUP_BYTES``; the last one moves the mark to ``end``.
-        If that fails, the mark stays where it was for this whole run, so the next start tries again."""
+        """See `influx_recovery.requeue`; if it fails, the mark stays where it was for this whole run, so
+        the next start tries again."""
         assert self._outbox is not None
-        log.warning("influx: re-queuing the readings the historian committed after the last one queued for "
-                    "the server (seq %d to %d; the daemon stopped without closing)", first, end - 1)
-        n = group = 0
-        records: list[tuple[bytes, int]] = []
         try:
-            with HistorianReader(path=path) as reader:
-                for batch in self._formatter.batches(reader.by_seq(first=first, end=end), self.settings.batch_size):
-                    records.append((b"\n".join(batch), len(batch)))
-                    group += len(records[-1][0])
-                    n += len(batch)
-                    if group >= APPEND_GROUP_BYTES:
-                        self._outbox.append_many(records)
-                        records, group = [], 0
-                self._outbox.append_many(records, marks={MARK: end})
+            self._c.requeued_after_crash = requeue(self._outbox, self._formatter, path, first, end,
+                                                   self.settings.batch_size)
         except Exception as exc:  # a thread must not die of it: what is queued stays, the next start retries
             self._marking = False
             self._c.queue_errors += 1
-            log.error("influx: re-queuing from %s failed after %d readings (%s); the next start tries again",
-                      path, n, exc)
+            log.error("influx: re-queuing from %s failed (%s); the next start tries again", path, exc)
             return
-        self._c.requeued_after_crash = n
-        log.info("influx: %d readings re-queued", n)
         self._check_budget()
         self._wake_sender.set()
 
