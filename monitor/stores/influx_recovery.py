@@ -62,7 +62,8 @@ def requeue(outbox: Outbox, formatter: SampleFormatter, path: Path, first: int, 
     ``end``. Returns how many readings were queued; raises what reading or appending raised (the mark then
     stays: the next start re-queues the range again, which only repeats identical points)."""
     log.warning("influx: re-queuing the readings the historian committed after the last one queued for the "
-                "server (seq %d to %d; the daemon stopped without closing)", first, end - 1)
+                "server (seq %d to %d: the daemon stopped without closing, or readings were recorded without "
+                "it)", first, end - 1)
     n = group = 0
     records: list[tuple[bytes, int]] = []
     with HistorianReader(path=path) as reader:
