@@ -126,6 +126,10 @@ class Dispatcher:
                     self._since[st.id] = since
         self._started = False
 
+    def notifiers(self) -> list[Any]:
+        """The notifiers, in configuration order (the daemon publishes the journal head on the MQTT ones)."""
+        return [lane.notifier for lane in self._lanes.values()]
+
     # ---- producer side (the engine's caller) -------------------------------------------------------------
 
     def submit(self, transitions: Iterable[Transition]) -> int:

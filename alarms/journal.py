@@ -15,7 +15,11 @@ Defence in depth: SQL triggers refuse UPDATE and DELETE on the journal, so a mis
 loudly; someone editing the file itself (or dropping the triggers) is still caught by `Journal.verify`, which
 names the first altered, missing or reordered record. A hash chain cannot by itself reveal records cut off
 the *end*: keep `Journal.head` somewhere else (a report, an email) and pass it back as ``anchor`` to check
-that too.
+that too (the daemon does: `monitor.stores.seals` anchors, ``alarm_state.seq``). A break the daemon found at
+start is marked by a `BREAK` record; verification reports it once and checks again from the marker.
+
+The chain also seals the evidence outside it (episode events, channel-days of readings): see
+`monitor.stores.seals`.
 
 There is deliberately no purge code: 40 CFR 403.12(o) requires monitoring records be kept at least 3 years
 (longer during enforcement), and a journal that can delete cannot be trusted not to.
@@ -34,7 +38,7 @@ from typing import Any, Literal, NamedTuple
 
 GENESIS = "0" * 64
 
-_SCHEMA = """
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS journal (
     seq INTEGER PRIMARY KEY,      -- 1, 2, 3, ... without gaps
     time REAL NOT NULL,           -- epoch s UTC of the event the record describes
@@ -103,6 +107,7 @@ class VerifyResult:
     first_bad: int | None = None
     problem: Problem | None = None
     detail: str = ""
+    breaks: tuple[str, ...] = ()  # breaks marked by a later `BREAK` record, reported once each
 
 
 class Journal:
@@ -118,12 +123,23 @@ class Journal:
                  busy_timeout: float = 5.0) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self._settings = (synchronous, busy_timeout)
+        self._db = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        synchronous, busy_timeout = self._settings
         # isolation_level=None: we issue BEGIN IMMEDIATE / COMMIT ourselves, so a transaction is exactly
         # one append_many and the write lock is taken before the head is read.
-        self._db = sqlite3.connect(str(path), isolation_level=None, timeout=busy_timeout)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(f"PRAGMA synchronous={synchronous}")
-        self._db.executescript(_SCHEMA)
+        db = sqlite3.connect(str(self.path), isolation_level=None, timeout=busy_timeout)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA synchronous={synchronous}")
+        db.executescript(SCHEMA)
+        return db
+
+    def reopen(self) -> None:
+        """Connect to the path again: the file was re-created (`monitor.stores.historian_file`)."""
+        self._db.close()
+        self._db = self._connect()
 
     @property
     def connection(self) -> sqlite3.Connection:
@@ -146,37 +162,22 @@ class Journal:
         transaction: a table derived from the journal (the alarm engine's current state) then commits
         together with the records, or not at all.
         """
-        rows: list[tuple[int, float, str, str, str, str]] = []
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
-            seq, prev = self._head()
-            for kind, payload, time in entries:
-                if not kind:
-                    raise ValueError("a journal record needs a kind")
-                text = canonical(dict(payload))
-                seq += 1
-                h = record_hash(seq=seq, time=time, kind=kind, payload_text=text, prev=prev)
-                rows.append((seq, float(time), kind, text, prev, h))
-                prev = h
-            db.executemany("INSERT INTO journal(seq, time, kind, payload, prev, hash) VALUES (?,?,?,?,?,?)",
-                           rows)
+            seqs = append_in_transaction(db, entries)
             if also is not None:
-                for sql, param_rows in also([r[0] for r in rows]):
+                for sql, param_rows in also(seqs):
                     db.executemany(sql, param_rows)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        return [r[0] for r in rows]
-
-    def _head(self) -> tuple[int, str]:
-        row = self._db.execute("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1").fetchone()
-        return (0, GENESIS) if row is None else (int(row[0]), str(row[1]))
+        return seqs
 
     def head(self) -> tuple[int, str]:
         """(seq, hash) of the last record; (0, 64 zeros) when empty. Keep it elsewhere as an anchor."""
-        return self._head()
+        return head_of(self._db)
 
     def records(self, *, after: int = 0, kinds: Sequence[str] | None = None,
                 limit: int | None = None) -> Iterator[Record]:
@@ -198,20 +199,73 @@ class Journal:
         return verify_connection(self._db, anchor=anchor)
 
 
+def ensure_schema(db: sqlite3.Connection) -> None:
+    """Create the journal table and its triggers if missing, inside the caller's transaction (for stores
+    that append in their own transactions, see `append_in_transaction`)."""
+    for statement in SCHEMA.split(";\nCREATE"):
+        statement = statement.strip()
+        if statement:
+            db.execute(statement if statement.startswith("CREATE") else "CREATE " + statement)
+
+
+def head_of(db: sqlite3.Connection) -> tuple[int, str]:
+    """(seq, hash) of the last record of the journal reachable through ``db``; (0, 64 zeros) when empty."""
+    row = db.execute("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1").fetchone()
+    return (0, GENESIS) if row is None else (int(row[0]), str(row[1]))
+
+
+def append_in_transaction(db: sqlite3.Connection, entries: Iterable[Entry]) -> list[int]:
+    """Append records through ``db`` inside the write transaction the caller holds (``BEGIN IMMEDIATE``),
+    so a store's own rows and the records that seal them commit together or not at all (the episode store
+    journals each episode event this way). Returns their sequence numbers."""
+    rows: list[tuple[int, float, str, str, str, str]] = []
+    seq, prev = head_of(db)
+    for kind, payload, time in entries:
+        if not kind:
+            raise ValueError("a journal record needs a kind")
+        text = canonical(dict(payload))
+        seq += 1
+        h = record_hash(seq=seq, time=time, kind=kind, payload_text=text, prev=prev)
+        rows.append((seq, float(time), kind, text, prev, h))
+        prev = h
+    db.executemany("INSERT INTO journal(seq, time, kind, payload, prev, hash) VALUES (?,?,?,?,?,?)", rows)
+    return [r[0] for r in rows]
+
+
+BREAK = "chain_break"
+"""The kind of the record the daemon appends when it finds the chain broken at start: its payload names the
+first bad record (``first_bad``) and what was wrong. `verify_connection` reports such a marked break once
+and checks the chain again from the marker on, so one old break does not hide later tampering."""
+
+
 def verify_connection(db: sqlite3.Connection, *, anchor: tuple[int, str] | None = None) -> VerifyResult:
-    """Verify the journal table reachable through ``db`` (a read-only connection will do)."""
+    """Verify the journal table reachable through ``db`` (a read-only connection will do).
+
+    A break marked by a later `BREAK` record is reported (``breaks``), and checking resumes at the marker;
+    the result is then not ``ok`` (the record stays altered) unless nothing else is wrong, in which case
+    ``problem`` is that of the first marked break and ``detail`` says it was marked."""
     head = (0, GENESIS)
     count = 0
-    cur = db.execute("SELECT seq, time, kind, payload, prev, hash FROM journal ORDER BY seq")
-    for seq, time, kind, text, prev, stored in cur:
-        count += 1
-        expected = head[0] + 1
-        content_ok = record_hash(seq=seq, time=time, kind=kind, payload_text=text, prev=prev) == stored
-        if content_ok and prev == head[1] and seq == expected:
-            head = (seq, stored)
-            continue
-        cur.close()
-        return _diagnose(db, count, head, seq, prev, content_ok)
+    breaks: list[str] = []
+    first: VerifyResult | None = None
+    after = 0
+    while True:
+        bad = _scan(db, head, after)
+        count += bad[0]
+        head = bad[1]
+        if bad[2] is None:
+            break
+        result = _diagnose(db, count, head, *bad[2])
+        marker = _marker_after(db, result.first_bad or head[0] + 1)
+        if marker is None:
+            return _with_breaks(result, breaks)
+        breaks.append(f"record {result.first_bad} {result.problem}: {result.detail} "
+                      f"(break marked by record {marker[0]})")
+        first = first or result
+        head, after = marker, marker[0]
+    if first is not None:
+        return VerifyResult(False, count, head, first.first_bad, first.problem,
+                            f"{first.detail}; marked as a break, intact after it", tuple(breaks))
     if anchor is not None:
         a_seq, a_hash = anchor
         row = db.execute("SELECT hash FROM journal WHERE seq = ?", (a_seq,)).fetchone()
@@ -222,6 +276,44 @@ def verify_connection(db: sqlite3.Connection, *, anchor: tuple[int, str] | None 
             return VerifyResult(False, count, head, a_seq, "altered",
                                 f"record {a_seq} does not carry the anchor's hash")
     return VerifyResult(True, count, head)
+
+
+def _scan(db: sqlite3.Connection, head: tuple[int, str], after: int
+          ) -> tuple[int, tuple[int, str], tuple[int, str, bool] | None]:
+    """Check records with seq > ``after`` from ``head``: (records read, last good head, the first bad
+    record's (seq, prev, content_ok) or None)."""
+    count = 0
+    cur = db.execute("SELECT seq, time, kind, payload, prev, hash FROM journal WHERE seq > ? ORDER BY seq",
+                     (after,))
+    for seq, time, kind, text, prev, stored in cur:
+        count += 1
+        content_ok = record_hash(seq=seq, time=time, kind=kind, payload_text=text, prev=prev) == stored
+        if content_ok and prev == head[1] and seq == head[0] + 1:
+            head = (seq, stored)
+            continue
+        cur.close()
+        return count, head, (seq, prev, content_ok)
+    return count, head, None
+
+
+def _marker_after(db: sqlite3.Connection, first_bad: int) -> tuple[int, str] | None:
+    """The first intact `BREAK` record after ``first_bad`` that names a record at or before it."""
+    for seq, time, text, prev, stored in db.execute(
+            "SELECT seq, time, payload, prev, hash FROM journal WHERE kind = ? AND seq > ? ORDER BY seq",
+            (BREAK, first_bad)):
+        if record_hash(seq=seq, time=time, kind=BREAK, payload_text=text, prev=prev) != stored:
+            continue
+        named = json.loads(text).get("first_bad")
+        if isinstance(named, int) and named <= first_bad:
+            return int(seq), str(stored)
+    return None
+
+
+def _with_breaks(result: VerifyResult, breaks: list[str]) -> VerifyResult:
+    if not breaks:
+        return result
+    return VerifyResult(result.ok, result.records, result.head, result.first_bad, result.problem,
+                        result.detail, tuple(breaks))
 
 
 def _diagnose(db: sqlite3.Connection, count: int, head: tuple[int, str], seq: int, prev: str,

@@ -8,6 +8,7 @@ site file.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -44,6 +45,7 @@ from config.schema import (
     SiteConfig,
     Table,
 )
+from monitor.checks.coverage import MAX_MAX_GAP, MIN_MAX_GAP, default_max_gap
 
 MAPS_DIR = Path(__file__).parent / "maps"
 SITES_DIR = Path(__file__).parent / "sites"
@@ -62,6 +64,7 @@ _INSTRUMENT_KEYS = {
 _CHANNEL_KEYS = {
     "id", "instrument", "kind", "unit", "scale", "offset", "valid_min", "valid_max",
     "point", "topic", "field", "payload", "stale_after", "description", "location", "resolution",
+    "max_gap", "judge_over_range",
 }
 _POINT_KEYS = {"name", "table", "address", "type", "byte_order", "word_order", "description"}
 
@@ -369,6 +372,8 @@ def _channel(raw: dict[str, Any], p: str, site: str, instruments: dict[str, Inst
         stale_after=reader.number(raw, "stale_after", p, default=0.0, minimum=0.0),
         location=reader.enum(raw, "location", p, MeasuringPoint) if "location" in raw else None,
         resolution=_resolution(raw, p, reader, scale, inst),
+        max_gap=_max_gap(raw, p, inst, reader),
+        judge_over_range=_flag(raw, "judge_over_range", p, reader),
     )
 
 
@@ -385,6 +390,24 @@ def _resolution(raw: dict[str, Any], p: str, reader: Reader, scale: float, inst:
     if point is not None and point.dtype not in (DataType.FLOAT32, DataType.FLOAT64):
         return 1.0
     return None
+
+
+def _max_gap(raw: dict[str, Any], p: str, inst: Instrument | None, reader: Reader) -> float:
+    """The channel's stated ``max_gap`` (s, 5 s to 31 days), else 3 × its instrument's poll (MQTT: publishing)
+    interval, at least 5 s (`monitor.checks.coverage`)."""
+    if "max_gap" in raw:
+        value = reader.number(raw, "max_gap", p, default=None, minimum=MIN_MAX_GAP, maximum=MAX_MAX_GAP)
+        if value is not None and math.isfinite(value):
+            return float(value)
+    return default_max_gap(inst.poll_interval if inst is not None else 1.0)
+
+
+def _flag(raw: dict[str, Any], key: str, p: str, reader: Reader) -> bool:
+    value = raw.get(key, False)
+    if not isinstance(value, bool):
+        reader.error(f"{p}.{key}", value, "true or false")
+        return False
+    return value
 
 
 def _valid_topic(topic: str) -> bool:

@@ -187,11 +187,16 @@ class Channel:
     """A measured quantity at a site, read from one point of one instrument.
 
     Engineering value = raw × ``scale`` + ``offset``. ``valid_min``/``valid_max`` are the instrument's
-    physical span (inclusive); a reading outside it is an OUT_OF_RANGE sample, never a number.
+    physical span (inclusive); a reading outside it is an OUT_OF_RANGE sample, never a number, except a reading
+    above ``valid_max`` of a channel that judges over-range readings (`judges_over_range`): up to
+    `over_range_limit` it is an OVER_RANGE sample, judged as ``valid_max`` (see `monitor.sample.judge_value`).
     ``stale_after`` (s) is how long the channel may go without a good reading before a STALE sample is
     recorded. ``resolution``: the smallest step a reading can take, in the channel's unit (configured, or
     the ``scale`` of a scaled point, or 1 for an unscaled integer register); None when unknown (a float
     register or an MQTT value). Log lines round readings to it (`decimals`); the record never is rounded.
+    ``max_gap`` (s) is the longest interval between two consecutive good readings that still counts
+    as measured (`monitor.checks.coverage`); the loader always resolves it (default 3 × the instrument's poll
+    interval, at least 5 s); 0, in a channel built in code, means no gap is ever detected.
     """
 
     id: str
@@ -210,6 +215,8 @@ class Channel:
     stale_after: float = 0.0
     location: MeasuringPoint | None = None  # temperature channels: which limit applies (temperature_high)
     resolution: float | None = None  # smallest step of a reading (unit); None: unknown
+    max_gap: float = 0.0
+    judge_over_range: bool = False  # opt-in for kinds other than lel (always on for lel)
 
     @property
     def decimals(self) -> int | None:
@@ -218,6 +225,31 @@ class Channel:
         if self.resolution is None:
             return None
         return max(_places(self.resolution), _places(self.offset))
+
+    @property
+    def judges_over_range(self) -> bool:
+        """A reading above the span is the worst case, not silence: LEL meters always, others by opt-in."""
+        return (self.kind is ChannelKind.LEL or self.judge_over_range) and self.valid_max is not None
+
+    @property
+    def over_range_limit(self) -> float | None:
+        """Above this a reading is a fault (out_of_range), not a saturated reading: see `over_limit`."""
+        if not self.judges_over_range or self.valid_max is None:
+            return None
+        return over_limit(self.valid_min, self.valid_max)
+
+
+def over_limit(valid_min: float | None, valid_max: float) -> float:
+    """The highest reading still taken as an instrument saturating above its span: ``valid_max`` plus one span
+    (2 × the span above ``valid_min``; span from 0 when ``valid_min`` is not set). Beyond it the number is a
+    fault code or wire break, not a measurement.
+
+    Why one span: a detector saturating high reads a little above its span (NAMUR NE 43: 20.5 mA on a 4-20 mA
+    loop is 103 %; vendors' Modbus over-range values run to ~110-125 %), while fault and wire-break values are
+    register extremes (0xFFFF = 655.35 at scale 0.01) or the loop's fault current, far beyond. One span keeps
+    every plausible saturation reading (120 % LEL) and still refuses the register-maximum codes."""
+    low = valid_min if valid_min is not None else 0.0
+    return valid_max + max(valid_max - low, 0.0)
 
 
 @dataclass(frozen=True, slots=True)

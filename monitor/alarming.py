@@ -9,6 +9,7 @@ queued by `pretreat alarms …` (and acknowledgements from SCADA over MQTT).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -16,14 +17,19 @@ from alarms.commands import CommandQueue, apply_pending
 from alarms.dispatcher import Dispatcher
 from alarms.engine import AlarmEngine
 from alarms.gateway import ModbusGateway
-from alarms.model import AlarmInput, Refusal, Transition
+from alarms.model import AlarmInput, AlarmSettings, Priority, Refusal, Transition
 from alarms.notifiers.base import NotifierContext
 from config.alarms import alarm_specs
 from config.schema import SiteConfig
-from monitor.checks.events import EpisodeEvent
+from monitor.checks.coverage import END_GAP
+from monitor.checks.events import END, START, EpisodeEvent
 from monitor.sample import Sample
 from monitor.stores.influx import InfluxSink
 from monitor.stores.influx_lines import alarm_record
+
+RECORD_CHANNEL = "record"  # the alarm id's channel part for alarms about the record itself
+RECORD_INTEGRITY = "record_integrity"
+_RECORD_CITATION = "40 CFR 403.12(o): monitoring records kept, and kept unaltered"
 
 
 def alarm_input(e: EpisodeEvent) -> AlarmInput:
@@ -34,13 +40,38 @@ def alarm_input(e: EpisodeEvent) -> AlarmInput:
                       value=e.value, limit=e.limit, citation=e.citation)
 
 
+def alarm_inputs(events: Sequence[EpisodeEvent]) -> list[AlarmInput]:
+    """The alarm inputs of a batch of episode events, in order.
+
+    Missing data is no return to normal. When a gap in a channel's readings (`monitor.checks.coverage`) splits
+    an episode, the record gets an end at the last reading before the gap (``end_reason = "gap"``) and, if the
+    first reading after it still violates, a new start there; both come out of judging that one reading, so
+    they are in the same batch. Such a pair is left out here: the alarm stays as it is (active, acknowledged or
+    not) instead of clearing and raising again, e.g. after the daemon itself was down longer than max_gap. A
+    gap end with no start after it (the channel came back within limits) clears the alarm as any end does."""
+    resumed: set[int] = set()
+    gap_end: dict[tuple[str, str, str], int] = {}
+    for i, e in enumerate(events):
+        key = (e.site, e.channel, e.rule)
+        if e.event == END and e.end_reason == END_GAP:
+            gap_end[key] = i
+        elif e.event == START and key in gap_end and events[gap_end[key]].time <= e.time:
+            resumed.update((gap_end.pop(key), i))
+    return [alarm_input(e) for i, e in enumerate(events) if i not in resumed]
+
+
 class Alarming:
     """Owns the alarm engine, the operator command queue, and (when configured) dispatcher and gateway."""
 
     def __init__(self, *, config: SiteConfig, now: float, influx: InfluxSink | None) -> None:
         path = config.daemon.historian
-        self.engine = AlarmEngine(path=path, alarms=alarm_specs(config.sites, config.alarms), now=now)
+        # one record-integrity alarm a site: the record of evidence itself failed a check (monitor.integrity)
+        integrity = [(s.id, RECORD_CHANNEL, RECORD_INTEGRITY, AlarmSettings(priority=Priority.HIGH))
+                     for s in config.sites]
+        self.engine = AlarmEngine(path=path, alarms=[*alarm_specs(config.sites, config.alarms), *integrity],
+                                  now=now)
         self.commands = CommandQueue(path=path)
+        self._sites = [s.id for s in config.sites]
         self.influx = influx
         self.transitions = 0
         self.gateway = (ModbusGateway.from_settings(config, config.gateway)
@@ -56,16 +87,19 @@ class Alarming:
                 timezones={s.id: s.timezone for s in config.sites},
             )
             self.dispatcher = Dispatcher(config=config.alarms, context=ctx)
+            # Transitions committed just before a crash but never queued for delivery are queued now, before
+            # anything else can be announced: the start-up reconcile announces (a clear, say) before `start`,
+            # and a submit moves the dispatcher's marks past the lost ones, which catch-up would then skip.
+            self.dispatcher.catch_up(self.engine.journal)
         self._clock: Callable[[], float] | None = None
 
     async def start(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         if self.gateway is not None:
             await self.gateway.start()
-            self.gateway.update_alarms(self.engine.states())
+            # (the register map has rule alarms only; record_integrity reaches SCADA over MQTT and the routes)
+            self.gateway.update_alarms(s for s in self.engine.states() if s.key.rule != RECORD_INTEGRITY)
         if self.dispatcher is not None:
-            # transitions committed just before a crash but never queued for delivery go out now
-            self.dispatcher.catch_up(self.engine.journal)
             await self.dispatcher.start()
 
     async def stop(self) -> None:
@@ -82,7 +116,24 @@ class Alarming:
                 self.gateway.update_sample(s)
 
     def on_episodes(self, events: Sequence[EpisodeEvent], now: float) -> None:
-        self.announce(self.engine.apply_many([alarm_input(e) for e in events], now))
+        self.announce(self.engine.apply_many(alarm_inputs(events), now))
+
+    def record_integrity(self, active: bool, why: str, now: float) -> None:
+        """Raise (or clear) every site's ``record_integrity`` alarm: the record of evidence failed a check
+        (altered, missing or added records; the historian file deleted or replaced)."""
+        self.announce(self.engine.apply_many(
+            [AlarmInput(time=now, site=site, channel=RECORD_CHANNEL, rule=RECORD_INTEGRITY, active=active,
+                        value=None, limit=None, citation=f"{_RECORD_CITATION}; {why}"[:500])
+             for site in self._sites], now))
+
+    def publish_journal_head(self, head: tuple[int, str], now: float) -> int:
+        """Retain the chain head on every MQTT alarm link (``<prefix>/journal/head``); returns how many
+        links took it now (the others publish it when they connect)."""
+        if self.dispatcher is None:
+            return 0
+        body = json.dumps({"seq": head[0], "hash": head[1], "time": now}).encode()
+        return sum(bool(n.publish_journal_head(body)) for n in self.dispatcher.notifiers()
+                   if hasattr(n, "publish_journal_head"))
 
     def tick(self, now: float) -> None:
         self.announce(self.engine.tick(now) + apply_pending(self.commands, self.engine, now))
@@ -105,7 +156,8 @@ class Alarming:
             self.dispatcher.submit(transitions)
         if self.gateway is not None:
             for t in transitions:
-                self.gateway.update_alarm(t)
+                if not t.alarm_id.endswith(f"/{RECORD_INTEGRITY}"):
+                    self.gateway.update_alarm(t)
         if self.influx is not None:
             records = []
             for t in transitions:

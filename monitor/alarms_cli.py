@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import re
 import sqlite3
 import sys
@@ -40,7 +41,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from alarms.commands import ACTIONS, CommandQueue, Status
-from alarms.journal import verify_connection
 from alarms.model import AlarmKey, State
 from config.errors import ConfigErrors
 from config.loader import load_config
@@ -103,7 +103,10 @@ def add_journal(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="journal_command", required=True, metavar="ACTION")
     v = sub.add_parser("verify", help="re-check the hash chain; name the first altered or missing record")
     _source(v)
-    v.add_argument("--anchor", metavar="SEQ:HASH", help="a head kept elsewhere: also detects a cut-off end")
+    v.add_argument("--anchor", metavar="SEQ:HASH|FILE",
+                   help="a head kept elsewhere, or an anchor file (<historian>.anchors): detects a cut-off end")
+    v.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), metavar="N",
+                   help="worker processes recomputing the day seals (default: the cores, at most 4)")
     v.set_defaults(func=_verify)
 
 
@@ -317,35 +320,37 @@ def _show(conn: sqlite3.Connection, after: int, fmt: str, out: TextIO) -> int:
 # ---- journal verify, gateway map ------------------------------------------------------------------------
 
 def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Chain, chain end (``alarm_state``, anchors) and seals: `monitor.record_check`."""
+    from monitor.record_check import check_record, render
+    from monitor.stores.seal_verify import read_anchors
+
     out = out or sys.stdout
     try:
-        anchor = None
+        anchors: list[tuple[int, str]] = []
         if args.anchor:
             seq, _, digest = args.anchor.partition(":")
-            if not seq.isdigit() or not re.fullmatch(r"[0-9a-f]{64}", digest):
-                raise UsageError(f"--anchor {args.anchor!r}: expected SEQ:HASH (64 hex digits)")
-            anchor = (int(seq), digest)
+            if seq.isdigit() and re.fullmatch(r"[0-9a-f]{64}", digest):
+                anchors = [(int(seq), digest)]
+            elif Path(args.anchor).is_file():
+                anchors = read_anchors(Path(args.anchor))
+            else:
+                raise UsageError(f"--anchor {args.anchor!r}: expected SEQ:HASH (64 hex digits) or an anchor file")
         _config, db = open_database(args)
         conn = _readonly(db)
     except UsageError as exc:
         return _fail(args, str(exc), 2)
-    except sqlite3.Error as exc:
-        return _fail(args, f"cannot read {args.db or args.config}: {exc}", 1)
+    except (sqlite3.Error, OSError) as exc:
+        return _fail(args, f"cannot read {args.anchor if args.anchor else args.db or args.config}: {exc}", 1)
     try:
         if not _has_journal(conn):
             return _fail(args, f"no journal in {db} (nothing journaled yet, or the table was removed)", 1)
-        result = verify_connection(conn, anchor=anchor)
+        check = check_record(conn, anchors=anchors, path=db, jobs=max(1, args.jobs))
     except sqlite3.Error as exc:
         return _fail(args, f"cannot read the journal: {exc}", 1)
     finally:
         conn.close()
-    seq, digest = result.head
-    if result.ok:
-        out.write(f"journal intact: {result.records} records; head {seq}:{digest}\n")
-        return 0
-    out.write(f"journal NOT intact: record {result.first_bad} {result.problem}: {result.detail}\n"
-              f"last good record: {seq}:{digest}\n")
-    return 1
+    out.write(render(check))
+    return 0 if check.ok else 1
 
 
 def _gateway_map(args: argparse.Namespace, out: TextIO | None = None) -> int:

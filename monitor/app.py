@@ -30,6 +30,7 @@ from monitor.checks.engine import CheckEngine
 from monitor.checks.events import START, EpisodeEvent
 from monitor.clockwatch import ClockWatch
 from monitor.health import HealthWriter
+from monitor.integrity import SEAL_INTERVAL, RecordGuard
 from monitor.logtext import episode_fields, episode_message, local_time, use_site_config
 from monitor.memory import settle_gc
 from monitor.reports.aggregates import DailyAggregator
@@ -38,14 +39,18 @@ from monitor.sample import GOOD, Sample
 from monitor.staleness import StalenessTracker
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
+from monitor.stores.historian_db import recent_samples
 from monitor.stores.influx import InfluxSink, InfluxStartupError, instruments_of
 from monitor.stores.influx_lines import episode_record
 from monitor.stores.retention import HOLD_MARGIN, PurgeResult, purge
+from monitor.stores.seals import RETENTION, SEAL_AFTER
 from monitor.systemd import Heartbeat, SystemdNotifier, stall_after_for
 from monitor.warmup import reconcile, warm_up
 
 log = logging.getLogger(__name__)
 STREAM_CLOSE_LIMIT = 10.0  # s a streaming driver gets to acknowledge and disconnect at shutdown
+
+SEED_READINGS = 64  # last stored readings a channel, given to the MQTT duplicate filter at start
 
 
 @dataclass(slots=True)
@@ -106,6 +111,8 @@ class Daemon:
                        if config.influx is not None else None)
         self.engine = CheckEngine.for_config(config)
         self.alarming = Alarming(config=config, now=self.clock(), influx=self.influx)
+        self.guard = RecordGuard(db=config.daemon.historian, alarming=self.alarming, clock=self.clock,
+                                 seal_after=getattr(config.daemon, "seal_after", SEAL_AFTER))
         self.polled: list[PolledDriver]
         self.polled, self._links = build_modbus_drivers(config)  # type: ignore[assignment]
         self.streaming: list[StreamingDriver] = list(build_mqtt_drivers(config))
@@ -129,11 +136,11 @@ class Daemon:
         """Every sample is recorded; good ones also feed staleness; all go through the checks."""
         if not samples:
             return
-        self.historian.submit(samples)
+        seq = self.historian.submit(samples)
         self.aggregates.observe(samples)
         self.alarming.on_samples(samples)
         if self.influx is not None:
-            self.influx.submit(samples)
+            self.influx.submit(samples, seq)  # queued once the historian committed them (no loss on a kill)
         self.staleness.observe(samples, time.monotonic())
         events = self.engine.process_many(samples)
         if events:
@@ -253,6 +260,9 @@ class Daemon:
             log.error("retention: purge before %s failed (%s); retried at the next run", local_time(cutoff), exc)
             return
         self.retention.append(result)
+        if result.deleted:  # seals of days before the cutoff no longer match their readings: say why
+            journal = self.alarming.engine.journal
+            journal.append(RETENTION, {"cutoff": cutoff, "deleted": result.deleted, "days": days}, self.clock())
         log.info("retention: %d readings older than %s (%d days) deleted; readings within a day of %d "
                  "episode window(s) kept", result.deleted, local_time(cutoff), days, result.holds)
 
@@ -304,14 +314,40 @@ class Daemon:
         return HistoryRecorded(samples=samples, episode_events=events)
 
     # -- lifecycle -----------------------------------------------------------------------------------
+    def _seed_duplicate_filters(self) -> None:
+        """Each MQTT instrument's duplicate filter learns its channels' last stored readings, so a message
+        committed just before a kill and delivered again now is recognised (`drivers.mqtt.dedupe`)."""
+        for d in self.streaming:
+            seed = getattr(d, "seed_recent", None)
+            if seed is None:
+                continue
+            inst = d.instrument
+            for ch in self.config.channels:
+                if ch.site == inst.site and ch.instrument == inst.id:
+                    seed(recent_samples(self.config.daemon.historian, site=ch.site, channel=ch.id,
+                                        limit=SEED_READINGS)[::-1])
+
+    def _file_lost(self, reason: str) -> None:
+        """On the loop, after the historian re-created its file: the other stores reopen it, then the
+        guard reports and alarms (`monitor.stores.historian_file`)."""
+        self.episodes.reopen()
+        self.alarming.engine.journal.reopen()
+        self.guard.fail(f"{reason}; re-created from the daemon's own copy")
+
     async def run(self, stop: asyncio.Event) -> None:
         if (demo := clocks.demo()) is not None:
             log.warning("%s", clocks.describe(demo))
+        loop = asyncio.get_running_loop()
+        def file_lost(reason: str) -> None:  # in the historian's writer thread
+            loop.call_soon_threadsafe(self._file_lost, reason)
+
+        self.historian.on_file_lost = file_lost
         await self.historian.start()
+        await asyncio.to_thread(self._seed_duplicate_filters)
         health = HealthWriter(daemon=self)
         if self.influx is not None:
             try:
-                await self.influx.start()
+                await self.influx.start(self.historian)
             except BaseException:
                 await self.historian.close()
                 raise
@@ -338,6 +374,9 @@ class Daemon:
             if self.config.daemon.retention_days is not None:  # off by default: see monitor.stores.retention
                 scheduler.add_job(self._purge, "interval", hours=6, id="retention", coalesce=True,
                                   next_run_time=_now_dt() + timedelta(minutes=1))
+            # sealing complete channel-days, in a worker thread (monitor.integrity)
+            scheduler.add_job(self.guard.seal, "interval", seconds=SEAL_INTERVAL, id="seal", coalesce=True,
+                              next_run_time=_now_dt() + timedelta(seconds=30))
             scheduler.add_job(health.write_async, "interval",
                               seconds=max(self.config.daemon.tick_interval, 1.0), id="health", coalesce=True)
             if self.heartbeat.interval is not None:  # only under systemd with WatchdogSec=
@@ -353,6 +392,7 @@ class Daemon:
                 for sd in self.streaming:
                     tg.create_task(self._stream(sd, stop), name=f"stream:{_key(sd)}")
                 tg.create_task(self._judge(stop), name="verdicts")
+                tg.create_task(self.guard.check_at_start(), name="record-check")  # polling goes on meanwhile
                 tg.create_task(health.lag.run(stop), name="loop-lag")
                 tg.create_task(self.clock_watch.run(stop), name="clock-watch")
                 log.info("daemon running: %d polled instruments, %d streaming, historian %s",

@@ -18,6 +18,12 @@ expected = ⌊duration / poll interval⌋ + 1 (the instrument's ``poll_interval`
 = good readings in that closed interval, over every series of the channel; a derived channel (flow×
 concentration) takes the least complete of its inputs. It is capped at 100 %; csv/json also give the two
 counts, so nothing is hidden. Without ``--config`` (``--db`` only) completeness is left empty.
+**Measured / unmeasured** (`monitor.checks.coverage`): seconds of the episode covered by readings no further
+apart than the channel's ``max_gap``, and the rest (the proven figure and what the worst case adds to it; for
+``ph_monthly_excursion`` the month's measured excursion time and the month's unmeasured time). **End reason**:
+``cleared``, ``gap`` (the episode ended at the last reading before a gap in the data) or ``month_end``.
+**Censored**: caused by an over-range reading judged as the instrument's span top (the true value was higher).
+Episodes recorded before these were kept show them empty.
 
 Selection: ``--from``/``--to`` (ISO 8601 with ``Z`` or an offset; a date alone is midnight UTC) keep the
 episodes that *overlap* [from, to): one that began before the month and lasted into it is part of the month's
@@ -87,6 +93,10 @@ class Episode:
     good: int | None = None
     expected: int | None = None
     evidence: list[tuple[str, float, float | None, str, str]] | None = None
+    end_reason: str | None = None  # cleared | gap | month_end (None: open, or recorded before schema 2)
+    measured: float | None = None  # s of the episode covered by readings (monitor.checks.coverage)
+    unmeasured: float | None = None  # s not covered: measured + unmeasured is the worst case
+    censored: bool = False  # caused by an over-range reading judged as the instrument's span top
 
     @property
     def at(self) -> float:
@@ -168,7 +178,7 @@ def details(conn: sqlite3.Connection, found: list[Found]) -> list[Episode]:
     if not found:
         return []
     ids = [i for f in found for i in (f[5], f[6]) if i is not None]
-    columns = "e.id, e.value, e.limit_value, e.peak, e.citation"
+    columns = "e.id, e.value, e.limit_value, e.peak, e.citation, " + _coverage_columns(conn)
     stored = conn.execute("SELECT MAX(id) FROM episode_events").fetchone()[0] or 0
     if len(ids) * 4 >= stored:  # a large share: one sequential scan beats a look-up per row
         rows = {r[0]: r for r in conn.execute(f"SELECT {columns} FROM episode_events e")}
@@ -183,9 +193,22 @@ def details(conn: sqlite3.Connection, found: list[Found]) -> list[Episode]:
         s = rows.get(sid) if sid is not None else None
         e = rows.get(eid) if eid is not None else None
         limit = s[2] if s is not None and s[2] is not None else (e[2] if e is not None else None)
-        out.append(Episode(site, channel, rule, status, st, et, until, s[1] if s else None, e[1] if e else None,
-                           limit, e[3] if e else None, (s or e or (0, 0, 0, 0, ""))[4]))
+        ep = Episode(site, channel, rule, status, st, et, until, s[1] if s else None, e[1] if e else None,
+                     limit, e[3] if e else None, (s or e or (0, 0, 0, 0, ""))[4])
+        if e is not None:
+            ep.end_reason, ep.measured, ep.unmeasured = e[5], e[6], e[7]
+        ep.censored = bool((s is not None and s[8]) or (e is not None and e[8]))
+        out.append(ep)
     return out
+
+
+def _coverage_columns(conn: sqlite3.Connection) -> str:
+    """end_reason, measured, unmeasured, censored: NULLs for a file recorded before episode schema 2 (read
+    with --db, read-only, so not migrated)."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}
+    if "measured" in have:
+        return "e.end_reason, e.measured, e.unmeasured, e.censored"
+    return "NULL, NULL, NULL, 0"
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:

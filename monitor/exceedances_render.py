@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 CSV_COLUMNS = ["n", "site", "channel", "rule", "status", "start", "end", "duration_s", "start_value",
                "end_value", "peak", "limit", "unit", "readings_good", "readings_expected", "completeness_pct",
-               "citation"]
+               "citation", "end_reason", "measured_s", "unmeasured_s", "censored"]
 EVIDENCE_COLUMNS = ["evidence_channel", "evidence_time", "evidence_value", "evidence_quality",
                     "evidence_reason"]
 
@@ -59,7 +59,8 @@ def _fields(n: int, e: Episode) -> list[Any]:
     return [n, e.site, e.channel, e.rule, e.status, iso(e.start), iso(e.end),
             "" if e.duration is None else round(e.duration, 3), _num(e.start_value), _num(e.end_value),
             _num(e.peak), _num(e.limit), e.unit, "" if e.good is None else e.good,
-            "" if e.expected is None else e.expected, "" if pct is None else f"{pct:.1f}", e.citation]
+            "" if e.expected is None else e.expected, "" if pct is None else f"{pct:.1f}", e.citation,
+            e.end_reason or "", _num(e.measured), _num(e.unmeasured), "true" if e.censored else "false"]
 
 
 def write_csv(out: TextIO, episodes: Iterable[tuple[int, Episode]], *, evidence: bool) -> None:
@@ -85,18 +86,34 @@ def write_json(out: TextIO, episodes: Iterable[tuple[int, Episode]], *, evidence
             "start": iso(e.start) or None, "end": iso(e.end) or None, "duration_s": e.duration,
             "start_value": e.start_value, "end_value": e.end_value, "peak": e.peak, "limit": e.limit,
             "unit": e.unit, "readings_good": e.good, "readings_expected": e.expected,
-            "completeness_pct": None if pct is None else round(pct, 1), "citation": e.citation}
+            "completeness_pct": None if pct is None else round(pct, 1), "citation": e.citation,
+            "end_reason": e.end_reason, "measured_s": e.measured, "unmeasured_s": e.unmeasured,
+            "censored": e.censored}
         if evidence:
             obj["evidence"] = [{"channel": ch, "time": iso(t), "value": v, "quality": q, "reason": why}
                                for ch, t, v, q, why in e.evidence or ()]
         out.write(_JSON(obj) + "\n")
 
 
+def _end_text(e: Episode) -> str:
+    text = iso(e.end) or ("ongoing" if e.status == "ongoing" else "(not recorded)")
+    return f"{text} (gap)" if e.end_reason == "gap" else text
+
+
+def _measured_text(e: Episode) -> str:
+    """The proven duration, and what the worst case adds: "1h00m00s +2m00s unmeasured"."""
+    if e.measured is None:
+        return ""
+    more = f" +{_duration(e.unmeasured)} unmeasured" if e.unmeasured else ""
+    return _duration(e.measured) + more
+
+
 def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int, evidence: bool) -> None:
-    head = ["#", "START", "END", "DURATION", "SITE/CHANNEL", "RULE", "PEAK", "LIMIT", "COMPLETE", "CITATION"]
+    head = ["#", "START", "END", "DURATION", "MEASURED", "SITE/CHANNEL", "RULE", "PEAK", "LIMIT", "COMPLETE",
+            "CITATION"]
     rows = [[str(n), iso(e.start) or "(not recorded)",
-             iso(e.end) or ("ongoing" if e.status == "ongoing" else "(not recorded)"), _duration(e.duration),
-             f"{e.site}/{e.channel}", e.rule, f"{_num(e.peak)} {e.unit}".strip(),
+             _end_text(e), _duration(e.duration), _measured_text(e),
+             f"{e.site}/{e.channel}", e.rule, f"{_num(e.peak)} {e.unit}{' (censored)' if e.censored else ''}".strip(),
              f"{_num(e.limit)} {e.unit}".strip() if e.limit is not None else "",
              "" if e.completeness is None else f"{e.completeness:.1f}%", e.citation] for n, e in episodes]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]

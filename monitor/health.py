@@ -8,7 +8,9 @@ it without talking to the daemon.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import math
 import os
 import time
@@ -23,6 +25,10 @@ if TYPE_CHECKING:
     from monitor.app import Daemon
 
 
+log = logging.getLogger(__name__)
+_BLOCK = 4096  # snapshots are padded to a multiple of this (see HealthWriter.write)
+
+
 def health_path(historian: Path) -> Path:
     return historian.with_name(historian.name + ".health.json")
 
@@ -34,6 +40,7 @@ class HealthWriter:
         self.started = time.time()
         self.state = "running"  # "stopped" on the final write, after the flush
         self.lag = LoopLag()
+        self.failing: str | None = None  # why the snapshot cannot be written now (logged once an outage)
 
     def snapshot(self) -> dict[str, Any]:
         d = self.daemon
@@ -48,8 +55,10 @@ class HealthWriter:
                       for i, link in enumerate(d._links)},
             "streaming": {f"{s.instrument.site}/{s.instrument_id}": _counters(s) for s in d.streaming},
             "historian": {"samples_written": h.samples_written, "batches": h.batches,
-                          "write_errors": h.write_errors, "queue_depth": h.queue_depth},
+                          "write_errors": h.write_errors, "queue_depth": h.queue_depth,
+                          "file_losses": h.file_losses, "failing": d.historian.failing},
             "episode_events": d.episode_events,
+            "record": d.guard.health(),
             "alarms": d.alarming.health(),
             "influx": asdict(d.influx.counters) if d.influx is not None else None,
             "stale_channels": ["/".join(k) for k in d.staleness.stale_channels()],
@@ -66,9 +75,41 @@ class HealthWriter:
         self.write()
 
     def write(self) -> None:
+        """Replace the snapshot atomically (write a temporary file, rename it over).
+
+        On a full disk that cannot work (a new file needs new blocks): the snapshot is then rewritten in
+        place, into the blocks the last one already holds (snapshots are padded with spaces to a multiple of
+        `_BLOCK`, which JSON readers ignore), so `pretreat status` keeps seeing fresh counters, the failing
+        historian among them. The failure is logged once per outage and its end once, not every second."""
+        data = json.dumps(self.snapshot(), indent=1, default=str).encode()
+        data += b" " * (-len(data) % _BLOCK)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.snapshot(), indent=1, default=str))
-        os.replace(tmp, self.path)
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            in_place = self._rewrite_in_place(data)
+            if self.failing is None:
+                log.error("health snapshot: cannot write %s (%s); %s until it can", self.path, exc,
+                          "rewriting it in place" if in_place else "it stays as it was")
+            self.failing = str(exc)
+            return
+        if self.failing is not None:
+            log.warning("health snapshot: writing %s again", self.path)
+            self.failing = None
+
+    def _rewrite_in_place(self, data: bytes) -> bool:
+        try:
+            size = self.path.stat().st_size
+            if len(data) > size:
+                return False
+            with open(self.path, "r+b") as f:
+                f.write(data + b" " * (size - len(data)))
+            return True
+        except OSError:
+            return False
 
 
 def _counters(obj: object) -> dict[str, Any]:

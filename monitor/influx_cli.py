@@ -21,7 +21,7 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -85,8 +85,8 @@ def backfill(*, settings: InfluxSettings, instruments: Mapping[tuple[str, str], 
         try:
             for s, ch in selected:
                 n = 0
-                for batch in _batches(formatter, reader.query(site=s, channel=ch, start=start, end=end),
-                                      settings.batch_size):
+                for batch in formatter.batches(reader.query(site=s, channel=ch, start=start, end=end),
+                                               settings.batch_size):
                     if writer is not None:
                         _send(writer, batch, report, give_up_after, settings.max_backoff)
                     n += len(batch)
@@ -116,17 +116,6 @@ def _select(known: list[tuple[str, str, str]], site: str | None,
                              f"known: {sorted({c for _, c in pairs})}")
         pairs = [p for p in pairs if p[1] in channels]
     return pairs
-
-
-def _batches(formatter: SampleFormatter, samples: Iterator[Any], size: int) -> Iterator[list[bytes]]:
-    batch: list[bytes] = []
-    for s in samples:
-        batch.append(formatter.line(s).encode())
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def _send(writer: LineWriter, lines: list[bytes], report: BackfillReport, give_up_after: float,

@@ -5,7 +5,9 @@
 Input: a CSV whose header names ``time``, ``channel`` and ``value`` and optionally ``site`` and ``quality``
 (other columns, such as the ``unit`` and ``reason`` of `pretreat readings` exports, are ignored). ``time`` is
 ISO 8601 with an offset or ``Z``. ``quality`` is ``good`` (also the default when the column is absent or the
-cell blank) or any other word, which marks the row bad and is its reason; a bad row's value is ignored. A good
+cell blank) or any other word, which marks the row bad and is its reason; a bad row's value is ignored, except
+an ``over_range`` row's: the instrument's number above its span, judged as the live daemon judges it (as
+``valid_max``, censored, on a channel that judges over-range readings; otherwise as out of range). A good
 row's value is a plain decimal number (no ``1_000``, ``infinity`` or spaces). ``site`` may be omitted when
 the site file has one site. Each row is a line (`monitor.checks.replay_csv` says how quotes, implausible
 times and odd rows are read). Rows must be in time order per channel; a row out of order, unparseable, with an

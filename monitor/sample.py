@@ -2,8 +2,11 @@
 
 A failed read is never a number. Drivers turn every poll outcome into a `Sample`: a good one carries the
 engineering value; a bad one carries ``value=None`` and a `Quality` saying why, plus a human-readable
-``reason`` naming the device and the failure. Stores record bad samples too (that is the evidence that the
-instrument was down), and checks never judge them.
+``reason`` naming the device and the failure. One quality carries a number although it is not good:
+``over_range``, a reading above the span of an instrument that saturates high (an LEL meter at 120 %): the
+value is what the instrument reported, the checks judge it as the span's top (`monitor.checks.engine`).
+Stores record bad samples too (that is the evidence that the instrument was down), and checks never judge
+them.
 
 Time is ``float`` seconds since the Unix epoch (UTC). A float keeps the hot paths (polling 1,000 devices a
 second, replaying 10 million rows) free of datetime allocations; `Sample.utc` gives the aware datetime for
@@ -30,6 +33,7 @@ class Quality(StrEnum):
     OUT_OF_RANGE = "out_of_range"  # a number outside the channel's configured valid range
     STALE = "stale"  # no good reading within the channel's staleness window (judged on a clock tick)
     DEVICE_FAULT = "device_fault"  # the instrument's own fault bit is set
+    OVER_RANGE = "over_range"  # above the span of a channel that judges it as valid_max (an LEL meter saturating)
 
     @property
     def is_good(self) -> bool:
@@ -96,11 +100,15 @@ def judge_value(
     offset: float = 0.0,
     valid_min: float | None = None,
     valid_max: float | None = None,
+    over_max: float | None = None,
 ) -> Sample:
     """Scale a decoded number into engineering units and judge it against the channel's valid range.
 
     The valid range is inclusive at both ends: it describes what the instrument can physically report
-    (pH 0–14, 0–100 % LEL), so a reading exactly at the end of the span is a real reading.
+    (pH 0–14, 0–100 % LEL), so a reading exactly at the end of the span is a real reading. ``over_max``
+    (`config.schema.Channel.over_range_limit`, None for channels that do not judge over-range readings): a
+    value above ``valid_max`` up to it (inclusive) is an OVER_RANGE sample that keeps its value; beyond it, it
+    is OUT_OF_RANGE like any other.
     """
     if not math.isfinite(raw):
         return Sample.bad(time=time, site=site, channel=channel, unit=unit, quality=Quality.BAD_VALUE,
@@ -109,6 +117,9 @@ def judge_value(
     if not math.isfinite(value):  # a finite raw number can overflow once scaled
         return Sample.bad(time=time, site=site, channel=channel, unit=unit, quality=Quality.BAD_VALUE,
                           reason=f"value {raw!r} x {scale:g} + {offset:g} is not finite")
+    if over_max is not None and valid_max is not None and valid_max < value <= over_max:
+        return Sample(time=time, site=site, channel=channel, value=value, unit=unit, quality=Quality.OVER_RANGE,
+                      reason=f"{value:g} {unit} above the span [{valid_min}, {valid_max}]: judged as {valid_max:g}")
     if (valid_min is not None and value < valid_min) or (valid_max is not None and value > valid_max):
         return Sample.bad(time=time, site=site, channel=channel, unit=unit, quality=Quality.OUT_OF_RANGE,
                           reason=f"{value:g} {unit} outside valid range [{valid_min}, {valid_max}]")

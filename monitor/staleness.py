@@ -55,9 +55,10 @@ class StalenessTracker:
         return self._watches[(site, channel)].window
 
     def observe(self, samples: Iterable[Sample], now: float) -> None:
-        """Note good readings; ``now`` is when they arrived (device timestamps may lag or lead)."""
+        """Note good readings; ``now`` is when they arrived (device timestamps may lag or lead). An over-range
+        reading counts: the instrument is reporting (an LEL meter saturated high), the checks judge it."""
         for s in samples:
-            if s.quality is not Quality.GOOD:
+            if s.quality is not Quality.GOOD and s.quality is not Quality.OVER_RANGE:
                 continue
             w = self._watches.get((s.site, s.channel))
             if w is None:

@@ -118,10 +118,16 @@ class Report:
 # -- collecting ----------------------------------------------------------------------------------------
 def read_snapshot(path: Path) -> dict[str, Any] | None:
     """The snapshot, or None if there is none. Writes are atomic (rename), so a read is never torn."""
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
+    for attempt in range(3):
+        try:
+            data = json.loads(path.read_text())
+            break
+        except FileNotFoundError:
+            return None
+        except ValueError:  # a snapshot being rewritten in place (full disk, see monitor.health): read again
+            if attempt == 2:
+                raise
+            time.sleep(0.05)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: not a health snapshot (a JSON object expected)")
     return data
@@ -258,7 +264,14 @@ def problems(report: Report) -> list[str]:
     down = [i.key for i in report.instruments if i.link == "down"]
     if down:
         out.append(f"link down: {', '.join(down)}")
-    queue = (snap.get("historian") or {}).get("queue_depth", 0)
+    record = snap.get("record")
+    if isinstance(record, dict):
+        out += [f"record integrity: {p}" for p in record.get("problems") or []]
+    hist = snap.get("historian") or {}
+    if hist.get("failing"):
+        out.append(f"historian write failures ({hist.get('write_errors', 0)} failed attempts, "
+                   f"{hist.get('queue_depth', 0)} samples held in memory): {hist['failing']}")
+    queue = hist.get("queue_depth", 0)
     if queue >= HISTORIAN_BACKLOG:
         out.append(f"historian backlog: {queue} samples waiting to be written")
     for nid, lane in _delivery(snap).items():

@@ -97,6 +97,8 @@ def reconcile(alarms: AlarmEngine, engine: CheckEngine, events: Sequence[Episode
     inputs: list[AlarmInput] = []
     for st in alarms.states():
         key = (st.key.site, st.key.channel, st.key.rule)
+        if key[2] == "record_integrity":  # not a rule's: raised and cleared by the record check at start
+            continue
         found = last.get(key)
         if st.condition and key not in open_now:
             t, value = (found.time, found.value) if found is not None and found.event == "end" else (now, None)

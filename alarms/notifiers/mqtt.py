@@ -160,8 +160,21 @@ class MqttNotifier:
             return Delivery(done, "link lost while publishing")
         return Delivery(done)
 
+    def publish_journal_head(self, head: bytes | None = None) -> bool:
+        """Retain the journal's chain head (an anchor, see `monitor.stores.seals`) on ``<prefix>/journal/head``
+        where the daemon cannot rewrite history: a later head replaces it, but a subscriber logging the topic
+        (or the broker's persistence) keeps every one. Re-published on every connect. False if the link is
+        down (it goes out on the next connect)."""
+        if head is not None:
+            self._journal_head = head
+        head = getattr(self, "_journal_head", None)
+        if head is None or self._link is None:
+            return False
+        return self._link.publish(f"{self.settings.topic_prefix}/journal/head", head, retain=True) is not None
+
     def _snapshot(self) -> None:
         """On every connect: the retained state of every alarm the daemon knows (if it offered them)."""
+        self.publish_journal_head()
         if self.context.alarm_states is None or self._link is None:
             return
         for st in self.context.alarm_states():

@@ -49,6 +49,7 @@ class _Target:
     value_offset: float
     valid_min: float | None
     valid_max: float | None
+    over_max: float | None  # over-range readings up to this are judged as valid_max (LEL), see judge_value
     where: str  # "point 'ph' (input 0)", for reasons
     lo: float = -math.inf  # the valid range with no ends as infinities, for the fast path in `_judge`
     hi: float = math.inf
@@ -108,7 +109,7 @@ class ModbusDriver:
             _Target(index=index[id(pc.channel)], offset=pc.offset, decode=pc.decode, site=pc.channel.site,
                     channel=pc.channel.id, unit=pc.channel.unit, scale=pc.channel.scale,
                     value_offset=pc.channel.offset, valid_min=pc.channel.valid_min,
-                    valid_max=pc.channel.valid_max,
+                    valid_max=pc.channel.valid_max, over_max=pc.channel.over_range_limit,
                     where=f"point {pc.point.name!r} ({block.table.value} {pc.point.address})",
                     lo=-math.inf if pc.channel.valid_min is None else pc.channel.valid_min,
                     hi=math.inf if pc.channel.valid_max is None else pc.channel.valid_max)
@@ -159,7 +160,8 @@ class ModbusDriver:
         except Exception as exc:  # cannot happen after the link's length check; never let it escape
             return self._bad(t, now, Quality.DECODE_ERROR, f"{step.prefix}, {t.where}: cannot decode ({exc})")
         sample = judge_value(raw, time=now, site=t.site, channel=t.channel, unit=t.unit, scale=t.scale,
-                             offset=t.value_offset, valid_min=t.valid_min, valid_max=t.valid_max)
+                             offset=t.value_offset, valid_min=t.valid_min, valid_max=t.valid_max,
+                             over_max=t.over_max)
         if sample.quality is Quality.GOOD:
             self.counters.good += 1
             return sample

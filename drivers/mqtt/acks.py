@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 from typing import Protocol
 
 from drivers.base import Committed
 
 log = logging.getLogger(__name__)
 
+KILL_BEFORE_ACK = "PRETREAT_TEST_KILL_BEFORE_ACK"  # environment variable of the test seam (see run)
 DRAIN_TIMEOUT = 5.0  # s a clean stop waits for the commit (a full disk must not keep the daemon from stopping)
 
 
@@ -44,6 +47,8 @@ class CommitAcks:
         self._pending: list[tuple[int, int]] = []  # (mid, qos) in arrival order, not yet acknowledged
         self._carried: set[int] = set()  # mids taken on a lost connection, which the broker will re-send
         self._wake = asyncio.Event()
+        # tests/faults/test_mqtt_kill_before_ack.py: the process kills itself after a commit, before its acks
+        self._kill_before_ack = os.environ.get(KILL_BEFORE_ACK) == "1"
 
     def hold(self, mid: int, qos: int) -> None:
         self._pending.append((mid, qos))
@@ -78,6 +83,8 @@ class CommitAcks:
                 log.exception("%s: samples cannot be committed; MQTT messages are left unacknowledged",
                               self._name)
                 return
+            if self._kill_before_ack and n:  # test seam: a crash between the commit and the PUBACK
+                os.kill(os.getpid(), signal.SIGKILL)
             self._send(client, n)
 
     async def drain(self, client: _Acker) -> None:

@@ -49,7 +49,7 @@ from drivers.backoff import Backoff
 from drivers.base import Committed, SampleSink
 from drivers.mqtt.acks import CommitAcks
 from drivers.mqtt.counters import MqttCounters
-from drivers.mqtt.dedupe import RecentMessages
+from drivers.mqtt.dedupe import RecentReadings
 from drivers.mqtt.loop_binding import LoopBinding
 from drivers.mqtt.payload import Decoded, InstrumentDecoder
 from monitor import clock
@@ -105,7 +105,7 @@ class MqttDriver:
         self._outage_since: float | None = None
         self._outage_attempts = 0
         self._unexpected_topics: set[str] = set()
-        self._recent = RecentMessages()
+        self._recent = RecentReadings()
         self._acks: CommitAcks | None = None
 
     # --- public API -------------------------------------------------------------------------------
@@ -131,6 +131,11 @@ class MqttDriver:
         finally:
             await self._shutdown()
             self._finished.set()
+
+    def seed_recent(self, samples: Sequence[Sample]) -> None:
+        """The channels' last stored readings, at start: a message delivered again after a restart (killed
+        between commit and acknowledgement) is then recognised as a repeat (`drivers.mqtt.dedupe`)."""
+        self._recent.seed(samples)
 
     async def close(self) -> None:
         """Stop `run` (sending DISCONNECT; the broker keeps the session) and wait until it has. Idempotent."""
@@ -417,9 +422,13 @@ class MqttDriver:
             log.exception("%s: MQTT payload decoder failed on %r", self._name, topic)
             decoded = decoder.failed(f"internal decoder error {exc!r}", received=received)
         c = self.counters
-        if decoded.timestamped and self._recent.repeat(topic, payload):
-            c.repeats += 1  # a QoS 1 copy of a reading already taken (drivers.mqtt.dedupe): acknowledged only
-            return None
+        if decoded.timestamped:  # a copy of a reading already taken, or a conflicting one (drivers.mqtt.dedupe)
+            fresh, repeated = self._recent.judge(decoded.samples)
+            if not fresh:
+                c.repeats += 1  # acknowledged only
+                return None
+            if repeated or fresh != list(decoded.samples):
+                decoded = dataclasses.replace(decoded, samples=tuple(fresh))
         c.messages += 1
         c.last_message_at = received
         c.time_fallbacks += bool(decoded.time_problem)

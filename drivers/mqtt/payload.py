@@ -284,7 +284,8 @@ class TopicDecoder:
             return Sample.bad(time=when, site=ch.site, channel=ch.id, unit=ch.unit,
                               quality=Quality.DECODE_ERROR, reason=f"{self.topic}: {problem}")
         sample = judge_value(value, time=when, site=ch.site, channel=ch.id, unit=ch.unit, scale=ch.scale,
-                             offset=ch.offset, valid_min=ch.valid_min, valid_max=ch.valid_max)
+                             offset=ch.offset, valid_min=ch.valid_min, valid_max=ch.valid_max,
+                             over_max=ch.over_range_limit)
         return sample if sample.good else replace(sample, reason=f"{self.topic}: {sample.reason}")
 
     def _unknown_age(self, sample: Sample, why: str) -> Sample:

@@ -11,6 +11,11 @@ bands of all rules on a channel and skips them entirely for such readings (pH at
 costs two comparisons), which is what lets `pretreat replay` run near the speed of reading the CSV.
 Correctness never depends on the band: a band that is too narrow only costs time, and the test suite runs
 every case with the band disabled and compares.
+
+``gap(t0, v0, t1, port)`` tells a rule that the good readings at ``t0`` (value ``v0``) and ``t1`` of input
+``port`` are further apart than the channel's ``max_gap`` (`monitor.checks.coverage`); it comes before the
+reading at ``t1`` is judged. The default keeps an open episode open and counts the gap as unmeasured time of
+it; rules that must not continue across a gap end their episode at ``t0`` with ``end_reason = "gap"``.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import math
 from collections.abc import Callable
 
 from config.rules import RuleBinding
+from monitor.checks.coverage import END_CLEARED, END_GAP
 from monitor.checks.events import END, START, EpisodeEvent
 
 INF = math.inf
@@ -63,7 +69,7 @@ def violates_band(op: str, limit: float) -> tuple[float, float]:
 class Rule:
     """Base class: identity of the events and the default reactions (ignore bad samples, always quiet)."""
 
-    __slots__ = ("channel", "citation", "out", "rule", "site")
+    __slots__ = ("channel", "citation", "hole", "opened", "out", "rule", "site")
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
         self.site = binding.site
@@ -71,12 +77,19 @@ class Rule:
         self.rule = binding.rule
         self.citation = binding.citation
         self.out = out
+        self.opened = 0.0  # time of the open episode's start
+        self.hole = 0.0  # unmeasured seconds inside the open episode so far
 
     def good(self, t: float, v: float, port: int) -> None:
         """A good reading of input ``port`` (index into the binding's inputs)."""
 
     def bad(self, t: float, quality: str, port: int) -> None:
         """A bad sample: discharge rules ignore it (it neither starts, ends nor interrupts an episode)."""
+
+    def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
+        """A gap between the good readings at ``t0`` and ``t1``: by default the open episode spans it."""
+        if self.active():
+            self.hole += t1 - max(t0, self.opened)
 
     def band(self, port: int) -> Band:
         return FULL
@@ -86,12 +99,26 @@ class Rule:
         return bool(getattr(self, "is_open", False))
 
     def start(self, t: float, value: float | None, limit: float | None, confirmed: float | None = None) -> None:
-        """``t`` is the onset; ``confirmed`` (duration rules) the moment the duration was exceeded."""
+        """``t`` is the onset; ``confirmed`` (duration rules) the moment the duration was exceeded. The
+        episode's span (and its measured/unmeasured split) runs from the onset."""
+        self.opened, self.hole = t, 0.0
         self.out.append(
-            EpisodeEvent(t, self.site, self.channel, self.rule, START, value, limit, self.citation, None, confirmed)
+            EpisodeEvent(t, self.site, self.channel, self.rule, START, value, limit, self.citation,
+                         confirmed=confirmed)
         )
 
-    def end(self, t: float, value: float | None, limit: float | None, peak: float | None) -> None:
+    def end(self, t: float, value: float | None, limit: float | None, peak: float | None,
+            reason: str = END_CLEARED, coverage: tuple[float, float] | None = None) -> None:
+        """The end transition. ``coverage`` (measured, unmeasured seconds) defaults to the span since `start`
+        split by the gaps counted in it."""
+        if coverage is None:
+            unmeasured = min(self.hole, t - self.opened)
+            coverage = (t - self.opened - unmeasured, unmeasured)
         self.out.append(
-            EpisodeEvent(t, self.site, self.channel, self.rule, END, value, limit, self.citation, peak)
+            EpisodeEvent(t, self.site, self.channel, self.rule, END, value, limit, self.citation, peak,
+                         reason, coverage[0], coverage[1])
         )
+
+    def end_at_gap(self, t0: float, v0: float, limit: float | None, peak: float | None) -> None:
+        """End the open episode at the last reading before a gap (``end_reason = "gap"``)."""
+        self.end(t0, v0, limit, peak, END_GAP)

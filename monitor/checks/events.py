@@ -31,6 +31,13 @@ class EpisodeEvent:
     ``peak`` (``end`` only): the extreme of the compared quantity over the episode: the highest (or, for low
     limits, lowest) reading; for a sampler temperature the reading furthest from the set point; for duration
     rules the duration in seconds (the excursion's length, the month's total, the time without a sample).
+    ``end_reason`` (``end`` only): ``cleared`` (a reading back within limits, a new sample, a good reading),
+    ``gap`` (the last reading before a gap in the data: `monitor.checks.coverage`) or ``month_end``.
+    ``measured`` / ``unmeasured`` (``end`` only): seconds of the episode's span (end time − start time) covered
+    by readings no further apart than the channel's ``max_gap``, and the rest; measured + unmeasured is the span.
+    ``censored``: the reading that caused this transition was above the instrument's span and judged as its top
+    (``over_range``): the true value was at least that. (A peak equal to the span's top in an episode whose
+    start was censored is likewise a lower bound.)
     ``confirmed`` (``start`` of a duration rule only: slug, single pH excursion, sampler interval): the moment
     the duration was exceeded, when the live alarm fires; ``time`` is then the onset, the first reading of the
     run, so an episode spans what the discharge did, not what the rule had to wait for.
@@ -45,6 +52,10 @@ class EpisodeEvent:
     limit: float | None
     citation: str
     peak: float | None = None
+    end_reason: str | None = None
+    measured: float | None = None
+    unmeasured: float | None = None
+    censored: bool = False
     confirmed: float | None = None  # start of a duration rule: when the duration was exceeded (time = onset)
 
     def to_dict(self) -> dict[str, Any]:
@@ -60,6 +71,11 @@ class EpisodeEvent:
         }
         if self.event == END:
             out["peak"] = self.peak
+            out["end_reason"] = self.end_reason
+            out["measured_seconds"] = self.measured
+            out["unmeasured_seconds"] = self.unmeasured
+        if self.censored:
+            out["censored"] = True
         if self.confirmed is not None:
             out["confirmed"] = iso_utc(self.confirmed)
         return out
@@ -80,6 +96,10 @@ class EpisodeEvent:
             limit=d["limit"],
             citation=d["citation"],
             peak=d.get("peak"),
+            end_reason=d.get("end_reason"),
+            measured=d.get("measured_seconds"),
+            unmeasured=d.get("unmeasured_seconds"),
+            censored=bool(d.get("censored", False)),
             confirmed=parse_iso(d["confirmed"]) if d.get("confirmed") else None,
         )
 

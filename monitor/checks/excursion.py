@@ -3,8 +3,12 @@ month.
 
 An *excursion* is a continuous period with the pH outside the site's range (low or high, uninterrupted: going
 straight from too low to too high is one excursion). Its time is measured from the first out-of-range reading
-to the first in-range reading; bad samples and gaps in the data neither end nor interrupt it (the data-quality
-rules cover those), so an excursion that spans a gap counts the whole gap.
+to the first in-range reading; bad samples neither end nor interrupt it (the data-quality rules cover those).
+Only measured time counts (`monitor.checks.coverage`): a gap in the data (consecutive good readings further
+apart than the channel's ``max_gap``) ends the excursion at the last reading before it, since nothing shows the
+pH stayed out of range; if it is still out of range after the gap, a new excursion starts at the first reading
+after it. So a single excursion's length is always measured time, and the month's total is the sum of measured
+excursion time; the unmeasured time of the month is kept beside it (``unmeasured_seconds``) as the worst case.
 
 Calendar months are those of the site's time zone: the month ends at local midnight of the 1st, whatever its
 UTC offset (DST changes inside the month only change how many real seconds the month has; excursion time is
@@ -19,6 +23,7 @@ from zoneinfo import ZoneInfo
 
 from config.rules import RuleBinding
 from monitor.checks.base import EMPTY, INF, MARGIN, VIOLATES, Band, Rule, complies_band, violates_band
+from monitor.checks.coverage import END_MONTH
 from monitor.checks.events import EpisodeEvent
 
 
@@ -100,6 +105,12 @@ class ExcursionDuration(_Excursions):
                 self.end(t, v, self.limit, length)
             self.start_time = None
 
+    def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
+        if self.is_open and self.start_time is not None:
+            self.is_open = False
+            self.end_at_gap(t0, v0, self.limit, t0 - self.start_time)
+        self.start_time = None
+
     def band(self, port: int) -> Band:
         lo, hi = self.value_band()
         if self.start_time is not None and not self.is_open:
@@ -111,18 +122,25 @@ class MonthlyExcursion(_Excursions):
     """``ph_monthly_excursion``: the month's excursion time over ``limit`` s starts an episode at that
     reading.
 
-    The episode ends with the first reading at or after the month's end. When the total is only known to have
-    passed the limit at the first reading after the month's end (sparse readings across the boundary), the
-    exceedance is still recorded: a start and an end at that reading, peak = the month's total.
+    The episode ends with the first reading at or after the month's end (``end_reason = "month_end"``); it
+    spans gaps in the data (the month does not end at a gap). Its end carries the month's accounting rather than
+    the episode's span: ``measured_seconds`` = the month's measured excursion time (= peak, the figure judged
+    against the limit), ``unmeasured_seconds`` = the month's time not covered by readings (the worst case: had
+    the pH been out of range throughout every gap, the total would be their sum). When
+    the total is only known to have passed the limit at the first reading after the month's end (sparse
+    readings across the boundary), the exceedance is still recorded: a start and an end at that reading, peak =
+    the month's total. ``month_gaps``: the month's unmeasured seconds so far (gaps, split at month ends).
     """
 
-    __slots__ = ("acc", "month_end", "zone")
+    __slots__ = ("acc", "gap_end", "month_end", "month_gaps", "zone")
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
         super().__init__(binding=binding, out=out)
         self.zone = ZoneInfo(str(binding.params.get("timezone", "UTC")))
         self.month_end: float | None = None
         self.acc = 0.0  # excursion seconds already counted in the current month
+        self.month_gaps = 0.0
+        self.gap_end = -INF  # end of the last gap: its part after a month end belongs to the next month
 
     def good(self, t: float, v: float, port: int) -> None:
         self._roll(t, v)
@@ -137,6 +155,15 @@ class MonthlyExcursion(_Excursions):
             self.is_open = True
             self.start(t, v, self.limit)
 
+    def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
+        if self.start_time is not None:  # the excursion ends at its last measured reading
+            self.acc += t0 - self.start_time
+            self.start_time = None
+        super().gap(t0, v0, t1, port)
+        if self.month_end is not None:
+            self.month_gaps += min(t1, self.month_end) - t0
+        self.gap_end = t1
+
     def _roll(self, t: float, v: float) -> None:
         if self.month_end is None:
             self.month_end = next_month_start(t, self.zone)
@@ -150,9 +177,10 @@ class MonthlyExcursion(_Excursions):
                 self.is_open = True
             if self.is_open:
                 self.is_open = False
-                self.end(t, v, self.limit, self.acc)
+                self.end(t, v, self.limit, self.acc, END_MONTH, (self.acc, self.month_gaps))
             self.acc = 0.0
             self.month_end = next_month_start(boundary, self.zone)
+            self.month_gaps = max(0.0, min(self.gap_end, self.month_end) - boundary)
 
     def band(self, port: int) -> Band:
         lo, hi = self.value_band()

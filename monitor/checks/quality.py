@@ -13,7 +13,11 @@ events cite `config.rules.DATA_QUALITY_CITATION`.
   lasts, the channel goes stale.
 - ``flatline``: N successive identical good readings of an analogue sensor (opt-in per channel, because zero
   flow at night or 0 % LEL legitimately repeat) start an episode at the Nth; the first different reading ends
-  it.
+  it. Readings with a gap between them (`monitor.checks.coverage`) are not successive: a gap ends the episode
+  at the last reading before it and the run starts again.
+
+``stale`` and ``sensor_fault`` episodes are about missing or faulty data themselves: a gap does not end them,
+it is counted as their unmeasured time.
 """
 
 from __future__ import annotations
@@ -74,6 +78,13 @@ class Flatline(Rule):
             self.end(t, v, float(self.needed), None)
         self.prev = v
         self.run = 1
+
+    def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
+        if self.is_open:
+            self.is_open = False
+            self.end_at_gap(t0, v0, float(self.needed), None)
+        self.prev = None
+        self.run = 0
 
     def band(self, port: int) -> Band:
         if self.is_open and self.prev is not None:

@@ -143,7 +143,8 @@ class _Reader:
             self.reject(line, "unparseable", f"time {excerpt(ts)}: {excerpt(str(exc))}")
             return
         x: float | None = None
-        if quality == "good":
+        # an over_range row keeps the instrument's number: Processor.good judges it as the daemon does
+        if quality == "good" or (quality == "over_range" and cells[lay.vi].strip() != ""):
             v = cells[lay.vi]
             try:
                 x = float(v)
@@ -331,8 +332,9 @@ def read_rows(src: TextIO, *, layout: Layout, by_site: Mapping[str, Mapping[str,
             if t < p.last:  # out of order, or its channel has rows held (see _Reader.plausible)
                 slow(cells, lineno)
                 continue
-            p.last = t
-            if t < p.until and p.lo <= x <= p.hi:
+            if t < p.until and t - p.last <= p.gap and p.lo <= x <= p.hi:
+                p.last = t
+                p.gv = x
                 acc = p.acc
                 if acc is not None:
                     acc.cur_sum += x

@@ -23,7 +23,9 @@ A reading above multiplier × baseline opens a *candidate* at its **onset** and 
 candidate continues while every good reading stays above it; the first reading once it has lasted longer than
 the duration (``>``, or ``>=`` for "for a duration of 15 minutes") **confirms** it: the episode's ``start``
 event carries time = onset, the onset reading and ``confirmed`` = that moment (the live alarm fires then). The
-first reading at or below the frozen threshold ends candidate or episode. A permit that selects the literal
+first reading at or below the frozen threshold ends candidate or episode, and so does a gap in the data
+(`monitor.checks.coverage`: the episode ends at the last reading before it, ``end_reason = "gap"``), so a
+slug's duration is always measured time. A permit that selects the literal
 reading of Southeast's "or" (``multiple_alone``) has duration 0: the onset reading confirms itself. Vestal words
 the rule against a fixed "normal sewage" strength instead: the binding then carries ``baseline``.
 Mass loading (flow × concentration) runs the same detector on the product of the latest good readings of
@@ -75,6 +77,8 @@ class SlugDetector(Rule):
         "duration",
         "fixed",
         "frozen",
+        "last_t",
+        "last_v",
         "longer",
         "multiplier",
         "n_days",
@@ -104,6 +108,7 @@ class SlugDetector(Rule):
         self.thr = INF if self.fixed is None else self.multiplier * self.fixed
         self.state = IDLE
         self.cand_start = self.cand_value = self.frozen = self.peak = 0.0
+        self.last_t = self.last_v = 0.0  # the last value fed (mass loading: where its episode ends at a gap)
 
     def good(self, t: float, v: float, port: int) -> None:
         self.feed(t, v)
@@ -114,6 +119,7 @@ class SlugDetector(Rule):
             self._rollover(m)
         self.cur_sum += v  # every good reading counts toward its day (the fast path adds in-band ones)
         self.cur_cnt += 1
+        self.last_t, self.last_v = t, v
         if self.state == IDLE:
             if not self.above(v, self.thr):
                 return
@@ -129,6 +135,14 @@ class SlugDetector(Rule):
             self.state = EPISODE
             self.d_slug = True
             self.start(self.cand_start, self.cand_value, self.frozen, confirmed=t)
+
+    def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
+        """A gap in the data ends the candidate or episode at the last value before it (`monitor.checks.coverage`):
+        the duration of a slug is measured time, so a candidate never confirms across unmeasured time; if the
+        values are still above the threshold after the gap, a new candidate starts at the first one."""
+        if self.state == EPISODE:
+            self.end_at_gap(t0, v0, self.frozen, self.peak)
+        self.state = IDLE
 
     def _rollover(self, m: int) -> None:
         """Close the minute in progress into its day; at local midnight close the day and fix the new baseline."""
@@ -208,6 +222,10 @@ class LoadingSlug(Rule):
 
     def bad(self, t: float, quality: str, port: int) -> None:
         self.latest[port] = None  # never a product of a last-good value
+
+    def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
+        # a gap in either input ends the product's candidate or episode, at the last product computed
+        self.detector.gap(self.detector.last_t, self.detector.last_v, t1, port)
 
     def band(self, port: int) -> Band:
         return EMPTY

@@ -4,6 +4,8 @@ pacing.
 Inclusivity follows the ordinance's words through the binding's ``operator`` (the violation condition): "less
 than 5.0" is ``<`` so 5.0 complies; "more than 5 %" is ``>`` so exactly 5 % complies. An episode starts at the
 first violating reading and ends at the first complying one; bad samples are ignored (see `base.Rule.bad`).
+None of these episodes continues across a gap in the data (`monitor.checks.coverage`): it ends at the last
+reading before the gap, and the first reading after it is judged afresh (a new episode if it still violates).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ class ThresholdRule(Rule):
 
     With ``readings = N > 1`` (``lel_successive``) it takes N successive good readings past the limit: the Nth
     starts the episode, the first complying reading ends it. "Successive" counts good readings only: a bad
-    sample between two readings over 5 % LEL does not break the succession (it neither starts nor interrupts).
+    sample between two readings over 5 % LEL does not break the succession (it neither starts nor interrupts),
+    but a gap does: two readings with a gap between them are not successive.
     """
 
     __slots__ = ("high", "is_open", "limit", "needed", "op", "peak", "run", "run_peak", "violates")
@@ -57,6 +60,12 @@ class ThresholdRule(Rule):
             self.is_open = True
             self.peak = self.run_peak
             self.start(t, v, self.limit)
+
+    def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
+        self.run = 0
+        if self.is_open:
+            self.is_open = False
+            self.end_at_gap(t0, v0, self.limit, self.peak)
 
     def band(self, port: int) -> Band:
         if self.is_open:  # further violating readings short of a new peak change nothing
@@ -98,6 +107,11 @@ class SamplerTemperature(Rule):
             self.peak = v
             self.start(t, v, self._side_limit(v))
 
+    def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
+        if self.is_open:
+            self.is_open = False
+            self.end_at_gap(t0, v0, self._side_limit(self.peak), self.peak)
+
     def band(self, port: int) -> Band:
         if not self.is_open:
             return self.low, self.high, INF
@@ -116,6 +130,13 @@ class SamplerInterval(Rule):
     confirmed at the first reading of either channel once more than the limit has been counted (``confirmed``:
     the live alarm fires then), its value being the sampler's count; the next increase of the count (a new
     sample) ends it. A count that goes down is a counter reset, not a sample.
+
+    Gaps (`monitor.checks.coverage`): a gap in the flow readings is not counted (flow above zero was not
+    measured) once it is known, i.e. at the next flow reading; until then the flow's STALE sample (recorded by
+    the daemon three polls after the last reading, and present in exported readings) stops the count, so at
+    most the staleness window after the last flow reading is counted. A gap in the count ends an open episode
+    at the count's last reading before it (a sample may have been taken unseen) and the count starts afresh at
+    its first reading after it (the onset of a later overdue interval is then that first reading).
     """
 
     __slots__ = ("acc", "count", "flow_since", "flowing", "is_open", "last_sample", "limit")
@@ -150,6 +171,16 @@ class SamplerInterval(Rule):
     def bad(self, t: float, quality: str, port: int) -> None:
         if port == 1:
             self._set_flowing(t, None)
+
+    def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
+        if port == 1:
+            self._set_flowing(t0, None)  # unknown from the last flow reading until the next one
+            return
+        if self.is_open:
+            self.is_open = False
+            self.end_at_gap(t0, v0, self.limit, self._counted(t0))
+        self.count = None
+        self.acc, self.flow_since, self.last_sample = 0.0, t1, t1
 
     def _set_flowing(self, t: float, flowing: bool | None) -> None:
         if flowing == self.flowing:
@@ -215,6 +246,11 @@ class SamplerIntervalUnverified(SamplerInterval):
         if port == 1:
             self._set_flowing(t, None)
         self._check(t)
+
+    def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
+        if port == 0:
+            self.uacc = 0.0  # the count starts afresh after a gap in it: so does the unknown-flow time
+        super().gap(t0, v0, t1, port)
 
     def _set_flowing(self, t: float, flowing: bool | None) -> None:
         if flowing != self.flowing and self.flowing is None:

@@ -3,12 +3,13 @@
 `DailyAggregator.observe` sees every batch the daemon ingests (cheap: a few attribute updates per reading) and
 accrues, per site, channel and *local* calendar day: counts (received, good, late), min/max with their times,
 sums, the time integral of the value (a reading's value holds until the next good reading, across at most the
-channel's max gap: the staleness window), totaliser and sample-counter increments apportioned over the days
-they span, seconds outside the pH range or the sampler fridge band (timed as 40 CFR 401.17 does: from the
-first reading outside to the first reading back inside; bad samples and gaps neither end nor interrupt an
-excursion), the highest 30-minute average flow rate, and downtime (time not within the max gap of a good
-reading). `flush` merges what accrued since the last flush into SQLite (see `aggregates_db`); `rebuild`
-recomputes a range of days from the historian (backfill, late readings, tests).
+channel's ``max_gap``, `monitor.checks.coverage`), totaliser and sample-counter increments apportioned over the
+days they span, seconds outside the pH range or the sampler fridge band (timed as the 40 CFR 401.17 rules time
+them: from the first reading outside to the first reading back inside; bad samples neither end nor interrupt an
+excursion, a gap ends it at the last reading before it, so only measured time counts), the highest 30-minute
+average flow rate, and downtime (time not within the max gap of a good reading). `flush` merges what accrued
+since the last flush into SQLite (see `aggregates_db`); `rebuild` recomputes a range of days from the historian
+(backfill, late readings, tests).
 
 Readings of one channel must arrive in time order (the check engine has the same rule): a reading older than
 the channel's last one is counted as ``late`` in its day and not accrued, so replaying history after a restart
@@ -196,6 +197,7 @@ class _Chan:
         else:
             spread(t0 + plan.max_gap, t, cur, self._down)
             self.window.clear()  # a 30-minute average needs 30 minutes of data
+            self._end_excursion(t0)  # only measured time is excursion time (monitor.checks.coverage)
         if self.outside:
             if single:
                 self.days[cur.day].outside += gap
@@ -241,6 +243,13 @@ class _Chan:
             avg = (self.run_integral - (i_first + v_first * (edge - t_first))) / PEAK_WINDOW
             if acc.peak30 is None or avg > acc.peak30:
                 acc.peak30, acc.peak30_t = avg, t
+
+    def _end_excursion(self, t0: float) -> None:
+        """A gap after the reading at ``t0``: an excursion in progress ends there, as the pH rules end it."""
+        if self.exc_start is not None:
+            self.excursions.append((self.exc_start, t0, self.exc_low, self.exc_high))
+            self.exc_start = None
+        self.outside = False
 
     def excursion(self, t: float, v: float) -> None:
         assert self.violates is not None

@@ -5,8 +5,11 @@ zone, the total time outside the pH range against the 446-minute allowance (401.
 
 The allowance is the same for every month, 28 to 31 days long: it is a fixed number of minutes, not a share of
 the month. Excursion time comes from the per-day aggregates (timed from the first reading outside the range
-to the first reading back inside, real seconds, split at local midnight), so a month's total is the sum of its
-days. The longest excursion is taken from the recorded excursions (full length, even when it spans a month
+to the first reading back inside, real seconds, split at local midnight; a gap in the data ends an excursion at
+the last reading before it, so only measured time counts), so a month's total is the sum of its days. Beside it
+stands the month's unmeasured time (up to its last reading, not covered by readings no further apart than the
+channel's ``max_gap``): the measured total is what the record proves, measured + unmeasured the worst case. The
+longest excursion is taken from the recorded excursions (full length, even when it spans a month
 boundary: it is listed in each month it touches), plus one still open at the last reading.
 
 Where the site's permit has not adopted 401.17 (no ``ph_monthly_excursion`` / ``ph_excursion_duration``
@@ -42,10 +45,11 @@ class MonthAccount:
     longest_start: float | None
     longest_open: bool  # the longest excursion had not ended at the last reading
     single_limit_minutes: float
-    covered_minutes: float  # time with good readings no further apart than the staleness window
+    covered_minutes: float  # time with good readings no further apart than the channel's max_gap
     adopted: bool  # False: the permit does not adopt 401.17; the figures are for reference
     total_citation: str
     single_citation: str
+    unmeasured_minutes: float = 0.0  # the month up to its last reading not covered: the worst case adds it
 
     @property
     def total_exceeded(self) -> bool:
@@ -54,6 +58,11 @@ class MonthAccount:
     @property
     def single_exceeded(self) -> bool:
         return self.longest_minutes > self.single_limit_minutes
+
+    @property
+    def worst_case_minutes(self) -> float:
+        """Excursion time if every unmeasured minute had been out of range: the proven figure's upper bound."""
+        return self.excursion_minutes + self.unmeasured_minutes
 
     @property
     def remaining_minutes(self) -> float:
@@ -106,10 +115,13 @@ def monthly_accounts(conn: sqlite3.Connection, site: Site, plans: dict[tuple[str
             if st is not None and st.exc_start is not None and st.good_t is not None \
                     and st.exc_start < hi and st.good_t >= lo and st.good_t - st.exc_start > longest:
                 longest, start, is_open = st.good_t - st.exc_start, st.exc_start, True
+            until = hi if st is None or st.good_t is None else min(hi, max(lo, st.good_t))  # not the future
+            unmeasured = max(0.0, (until - lo) - float(covered)) / 60.0
             out.append(MonthAccount(
                 site=site.id, channel=p.channel, month=m.strftime("%Y-%m"), days=end_day.day,
                 hours=round((hi - lo) / 3600.0, 6), excursion_minutes=float(outside) / 60.0,
                 allowance_minutes=total_lim, longest_minutes=longest / 60.0, longest_start=start,
                 longest_open=is_open, single_limit_minutes=single_lim, covered_minutes=float(covered) / 60.0,
+                unmeasured_minutes=unmeasured,
                 adopted=adopted, total_citation=total_cite, single_citation=single_cite))
     return out

@@ -78,7 +78,7 @@ class ChannelPlan:
     unit: str
     tz: ZoneInfo
     interval: float  # s between expected readings (the instrument's poll or publish interval)
-    max_gap: float  # s between good readings beyond which the channel is down (its staleness window)
+    max_gap: float  # s between good readings beyond which the channel is down (the channel's max_gap)
     ph_range: Range | None = None  # pH channels with a stated range: time outside is accrued
     band: Range | None = None  # sampler fridge: time outside set point ± tolerance is accrued
     rolling_peak: bool = False  # flow rate: the 30-minute peak is tracked
@@ -127,8 +127,9 @@ def compile_plans(config: SiteConfig, *, stale_after_polls: float | None = None)
         insts = {i.id: i for i in site.instruments}
         for ch in site.channels:
             inst = insts[ch.instrument]
-            # the same window the staleness tracker uses: a channel down for the daemon is down here too
-            window = ch.stale_after or max(inst.poll_interval * polls, inst.poll_interval + inst.timeout)
+            # the channel's max_gap: one data-coverage rule for the checks and the reports (monitor.checks.coverage);
+            # a channel built without one falls back to the staleness tracker's window
+            window = ch.max_gap or ch.stale_after or max(inst.poll_interval * polls, inst.poll_interval + inst.timeout)
             out[(site.id, ch.id)] = ChannelPlan(
                 site=site.id, channel=ch.id, kind=ch.kind, unit=ch.unit, tz=tz,
                 interval=inst.poll_interval, max_gap=window,

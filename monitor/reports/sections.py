@@ -128,10 +128,11 @@ def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
     out: list[Section] = []
     out.append(Section(
         "Monthly pH accounting (40 CFR 401.17)", key="ph_monthly",
-        columns=("Month", "Days", "Channel", "Excursion min", "Allowance", "Remaining", "Longest min",
-                 "Single limit", "Result", "Basis"),
-        widths=(0.8, 0.5, 0.8, 1.0, 0.8, 0.8, 0.9, 0.8, 1.3, 3.0),
-        rows=tuple((m.month, str(m.days), m.channel, num(m.excursion_minutes, 0), num(m.allowance_minutes, 0),
+        columns=("Month", "Days", "Channel", "Excursion min", "Unmeasured min", "Allowance", "Remaining",
+                 "Longest min", "Single limit", "Result", "Basis"),
+        widths=(0.8, 0.5, 0.8, 1.0, 1.0, 0.8, 0.8, 0.9, 0.8, 1.3, 2.4),
+        rows=tuple((m.month, str(m.days), m.channel, num(m.excursion_minutes, 0), num(m.unmeasured_minutes, 0),
+                    num(m.allowance_minutes, 0),
                     num(m.remaining_minutes, 0), num(m.longest_minutes, 0) + (" (open)" if m.longest_open else ""),
                     num(m.single_limit_minutes, 0),
                     ", ".join(x for x in ("total exceeded" if m.total_exceeded else "",

@@ -7,6 +7,10 @@ Tables (its own; ``PRAGMA user_version`` belongs to the historian and is never t
   daemon can replay recent history through a fresh engine to rebuild rule state (a slug baseline needs 24 h,
   the monthly pH rule the month so far) and record what it emits; transitions already stored are ignored, not
   duplicated. ``data_quality`` (0/1) keeps instrument faults apart from discharge exceedances in queries.
+  Since schema 2 each transition also has ``end_reason`` (``cleared``, ``gap``, ``month_end``; ends only),
+  ``measured`` and ``unmeasured`` (seconds of the episode's span covered and not covered by readings, ends
+  only, `monitor.checks.coverage`) and ``censored`` (0/1: caused by an over-range reading judged as the span's
+  top). A schema-1 file gains these columns when opened (NULL/0 in its old rows, shown as unknown).
 - ``episode_meta(key, value)``: ``schema_version``; a file written by a newer version is refused.
 
 Own connection, WAL (readers, the historian's writer and this one proceed together), ``synchronous=FULL``:
@@ -17,14 +21,18 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from alarms.journal import ensure_schema as ensure_journal
 from config.rules import is_data_quality
 from monitor.checks.events import END, START, EpisodeEvent
+from monitor.stores.seals import EPISODE_COLUMNS, journal_episode_events, start_sealing
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: end_reason, measured, unmeasured, censored
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS episode_events (
         id INTEGER PRIMARY KEY,
@@ -38,13 +46,22 @@ _SCHEMA = (
         peak REAL,
         citation TEXT NOT NULL,
         data_quality INTEGER NOT NULL,
+        end_reason TEXT,
+        measured REAL,
+        unmeasured REAL,
+        censored INTEGER NOT NULL DEFAULT 0,
         UNIQUE (site, channel, rule, event, time)
     ) STRICT""",
     "CREATE INDEX IF NOT EXISTS episode_events_time ON episode_events (time)",
     "CREATE INDEX IF NOT EXISTS episode_events_site_rule ON episode_events (site, rule, time)",
     "CREATE TABLE IF NOT EXISTS episode_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) STRICT",
 )
-_COLUMNS = "time, site, channel, rule, event, value, limit_value, citation, peak"
+_COLUMNS = ("time, site, channel, rule, event, value, limit_value, citation, peak, "
+            "end_reason, measured, unmeasured, censored")
+_ADDED = (  # schema 2: columns a schema-1 file lacks
+    ("end_reason", "TEXT"), ("measured", "REAL"), ("unmeasured", "REAL"),
+    ("censored", "INTEGER NOT NULL DEFAULT 0"),
+)
 
 
 class EpisodeStoreError(Exception):
@@ -66,9 +83,30 @@ class Episode:
     peak: float | None
     citation: str
 
+    end_reason: str | None = None  # cleared, gap, month_end; None while open or recorded before schema 2
+    measured: float | None = None  # s of the span covered by readings (None: open, or recorded before schema 2)
+    unmeasured: float | None = None  # s of the span not covered (the worst case adds it to measured)
+    censored: bool = False  # its start or end was an over-range reading judged as the span's top
+
     @property
     def duration(self) -> float | None:
         return None if self.end is None else self.end - self.start
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Schema 1 → 2: add the coverage columns (old rows keep NULL: their coverage was never computed)."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(episode_events)")}
+    for name, decl in _ADDED:
+        if name not in have:
+            conn.execute(f"ALTER TABLE episode_events ADD COLUMN {name} {decl}")
+    conn.execute("UPDATE episode_meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,))
+
+
+def _event(row: tuple[Any, ...]) -> EpisodeEvent:
+    """A stored row (``_COLUMNS`` order, the dataclass's field order) as an event; censored is stored 0/1."""
+    t, site, channel, rule, event, value, limit, citation, peak, reason, measured, unmeasured, censored = row
+    return EpisodeEvent(t, site, channel, rule, event, value, limit, citation, peak, reason, measured, unmeasured,
+                        bool(censored))
 
 
 class EpisodeStore:
@@ -78,8 +116,20 @@ class EpisodeStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = sqlite3.connect(
-            self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        self._busy_timeout = busy_timeout
+        self._conn: sqlite3.Connection | None = None
+        self._open()
+
+    def reopen(self) -> None:
+        """Connect to the path again: the file was re-created (`monitor.stores.historian_file`)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+            self._open()
+
+    def _open(self) -> None:
+        self._conn = sqlite3.connect(
+            self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
         )
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
@@ -96,6 +146,7 @@ class EpisodeStore:
         try:
             for ddl in _SCHEMA:
                 conn.execute(ddl)
+            ensure_journal(conn)  # episode events are journaled as they are recorded (seals)
             conn.execute(
                 "INSERT OR IGNORE INTO episode_meta (key, value) VALUES ('schema_version', ?)",
                 (SCHEMA_VERSION,),
@@ -108,6 +159,9 @@ class EpisodeStore:
                     f"{self.path}: episode tables are version {version}, newer than this "
                     f"program understands ({SCHEMA_VERSION}); upgrade pretreat-monitor"
                 )
+            if version < SCHEMA_VERSION:
+                _migrate(conn)
+            start_sealing(conn, time.time())  # after the migration: it digests every column of the rows
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -134,6 +188,10 @@ class EpisodeStore:
                 e.limit,
                 e.citation,
                 e.peak,
+                e.end_reason,
+                e.measured,
+                e.unmeasured,
+                int(e.censored),
                 int(is_data_quality(e.rule)),
             )
             for e in events
@@ -142,11 +200,16 @@ class EpisodeStore:
             conn = self._db()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.executemany(
-                    f"INSERT OR IGNORE INTO episode_events ({_COLUMNS}, data_quality) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
+                inserted = []
+                for row in rows:  # one at a time: each new row is journaled (seals), a repeat is not
+                    cur = conn.execute(
+                        f"INSERT OR IGNORE INTO episode_events ({_COLUMNS}, data_quality) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        row,
+                    )
+                    if cur.rowcount == 1:
+                        inserted.append(cur.lastrowid)
+                journal_episode_events(conn, _rows_by_id(conn, inserted))
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -169,7 +232,7 @@ class EpisodeStore:
                 .execute(f"SELECT {_COLUMNS} FROM episode_events{where} ORDER BY time, id", args)
                 .fetchall()
             )
-        return [EpisodeEvent(*r) for r in rows]
+        return [_event(r) for r in rows]
 
     def episodes(
         self,
@@ -192,7 +255,7 @@ class EpisodeStore:
             )
         out: list[Episode] = []
         open_: dict[tuple[str, str, str], EpisodeEvent] = {}
-        for e in (EpisodeEvent(*r) for r in rows):
+        for e in (_event(r) for r in rows):
             key = (e.site, e.channel, e.rule)
             if e.event == START:
                 open_[key] = e
@@ -209,6 +272,12 @@ class EpisodeStore:
                 self._conn = None
 
 
+def _rows_by_id(conn: sqlite3.Connection, ids: list[int | None]) -> list[tuple[object, ...]]:
+    """The rows just inserted, read back (so what is journaled is what is stored)."""
+    sql = f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episode_events WHERE id = ?"
+    return [conn.execute(sql, (i,)).fetchone() for i in ids]
+
+
 def _episode(s: EpisodeEvent, e: EpisodeEvent | None) -> Episode:
     return Episode(
         site=s.site,
@@ -221,6 +290,10 @@ def _episode(s: EpisodeEvent, e: EpisodeEvent | None) -> Episode:
         limit=s.limit,
         peak=e.peak if e else None,
         citation=s.citation,
+        end_reason=e.end_reason if e else None,
+        measured=e.measured if e else None,
+        unmeasured=e.unmeasured if e else None,
+        censored=s.censored or (e.censored if e else False),
     )
 
 

@@ -20,6 +20,8 @@ Nothing is dropped:
   awaits it, which bounds memory to what is produced meanwhile. A queued sample costs ~200 bytes.
 - The only way to lose samples is `close` with ``give_up_after`` while the file cannot be written; the number
   lost is then logged as an error.
+- The file deleted or replaced under the writer is seen at the next commit, which then does not count: see
+  `historian_file` (re-created from the writer's own copy; ``file_losses``, ``failing``).
 
 Durability: see `historian_db.open_for_writing` (WAL, ``synchronous=NORMAL``).
 """
@@ -34,7 +36,7 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
@@ -51,6 +53,7 @@ from monitor.stores.historian_db import (
     read_readings,
     writer_cache_kib,
 )
+from monitor.stores.historian_file import FileLost, FileWatch, recreate
 
 __all__ = ["Historian", "HistorianCounters", "HistorianError", "HistorianReader", "read_channels",
            "read_readings"]
@@ -76,8 +79,8 @@ _DATA_ERRORS = (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.Interf
 class HistorianCounters:
     """Live counters, published as the daemon's health telemetry. Each field has one writing thread."""
 
-    __slots__ = ("batches", "queue_overflows", "samples_rejected", "samples_written", "submitted",
-                 "write_errors")
+    __slots__ = ("batches", "file_losses", "queue_overflows", "samples_rejected", "samples_written",
+                 "submitted", "write_errors")
 
     def __init__(self) -> None:
         self.submitted = 0  # samples accepted by submit() (event-loop thread)
@@ -86,6 +89,7 @@ class HistorianCounters:
         self.batches = 0  # transactions committed
         self.write_errors = 0  # failed write attempts (each batch retried, nothing dropped)
         self.queue_overflows = 0  # times the queue grew past max_queue
+        self.file_losses = 0  # times the file was deleted or replaced under the writer (historian_file)
 
     @property
     def queue_depth(self) -> int:
@@ -122,7 +126,11 @@ class Historian:
         self._fatal: BaseException | None = None
         self._overflowing = False
         self._ids: dict[tuple[str, str, str], int] = {}
-        self._next_seq = 1
+        self._next_seq = 1  # the seq the next committed sample gets (writer thread)
+        self._base_seq = 1  # the seq of the first sample submitted since start
+        self._watch: FileWatch | None = None
+        self.failing = ""  # why writes fail right now ("" while they succeed); writer thread
+        self.on_file_lost: Callable[[str], None] | None = None  # called in the writer thread, after re-creating
 
     # -- the API the daemon calls -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -142,14 +150,19 @@ class Historian:
             self._thread = None
             raise
 
-    def submit(self, samples: Sequence[Sample]) -> None:
-        """Queue samples for recording. Never blocks, never drops (see the module doc for overflow)."""
+    def submit(self, samples: Sequence[Sample]) -> int:
+        """Queue samples for recording. Never blocks, never drops (see the module doc for overflow).
+
+        Returns the ``seq`` the first of them gets in ``readings`` (the others follow one by one: seq
+        numbers are given in submission order), so a copy elsewhere (the InfluxDB sink) can tell which
+        recorded rows it holds."""
         if self._closed:
             raise HistorianError(f"historian {self.path} is closed; {len(samples)} samples not recorded")
-        if not samples:
-            return
-        self._pending.append(tuple(samples))  # a copy: the caller may reuse its list
         c = self.counters
+        first = self._base_seq + c.submitted
+        if not samples:
+            return first
+        self._pending.append(tuple(samples))  # a copy: the caller may reuse its list
         c.submitted += len(samples)
         depth = c.queue_depth
         # a full batch waiting (not counting what the writer is committing now): commit it without waiting for
@@ -161,6 +174,13 @@ class Historian:
             c.queue_overflows += 1
             log.warning("historian queue holds %d samples (max_queue %d): the disk is not keeping up; "
                         "accepting and holding them in memory", depth, self.max_queue)
+        return first
+
+    @property
+    def committed_seq(self) -> int:
+        """Every sample submitted with a seq below this is committed (or kept in ``rejected_samples``).
+        Right after `start` it is the seq the first submitted sample will get."""
+        return self._next_seq
 
     @property
     def backlogged(self) -> bool:
@@ -262,8 +282,8 @@ class Historian:
     def _run(self, opened: asyncio.Future[None]) -> None:
         assert self._loop is not None
         try:
-            conn = open_for_writing(self.path, busy_timeout=self.busy_timeout, cache_kib=self.cache_kib)
-            self._next_seq = int(conn.execute(
+            conn = self._open()
+            self._next_seq = self._base_seq = int(conn.execute(
                 "SELECT value FROM historian_meta WHERE key = 'next_seq'").fetchone()[0])
             rows = conn.execute("SELECT id, site, channel, unit FROM channels")
             self._ids = {(s, c, u): i for i, s, c, u in rows}
@@ -271,17 +291,45 @@ class Historian:
             self._loop.call_soon_threadsafe(_settle, opened, exc)
             return
         self._loop.call_soon_threadsafe(_settle, opened, None)
+        self._conn = conn
         try:
-            self._loop_forever(conn)
+            self._loop_forever()
         except BaseException as exc:  # a defect: make it loud and unblock every flush()
             log.critical("historian writer stopped: %r; %d samples not recorded", exc,
                          self.counters.queue_depth, exc_info=True)
             self._fatal = exc
         finally:
-            conn.close()
+            self._conn.close()
+            if self._watch is not None:
+                self._watch.close()
             self._notify()
 
-    def _loop_forever(self, conn: sqlite3.Connection) -> None:
+    def _open(self) -> sqlite3.Connection:
+        conn = open_for_writing(self.path, busy_timeout=self.busy_timeout, cache_kib=self.cache_kib)
+        try:
+            self._watch = FileWatch.open(self.path)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _recover(self, reason: str) -> None:
+        """The file was deleted or replaced (`historian_file`): re-create it from our own view, reopen, and
+        let the daemon know. The batch that was not counted is still queued and goes to the new file."""
+        self.counters.file_losses += 1
+        self.failing = reason
+        log.error("%s: its last commit does not count; %d samples held in memory", reason,
+                  self.counters.queue_depth)
+        recreate(self._conn, self.path, reason, next_seq=self._next_seq)
+        old, watch = self._conn, self._watch
+        self._conn = self._open()
+        old.close()
+        if watch is not None:
+            watch.close()
+        if self.on_file_lost is not None:
+            self.on_file_lost(reason)
+
+    def _loop_forever(self) -> None:
         """Commit what is queued, then wait until ``commit_interval`` after that round began (or until woken by
         a flush, a full batch or close), so that samples arriving steadily make one transaction per interval.
 
@@ -301,10 +349,15 @@ class Historian:
             round_start = now
             if self._pending:
                 try:
-                    self._write_pending(conn)
-                except sqlite3.Error as exc:
+                    try:
+                        self._write_pending(self._conn)
+                    except FileLost as lost:
+                        self._recover(str(lost))
+                        continue
+                except (sqlite3.Error, OSError) as exc:
                     failures += 1
                     self.counters.write_errors += 1
+                    self.failing = self.failing or f"cannot write {self.path}: {exc}"
                     if failures == 1:
                         log.error("historian: cannot write %s (%s); %d samples held in memory and retried",
                                   self.path, exc, self.counters.queue_depth)
@@ -315,6 +368,7 @@ class Historian:
                     log.warning("historian: writing %s again after %d failed attempts; nothing lost",
                                 self.path, failures)
                     failures = 0
+                self.failing = ""
                 self._notify()
                 if self._overflowing and self.counters.queue_depth <= self.max_queue // 2:
                     self._overflowing = False
@@ -363,6 +417,8 @@ class Historian:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        if self._watch is not None and (lost := self._watch.problem()):
+            raise FileLost(lost)  # committed into a file that is no longer the historian: not durable
         self._ids = ids  # channel ids created in a rolled-back transaction must not be remembered
         self._next_seq += len(batch)
         c = self.counters

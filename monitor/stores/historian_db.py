@@ -1,6 +1,7 @@
 """The historian's SQLite file: its layout, schema versioning, and the read side.
 
-Layout (schema version 1, kept in ``PRAGMA user_version``; the episode store shares the file with its own
+Layout (schema version 2, kept in ``PRAGMA user_version``; version 1 files lack only quality code 8 and are
+upgraded in place when opened for writing; the episode store shares the file with its own
 tables and must not touch ``user_version``):
 
 - ``channels(id, site, channel, unit)``, unique on (site, channel, unit). The unit is part of a series'
@@ -13,7 +14,8 @@ tables and must not touch ``user_version``):
   ``time`` is REAL seconds since the epoch, UTC (the `Sample` float, stored exactly). ``seq`` is the
   arrival order (a counter kept in ``historian_meta``): it keeps two readings of one channel with the same
   timestamp (an MQTT redelivery, a device clock that did not move) apart, since silently dropping a duplicate
-  would lose evidence. ``value`` is NULL for bad readings. (SQLite stores a whole-valued REAL as an
+  would lose evidence. ``value`` is NULL for bad readings, except ``over_range`` ones, which keep the number the
+  instrument reported above its span. (SQLite stores a whole-valued REAL as an
   integer, so ``-0.0`` reads back as ``0.0``; every other double reads back bit-identical.) ``quality``
   is a small code, spelled out in the ``qualities`` table so plain ``sqlite3`` users can join it.
 - ``rejected_samples``: anything submitted that cannot be a row of ``readings`` (a NaN timestamp, a value
@@ -35,7 +37,7 @@ from typing import Final
 
 from monitor.sample import Quality, Sample
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2  # 2: quality code 8, over_range (a version-1 file is upgraded in place)
 
 # Stable codes. Never renumber: they are in every file already written. Adding a quality needs a new code
 # here and a SCHEMA_VERSION bump (older readers would not know the code).
@@ -48,6 +50,7 @@ QUALITY_CODES: Final[dict[Quality, int]] = {
     Quality.OUT_OF_RANGE: 5,
     Quality.STALE: 6,
     Quality.DEVICE_FAULT: 7,
+    Quality.OVER_RANGE: 8,
 }
 _missing_codes = set(Quality) - set(QUALITY_CODES)
 if _missing_codes:  # pragma: no cover - guards a future edit of Quality
@@ -132,6 +135,8 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
         if version == 0:
             for ddl in _SCHEMA:
                 conn.execute(ddl)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        elif version < SCHEMA_VERSION:  # version 1 lacks only the over_range code, added below
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         _check_layout(conn, path)
         conn.executemany("INSERT OR IGNORE INTO qualities (code, name) VALUES (?, ?)",
@@ -241,6 +246,23 @@ def _one_series(conn: sqlite3.Connection, cid: int, unit: str, site: str, channe
                                  quality=by_code[code], reason=reason)
 
 
+def iter_by_seq(conn: sqlite3.Connection, *, first: int, end: int, chunk: int = 2000) -> Iterator[Sample]:
+    """Every reading with ``first <= seq < end``, all channels, in storage order (channel, time), not seq
+    order. Streams ``chunk`` rows at a time: memory stays constant however many rows match.
+
+    Why no seq order: ``seq`` has no index (one would cost every insert), so this is one pass over the
+    table, which a crash recovery (the InfluxDB sink re-queuing what it lost) pays once; ordering would
+    sort every match first."""
+    cur = conn.execute("SELECT c.site, c.channel, c.unit, r.time, r.value, r.quality, r.reason "
+                       "FROM readings r JOIN channels c ON c.id = r.channel_id WHERE r.seq >= ? AND r.seq < ?",
+                       (int(first), int(end)))
+    by_code = QUALITY_BY_CODE
+    while rows := cur.fetchmany(chunk):
+        for site, channel, unit, t, value, code, reason in rows:
+            yield Sample(time=t, site=site, channel=channel, value=value, unit=unit, quality=by_code[code],
+                         reason=reason)
+
+
 class HistorianReader:
     """A read-only view of a historian file, for tools (export, backfill, tail) and other processes."""
 
@@ -255,6 +277,10 @@ class HistorianReader:
               end: float | None = None) -> Iterator[Sample]:
         return iter_samples(self.conn, site=site, channel=channel, start=start, end=end)
 
+    def by_seq(self, *, first: int, end: int) -> Iterator[Sample]:
+        """Readings with ``first <= seq < end`` (see `iter_by_seq`)."""
+        return iter_by_seq(self.conn, first=first, end=end)
+
     def close(self) -> None:
         self.conn.close()
 
@@ -263,6 +289,25 @@ class HistorianReader:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+def recent_samples(path: Path, *, site: str, channel: str, limit: int) -> list[Sample]:
+    """The last ``limit`` readings of one channel (each unit series), newest first; [] if none or no file.
+    For seeding the MQTT duplicate filter at start (`drivers.mqtt.dedupe`)."""
+    if not Path(path).is_file():
+        return []
+    conn = open_for_reading(path)
+    try:
+        out = []
+        for cid, unit in series_of(conn, site, channel):
+            for t, value, code, reason in conn.execute(
+                    "SELECT time, value, quality, reason FROM readings WHERE channel_id = ? "
+                    "ORDER BY time DESC, seq DESC LIMIT ?", (cid, limit)):
+                out.append(Sample(time=t, site=site, channel=channel, value=value, unit=unit,
+                                  quality=QUALITY_BY_CODE[code], reason=reason))
+        return out
+    finally:
+        conn.close()
 
 
 def read_readings(path: Path, *, site: str, channel: str, start: float | None = None,

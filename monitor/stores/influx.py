@@ -2,12 +2,16 @@
 
 Data path::
 
-    submit(samples) ─► inbox (memory) ─(writer thread: format, one transaction per ~2 MiB)─► Outbox (disk)
+    submit(samples, seq) ─► inbox (memory) ─(writer thread: once the historian committed them; format,
+        one transaction per ~2 MiB, with the historian seq they reach)─► Outbox (disk)
     Outbox ─(sender thread: oldest first, ≤ batch_size points per request)─► POST /api/v2/write ─► ack
+    start after a crash: historian rows after the Outbox's mark ─► Outbox (before anything new)
 
 - `submit` never blocks the event loop: it appends the sequence to a deque. The writer thread wakes every
-  ``flush_interval`` (or as soon as ``batch_size`` points wait), formats the lines (schema:
-  `monitor.stores.influx_lines`) and appends them to the durable queue as records of ``batch_size`` lines
+  ``flush_interval`` (or as soon as ``batch_size`` points wait), takes the readings the historian has
+  committed (never one it has not: the copy holds nothing the record of evidence lacks), formats the
+  lines (schema: `monitor.stores.influx_lines`) and appends them to the durable queue as records of
+  ``batch_size`` lines
   (the last of a wake-up may be shorter), each a ready-to-send request body (lines joined by newlines,
   UTF-8), committing every ~``APPEND_GROUP_BYTES`` and waking the sender: a burst is made durable and sent
   piece by piece, in bounded memory, instead of being formatted whole first.
@@ -22,11 +26,16 @@ Data path::
   (logged once, ``on_queue_alarm`` called on the event loop); only when the budget is full are the oldest
   points dropped, counted, and alarmed.
 - `close` moves everything submitted into the durable queue and stops; points not yet sent stay queued and
-  a restart resumes from them. After SIGKILL, everything the writer had committed is resumed the same way
-  (what was still in the inbox, at most ``flush_interval`` worth, is in the historian and can be backfilled).
+  a restart resumes from them.
+- Crashes (SIGKILL, OOM, power cut): each append also records the historian seq its readings reach, and
+  `start` re-queues the historian rows past it (`monitor.stores.influx_recovery`) before anything new.
 
-Delivery is at-least-once: a request the server applied but whose answer was lost is sent again; InfluxDB
-overwrites the same series and timestamp, so nothing is duplicated there.
+Delivery is at-least-once with idempotent points: a request the server applied but whose answer was lost
+is sent again, and a re-queued reading may already have been sent; every copy of a reading is the same
+line (measurement, tags, millisecond timestamp ``round(time * 1000)`` of the recorded float, fields), so
+InfluxDB overwrites instead of duplicating (VictoriaMetrics keeps such repeats unless deduplicating).
+Annotations (episodes, alarm transitions) and health points are not re-queued after a crash: the episode
+store and the journal are their record.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from config.influx import InfluxSettings, TokenError
@@ -47,6 +57,7 @@ from drivers.backoff import retries
 from monitor.logtext import duration
 from monitor.sample import Sample
 from monitor.stores.influx_lines import EventRecord, SampleFormatter, event_line, health_record
+from monitor.stores.influx_recovery import MARK, Recorded, plan, requeue
 from monitor.stores.influx_writer import LineWriter, Outcome, WriteResult, deliver
 from monitor.stores.outbox import Outbox, OutboxError
 
@@ -59,6 +70,8 @@ _ALARM_HYSTERESIS_PCT = 5.0  # the queue alarm clears this far below the thresho
 # commits, ~0.1 ms each), and lets the sender start on a burst while the rest is being formatted.
 APPEND_GROUP_BYTES = 2 << 20
 CLOSE_DRAIN = 2.0  # s `close` lets the sender deliver the queue while the server is up (systemd waits 30 s)
+# An inbox entry: samples (or preformatted lines) and the historian seq the queue reaches once it is appended
+_Entry = tuple[Sequence[Sample] | None, list[str] | None, int | None]
 
 
 class InfluxStartupError(Exception):
@@ -73,7 +86,7 @@ class InfluxCounters:
     queue_bytes: int = 0
     queue_fill_pct: float = 0.0  # of the disk budget
     oldest_unsent_age_s: float = 0.0  # since the oldest queued point was queued
-    pending_in_memory: int = 0  # submitted, not yet made durable (at most ~flush_interval worth)
+    pending_in_memory: int = 0  # submitted, not yet made durable (~commit_interval + flush_interval worth)
     points_submitted: int = 0  # samples and event records (the sink's own health points not included)
     points_sent: int = 0
     requests: int = 0
@@ -82,6 +95,7 @@ class InfluxCounters:
     quarantined: int = 0  # points the server rejected as malformed (lifetime)
     queue_errors: int = 0  # failed appends to the queue file (disk full, I/O error); retried
     unknown_channels: int = 0  # samples of a channel missing from the instrument map (written as "other")
+    requeued_after_crash: int = 0  # historian readings re-queued at start (lost from memory by a crash)
     server_up: bool = False
     queue_alarm: bool = False
 
@@ -97,11 +111,15 @@ class InfluxSink:
         self._on_alarm = on_queue_alarm
         self._health_interval = health_interval
         self._clock = clock
-        self._inbox: deque[tuple[Sequence[Sample] | None, list[str] | None]] = deque()
+        self._inbox: deque[_Entry] = deque()
         self._c = InfluxCounters()  # fields each written by one thread only (see `counters`)
         self._submitted = 0  # points submitted (event-loop thread)
         self._durable = 0  # points appended to the queue (writer thread)
-        self._unsaved: tuple[list[tuple[bytes, int]], int] | None = None  # records an append failed on
+        # records an append failed on: (records, submitted points among them, mark they reach)
+        self._unsaved: tuple[list[tuple[bytes, int]], int, int | None] | None = None
+        self._committed: Callable[[], int] | None = None  # the historian's committed seq (see `start`)
+        self._marking = False  # write the MARK with appends (with a historian, and unless a re-queue failed)
+        self._requeue: tuple[Path, int, int] | None = None  # (historian, first seq, end seq) to re-queue
         self._budget_lock = threading.Lock()
         self._progress = asyncio.Event()  # set (via the loop) when a thread made progress a waiter needs
         self._waiters = 0  # coroutines in flush()/wait_drained(): without any, threads do not wake the loop
@@ -119,12 +137,16 @@ class InfluxSink:
         self._dropping = False  # inside an episode of oldest-first drops (alarmed once)
 
     # -- lifecycle -------------------------------------------------------------------------------------
-    async def start(self) -> None:
+    async def start(self, historian: Recorded | None = None) -> None:
         """Open the queue, check the server with a real write, start the writer and sender threads.
 
-        Raises `InfluxStartupError` for a token that cannot be read, credentials the server refuses (401/403),
-        a missing bucket/org (404), a rejected write, or a queue file in use. An unreachable server is not
-        an error: the sink queues, and checks the credentials at first contact.
+        With ``historian`` (started, nothing submitted to it yet), samples are queued only once it has
+        committed them, each append records the seq reached (`MARK`), and the rows a crash lost from memory
+        are re-queued first (see the module docstring).
+
+        Raises `InfluxStartupError` for a token that cannot be read, credentials the server refuses
+        (401/403), a missing bucket/org (404), a rejected write, or a queue file in use. An unreachable
+        server is not an error: the sink queues, and checks the credentials at first contact.
         """
         if self._state != "new":
             raise RuntimeError("InfluxSink.start() called twice")
@@ -136,6 +158,8 @@ class InfluxSink:
         except (TokenError, OutboxError) as exc:
             raise InfluxStartupError(f"influx: {exc}") from None
         self._last_dropped = self._outbox.stats().dropped_items
+        if historian is not None:
+            await asyncio.to_thread(self._plan_requeue, historian)
         probe = event_line(EventRecord(measurement="pretreat_health", tags={"component": HEALTH_COMPONENT},
                                        fields={"started": 1.0}, time=self._clock()))
         try:
@@ -163,6 +187,12 @@ class InfluxSink:
             t.start()
         self._state = "running"
 
+    def _plan_requeue(self, historian: Recorded) -> None:
+        assert self._outbox is not None
+        self._requeue = plan(self._outbox, historian)
+        self._committed = lambda: historian.committed_seq
+        self._marking = True
+
     async def close(self, *, drain: float = CLOSE_DRAIN) -> None:
         """Make everything submitted durable, send what the server takes within ``drain`` seconds (only while
         it is up: an outage never delays a shutdown), stop sending, close the queue. What is left stays in the
@@ -189,11 +219,12 @@ class InfluxSink:
             self._outbox.close()
 
     # -- producers (event loop) ------------------------------------------------------------------------
-    def submit(self, samples: Sequence[Sample]) -> None:
-        """Queue samples for InfluxDB. Never blocks (a copy of the sequence is queued); durable on disk
-        within ``flush_interval``."""
+    def submit(self, samples: Sequence[Sample], seq: int | None = None) -> None:
+        """Queue samples for InfluxDB. Never blocks (a copy of the sequence is queued). ``seq``: the
+        historian seq of the first (`Historian.submit` returns it); with it, the samples are made durable
+        once the historian committed them, within ``flush_interval`` after that."""
         if samples:
-            self._put(tuple(samples), None, len(samples))
+            self._put(tuple(samples), None, len(samples), None if seq is None else seq + len(samples))
 
     def submit_events(self, records: Sequence[EventRecord]) -> None:
         """Queue annotation/health records (episodes, alarm transitions …); see `influx_lines`.
@@ -202,7 +233,7 @@ class InfluxSink:
         """
         if records:
             lines = [event_line(r) for r in records]
-            self._put(None, lines, len(lines))
+            self._put(None, lines, len(lines), None)
 
     def submit_health(self, component: str, counters: Mapping[str, Any], time: float | None = None) -> None:
         """Queue one ``pretreat_health`` point for a component's numeric counters."""
@@ -211,19 +242,21 @@ class InfluxSink:
         if rec.fields:
             self.submit_events([rec])
 
-    def _put(self, samples: Sequence[Sample] | None, lines: list[str] | None, n: int) -> None:
+    def _put(self, samples: Sequence[Sample] | None, lines: list[str] | None, n: int, seq_end: int | None) -> None:
         if self._state in ("closing", "closed"):
             raise RuntimeError("InfluxSink is closed")
-        self._inbox.append((samples, lines))
+        self._inbox.append((samples, lines, seq_end))
         self._submitted += n
         if self._submitted - self._durable >= self.settings.batch_size and not self._wake_writer.is_set():
             self._wake_writer.set()
 
     async def flush(self) -> None:
-        """Return once everything submitted so far is in the durable queue (or the writer has stopped)."""
+        """Return once everything submitted so far (and what a crash left to re-queue) is in the durable
+        queue, or the writer has stopped."""
         target = self._submitted
         writer = self._threads[0] if self._threads else None
-        await self._wait(lambda: self._durable >= target or writer is None or not writer.is_alive(),
+        await self._wait(lambda: (self._durable >= target and self._requeue is None) or writer is None
+                         or not writer.is_alive(),
                          self._wake_writer, math.inf)
 
     async def wait_drained(self, limit: float) -> bool:
@@ -264,6 +297,11 @@ class InfluxSink:
 
     # -- writer thread: inbox → durable queue ---------------------------------------------------------
     def _writer_loop(self) -> None:
+        if self._requeue is not None:
+            self._requeue_lost(*self._requeue)
+            self._requeue = None
+            if self._waiters:
+                self._notify_progress()
         next_health = time.monotonic() + (self._health_interval or 0)
         while True:
             self._wake_writer.wait(self.settings.flush_interval)
@@ -274,13 +312,15 @@ class InfluxSink:
                 next_health = time.monotonic() + self._health_interval
                 own.append(event_line(health_record(
                     component=HEALTH_COMPONENT, counters=asdict(self.counters), time=self._clock())))
-            self._write_pending(own)
+            self._write_pending(own, gate=not stopping)  # (closing: the historian has closed, all committed)
             if stopping and not self._inbox and self._unsaved is None:
                 return
 
-    def _write_pending(self, own: list[str]) -> None:
+    def _write_pending(self, own: list[str], *, gate: bool) -> None:
         """Format what the inbox holds and append it as records of ``batch_size`` lines, one transaction per
-        ~``APPEND_GROUP_BYTES``. ``own`` lines (the sink's health points) are not part of the submitted count.
+        ~``APPEND_GROUP_BYTES``, each with the historian seq its records reach (`MARK`). ``own`` lines (the
+        sink's health points) are not part of the submitted count. With ``gate``, stop at the first samples
+        the historian has not committed yet (they wait for the next wake-up).
 
         After a failed append (disk full, I/O error) the formatted records are kept and retried first at
         the next wake-up, and lines formatted but not yet in a record go back to the front of the inbox:
@@ -288,21 +328,31 @@ class InfluxSink:
         if self._unsaved is not None and not self._save(*self._unsaved):
             return
         inbox, size, fmt = self._inbox, self.settings.batch_size, self._formatter.lines
+        horizon = self._committed() if gate and self._committed is not None else None
         records: list[tuple[bytes, int]] = []
         chunk: list[str] = []
-        group = 0  # bytes in records
+        bounds: deque[tuple[int, int]] = deque()  # (lines taken when an entry ends, seq it reaches)
+        group = taken = recorded = 0  # bytes in records; lines taken from the inbox; of them, in records
         while inbox:
-            samples, pre = inbox.popleft()
-            chunk.extend(pre if pre is not None else fmt(samples or ()))
+            samples, pre, seq_end = inbox[0]
+            if horizon is not None and seq_end is not None and seq_end > horizon:
+                break
+            inbox.popleft()
+            lines = pre if pre is not None else fmt(samples or ())
+            chunk.extend(lines)
+            taken += len(lines)
+            if seq_end is not None:
+                bounds.append((taken, seq_end))
             while len(chunk) >= size:
                 body = "\n".join(chunk[:size]).encode()
                 del chunk[:size]
                 records.append((body, size))
                 group += len(body)
+                recorded += size
                 if group >= APPEND_GROUP_BYTES:
-                    if not self._save(records, sum(n for _, n in records)):
+                    if not self._save(records, sum(n for _, n in records), _reached(bounds, recorded)):
                         if chunk:
-                            inbox.appendleft((None, chunk))
+                            inbox.appendleft((None, chunk, bounds[-1][1] if bounds else None))
                         return
                     records, group = [], 0
         submitted = len(chunk) + sum(n for _, n in records)
@@ -310,16 +360,32 @@ class InfluxSink:
         if chunk:
             records.append(("\n".join(chunk).encode(), len(chunk)))
         if records:
-            self._save(records, submitted)
+            self._save(records, submitted, bounds[-1][1] if bounds else None)
 
-    def _save(self, records: list[tuple[bytes, int]], submitted: int) -> bool:
-        """Append ``records`` (``submitted`` of their lines count as submitted points) in one transaction;
-        on failure keep them for the next attempt and return False."""
+    def _requeue_lost(self, path: Path, first: int, end: int) -> None:
+        """See `influx_recovery.requeue`; if it fails, the mark stays where it was for this whole run, so
+        the next start tries again."""
         assert self._outbox is not None
         try:
-            self._outbox.append_many(records)
+            self._c.requeued_after_crash = requeue(self._outbox, self._formatter, path, first, end,
+                                                   self.settings.batch_size)
+        except Exception as exc:  # a thread must not die of it: what is queued stays, the next start retries
+            self._marking = False
+            self._c.queue_errors += 1
+            log.error("influx: re-queuing from %s failed (%s); the next start tries again", path, exc)
+            return
+        self._check_budget()
+        self._wake_sender.set()
+
+    def _save(self, records: list[tuple[bytes, int]], submitted: int, mark: int | None) -> bool:
+        """Append ``records`` (``submitted`` of their lines count as submitted points) in one transaction,
+        with the historian seq they reach (``mark``, if any); on failure keep them for the next attempt and
+        return False."""
+        assert self._outbox is not None
+        try:
+            self._outbox.append_many(records, marks={MARK: mark} if mark is not None and self._marking else None)
         except Exception as exc:  # disk full, I/O error: keep the points in memory and retry next cycle
-            self._unsaved = (records, submitted)
+            self._unsaved = (records, submitted, mark)
             self._c.queue_errors += 1
             if self._c.queue_errors == 1 or self._c.queue_errors % 100 == 0:
                 log.error("influx: cannot append to the queue %s (%s); holding %d points in memory",
@@ -419,6 +485,15 @@ class InfluxSink:
                     else "is unavailable")
             log.warning("influx: %s %s (HTTP %s: %s); queueing in %s and retrying", self.settings.url, what,
                         result.status, result.message, self.settings.queue_path)
+
+
+def _reached(bounds: deque[tuple[int, int]], recorded: int) -> int | None:
+    """The historian seq reached once the first ``recorded`` lines are queued: that of the last inbox entry
+    wholly among them (its bound and those before it are dropped from ``bounds``); None if none is."""
+    seq = None
+    while bounds and bounds[0][0] <= recorded:
+        seq = bounds.popleft()[1]
+    return seq
 
 
 def _startup_message(s: InfluxSettings, result: WriteResult) -> str:

@@ -8,9 +8,10 @@ Readings — one measurement per channel kind (``flow``, ``flow_total``, ``ph``,
 
 - tags: ``site``, ``channel``, ``instrument``, ``unit`` (sorted by key; an empty value is left out, as line
   protocol has no empty tags);
-- fields: ``value`` (float, engineering unit; **absent** for a bad sample: a failed read is never a number),
-  ``quality`` (string: ``good``, ``comm_failure``, ``device_exception``, ``decode_error``, ``bad_value``,
-  ``out_of_range``, ``stale``, ``device_fault``) and, for bad samples only, ``reason`` (string);
+- fields: ``value`` (float, engineering unit; **absent** for a bad sample: a failed read is never a number;
+  present for ``over_range``, the number an instrument reported above its span), ``quality`` (string: ``good``,
+  ``comm_failure``, ``device_exception``, ``decode_error``, ``bad_value``, ``out_of_range``, ``stale``,
+  ``device_fault``, ``over_range``) and, for bad samples only, ``reason`` (string);
 - timestamp: the sample time in **milliseconds** since the epoch (UTC), written with ``precision=ms``.
   Milliseconds are what VictoriaMetrics stores and what Grafana resolves; polls are ≥ 10 ms apart. The
   conversion is ``round(time * 1000)``, a pure function of the historian's float, so a backfill writes
@@ -38,7 +39,7 @@ fields are ``<measurement>_<field>`` (``ph_value``).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -153,11 +154,26 @@ class SampleFormatter:
             return (f'{prefix}quality="{Quality.BAD_VALUE.value}",reason="good sample without a finite value '
                     f'({value!r})" {round(s.time * 1000)}')
         reason = f',reason="{_escape_str(s.reason)}"' if s.reason else ""
+        if s.quality is Quality.OVER_RANGE and value is not None and math.isfinite(value):
+            reason = f"{reason},value={float(value)!r}"
         return f'{prefix}quality="{s.quality.value}"{reason} {round(s.time * 1000)}'
 
     def lines(self, samples: Iterable[Sample]) -> list[str]:
         line = self.line
         return [line(s) for s in samples]
+
+    def batches(self, samples: Iterable[Sample], size: int) -> Iterator[list[bytes]]:
+        """Lines of recorded readings, ``size`` at a time (encoded), streaming: what `pretreat influx
+        backfill` sends and what the sink re-queues after a crash, both exactly the lines sent live."""
+        line = self.line
+        batch: list[bytes] = []
+        for s in samples:
+            batch.append(line(s).encode())
+            if len(batch) >= size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
 
 
 class EpisodeLike(Protocol):

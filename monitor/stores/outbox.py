@@ -16,6 +16,9 @@ Semantics:
   the drop is counted, persistently (``dropped_items`` survives restarts: it is evidence of a gap). The
   newest record is always kept, even if it alone is over budget. On disk add the small SQLite index and at
   most one partly acknowledged segment (``segment_size``, a 16th of the budget, 1–64 MiB).
+- Marks: a producer can keep small named integers (``marks``) in the queue file, written in the same
+  transaction as an append, so "everything up to here is queued" is durable exactly when the records are
+  (the InfluxDB sink keeps the last historian reading it queued, to re-queue what a crash lost).
 - Quarantine: a payload a receiver rejected as malformed can be moved to a side table with the reason, so it
   neither blocks the queue nor vanishes. The quarantine is bounded (``quarantine_max`` rows, oldest dropped).
 
@@ -41,7 +44,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +75,7 @@ CREATE TABLE IF NOT EXISTS quarantine (
     payload BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS marks (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 _TOTALS = ("dropped_records", "dropped_items", "quarantined_items", "lost_items")
 
@@ -161,9 +165,13 @@ class Outbox:
         """Queue one record durably; returns its id."""
         return self.append_many([(payload, count)])[0]
 
-    def append_many(self, items: Sequence[tuple[bytes | str, int]]) -> list[int]:
-        """Queue several records in one transaction (one commit: this is what makes batching cheap)."""
+    def append_many(self, items: Sequence[tuple[bytes | str, int]], *,
+                    marks: Mapping[str, int] | None = None) -> list[int]:
+        """Queue several records in one transaction (one commit: this is what makes batching cheap), and
+        set ``marks`` (see `mark`) in the same transaction: both are durable, or neither."""
         if not items:
+            if marks:
+                self.set_marks(marks)
             return []
         rows = [(p.encode() if isinstance(p, str) else bytes(p), int(c)) for p, c in items]
         incoming = sum(len(p) for p, _ in rows)
@@ -186,6 +194,8 @@ class Outbox:
                     cur = db.execute("INSERT INTO outbox (created, count, size, segment, offset, payload) "
                                      "VALUES (?, ?, ?, ?, ?, ?)", (now, c, len(p), seg, off, inline))
                     ids.append(int(cur.lastrowid or 0))
+                if marks:
+                    _write_marks(db, marks)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -321,6 +331,27 @@ class Outbox:
         return [Quarantined(id=r[0], created=r[1], count=r[2], reason=r[3], payload=r[4])
                 for r in reversed(rows)]
 
+    # -- marks -----------------------------------------------------------------------------------------
+    def mark(self, key: str) -> int | None:
+        """A producer's mark (see `append_many`), or None if it was never set."""
+        with self._lock:
+            self._check_open()
+            row = self._db.execute("SELECT value FROM marks WHERE key = ?", (key,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def set_marks(self, marks: Mapping[str, int]) -> None:
+        """Set marks without appending anything (one transaction)."""
+        with self._lock:
+            self._check_open()
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                _write_marks(db, marks)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
     # -- state -----------------------------------------------------------------------------------------
     @property
     def depth(self) -> int:
@@ -386,6 +417,12 @@ class Outbox:
         free = self._db.execute("PRAGMA freelist_count").fetchone()[0]
         if free >= _FREELIST_VACUUM_PAGES:
             self._db.execute("PRAGMA incremental_vacuum")
+
+
+def _write_marks(db: sqlite3.Connection, marks: Mapping[str, int]) -> None:
+    db.executemany("INSERT INTO marks (key, value) VALUES (?, ?) "
+                   "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                   [(k, int(v)) for k, v in marks.items()])
 
 
 def _acquire(path: Path) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sqlite3
 import subprocess
@@ -202,8 +203,10 @@ class InProcessDaemon:
 class DaemonProcess:
     """`pretreat run` as a child process (what systemd runs), its stderr appended to ``log``."""
 
-    def __init__(self, site: Path, log: Path) -> None:
+    def __init__(self, site: Path, log: Path, *, env: dict[str, str] | None = None) -> None:
+        """``env``: extra environment variables for the child (test seams)."""
         self.site, self.log = site, log
+        self.env = env or {}
         self.proc: subprocess.Popen[bytes] | None = None
         self._mark = 0
 
@@ -211,7 +214,8 @@ class DaemonProcess:
         self._mark = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "run", "--config", str(self.site)],
-                                         cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+                                         cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                         env={**os.environ, **self.env})
         return self
 
     def output(self) -> str:

@@ -164,3 +164,49 @@ async def test_episode_store_write_failing_is_retried_not_fatal(tmp_path: Path) 
     with contextlib.closing(sqlite3.connect(config.daemon.historian)) as db:
         events = db.execute("SELECT event FROM episode_events WHERE rule = 'ph_low' ORDER BY time").fetchall()
     assert [e for (e,) in events] == ["start", "end"]
+
+
+async def test_a_full_disk_is_logged_once_and_status_lists_the_failing_historian(
+        tmp_path: Path, small_disk: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The health snapshot lives on the same full disk: it used to log an error every second and freeze, so
+    `pretreat status` could not tell the historian was failing (issue 15). Now: one error an outage, one notice
+    when it ends, and the snapshot keeps being rewritten in place, listing the historian's write failures."""
+    from monitor.health import health_path
+    from monitor.status import collect
+
+    instruments = [tcp_instrument("flow-meter", port=free_port(), poll=0.25, timeout=0.2)]
+    channels = [channel("flow", instrument="flow-meter", kind="flow", unit="gpm", point="flow_rate",
+                        valid_min=0, valid_max=2000)]
+    site = site_file(tmp_path, instruments=instruments, channels=channels)
+    site.write_text(site.read_text().replace('historian = "pretreat.sqlite"',
+                                             f'historian = "{small_disk / "pretreat.sqlite"}"'))
+    config = load_config(site)
+    filler = small_disk / "filler"
+    caplog.set_level("INFO")
+    async with SiteSimulator(config=config), InProcessDaemon(config) as daemon:
+        counters = daemon.historian.counters
+        assert await eventually(lambda: counters.samples_written > 20 and health_path(small_disk / "pretreat.sqlite")
+                                .exists(), 10)
+        await asyncio.to_thread(fill, filler)
+        assert await eventually(lambda: counters.write_errors > 0, 15), "writes never failed"
+
+        def status_says_failing() -> bool:
+            try:
+                return any("historian write failures" in p for p in collect(config).problems)
+            except ValueError:
+                return False
+
+        assert await eventually(status_says_failing, 15)
+        written = [r for r in caplog.records if "health snapshot" in r.getMessage()]
+        before = len(written)
+        errors_before = sum(r.levelname == "ERROR" for r in caplog.records)
+        snapshot_time = collect(config).snapshot["time"]  # type: ignore[index]
+        assert await eventually(lambda: collect(config).snapshot["time"] > snapshot_time + 2, 10)  # not frozen
+        assert len([r for r in caplog.records if "health snapshot" in r.getMessage()]) == before == 1
+        assert sum(r.levelname == "ERROR" for r in caplog.records) == errors_before  # nothing every second
+        filler.unlink()
+        assert await eventually(lambda: counters.queue_depth == 0, 20), counters.as_dict()
+        assert await eventually(lambda: not collect(config).problems, 15), collect(config).problems
+    assert [r.getMessage().split(" (")[0] for r in caplog.records if "health snapshot" in r.getMessage()] == [
+        f"health snapshot: cannot write {health_path(small_disk / 'pretreat.sqlite')}",
+        f"health snapshot: writing {health_path(small_disk / 'pretreat.sqlite')} again"]

@@ -392,9 +392,9 @@ async def test_a_burst_is_queued_as_full_batches_in_bounded_transactions(tmp_pat
     transactions: list[list[int]] = []  # payload sizes of each append_many call
     append = Outbox.append_many
 
-    def spy(self: Outbox, items: Any) -> list[int]:
+    def spy(self: Outbox, items: Any, **kw: Any) -> list[int]:
         transactions.append([len(p) for p, _ in items])
-        return append(self, items)
+        return append(self, items, **kw)
 
     monkeypatch.setattr(Outbox, "append_many", spy)
     vm = VictoriaMetrics(tmp_path)  # never started: everything stays queued
@@ -416,12 +416,12 @@ async def test_a_failed_append_is_retried_in_order_without_loss_or_duplicates(
     calls = 0
     append = Outbox.append_many
 
-    def fail_first(self: Outbox, items: Any) -> list[int]:
+    def fail_first(self: Outbox, items: Any, **kw: Any) -> list[int]:
         nonlocal calls
         calls += 1
         if calls == 1:  # the first transaction of the burst, while the rest is still being formatted
             raise OSError(28, "No space left on device")
-        return append(self, items)
+        return append(self, items, **kw)
 
     monkeypatch.setattr(Outbox, "append_many", fail_first)
     vm = VictoriaMetrics(tmp_path)
@@ -474,3 +474,54 @@ async def test_close_sends_what_was_submitted_last_while_the_server_is_up(victor
     assert counters.points_sent == 6 and counters.queue_depth == 0
     series = by_name(victoria.wait_for_points('{__name__="ph_value"}', 6))
     assert series["ph_value"]["timestamps"][-5:] == [ms(s.time) for s in last]
+
+
+
+async def test_with_a_historian_only_committed_readings_are_queued_and_lost_ones_are_re_queued_identically(
+        tmp_path: Path) -> None:
+    """The sink queues a reading only once the historian committed it and marks the historian seq reached;
+    readings the historian committed but the sink never queued (its memory lost in a crash) are re-queued at
+    the next start as the very lines the live path writes (timestamps, values, tags; bad readings too)."""
+    from monitor.stores.historian import Historian
+    from monitor.stores.influx_lines import SampleFormatter
+    from monitor.stores.influx_recovery import MARK
+
+    vm = VictoriaMetrics(tmp_path)  # never started: everything stays queued
+    s = settings(vm, tmp_path, batch_size=100, flush_interval=0.05)
+    path = tmp_path / "h.sqlite"
+    base = round(time.time()) - 60.0
+    samples = [Sample(time=base + i * 0.1 + 1e-4, site="acme", channel="ph", value=7 + i / 1000, unit="pH")
+               if i % 7 else Sample(time=base + i * 0.1, site="acme", channel="ph", value=None, unit="pH",
+                                    quality=Quality.COMM_FAILURE, reason="no reply within 0.5 s")
+               for i in range(300)]
+    historian = Historian(path=path, commit_interval=3600.0)  # commits only when flushed
+    await historian.start()
+    sink = sink_for(s)
+    await sink.start(historian)
+    sink.submit(samples[:100], historian.submit(samples[:100]))
+    await asyncio.sleep(0.3)  # several writer wake-ups: none may queue what the historian has not committed
+    assert sink.counters.pending_in_memory == 100 and sink.counters.queue_depth == 0
+    await historian.flush()
+    await sink.flush()
+    assert sink.counters.queue_depth == 100
+    historian.submit(samples[100:])  # committed by the historian; the sink's copy was in its lost memory
+    await historian.close()
+    await sink.close()
+    box = Outbox(path=s.queue_path, budget_bytes=1 << 30)
+    assert box.mark(MARK) == 101
+    box.close()
+
+    historian = Historian(path=path)
+    await historian.start()
+    again = sink_for(s)
+    await again.start(historian)
+    await again.flush()
+    assert again.counters.requeued_after_crash == 200
+    await again.close()
+    await historian.close()
+    box = Outbox(path=s.queue_path, budget_bytes=1 << 30)
+    lines = [line for r in box.peek(max_items=1 << 20) for line in r.payload.split(b"\n")]
+    assert box.mark(MARK) == 301
+    box.close()
+    live = [line.encode() for line in SampleFormatter(instruments=INSTRUMENTS).lines(samples)]
+    assert [x for x in lines if not x.startswith(b"pretreat_health")] == live

@@ -1,5 +1,7 @@
 """The same engine live and offline: a simulator scenario recorded by the daemon, then the recorded readings
-replayed with `pretreat replay`, give the same exceedance episodes."""
+replayed with `pretreat replay`, give the same exceedance episodes: times, values, end reasons, measured and
+unmeasured seconds, censoring. The scenario has a gap (the pH meter silent for 8 s inside an excursion: max_gap
+is 5 s) and an LEL meter reading 120 % (over its span: judged as 100 %, censored)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ kind = "ph"
 value = 4.5
 
 [[step]]
-at = 5.5
+at = 14.0
 kind = "ph"
 clear = true
 
@@ -42,6 +44,26 @@ value = 6.5
 at = 6.0
 kind = "lel"
 clear = true
+
+[[step]]
+at = 3.0
+kind = "ph"
+fault = "silent"
+
+[[step]]
+at = 11.0
+kind = "ph"
+fault = "none"
+
+[[step]]
+at = 8.0
+kind = "lel"
+value = 120.0
+
+[[step]]
+at = 10.0
+kind = "lel"
+clear = true
 """
 
 
@@ -50,8 +72,11 @@ def _iso(t: float) -> str:
 
 
 def _key(e: dict) -> tuple:  # type: ignore[type-arg]
+    measured = e.get("measured_seconds")
+    unmeasured = e.get("unmeasured_seconds")
     return (e["site"], e["channel"], e["rule"], e["event"], round(e["time_s"], 3), e["value"], e["limit"],
-            e["citation"])
+            e["citation"], e.get("end_reason"), None if measured is None else round(measured, 3),
+            None if unmeasured is None else round(unmeasured, 3), e.get("censored", False))
 
 
 async def test_recorded_scenario_replays_to_the_same_episodes(tmp_path: Path, mosquitto: Mosquitto) -> None:
@@ -61,13 +86,16 @@ async def test_recorded_scenario_replays_to_the_same_episodes(tmp_path: Path, mo
     scenario_file = tmp_path / "excursion.toml"
     scenario_file.write_text(SCENARIO)
     async with SiteSimulator(config=config, scenario=load_scenario(scenario_file)):
-        await run_for(Daemon(config=config), 9.0)
+        await run_for(Daemon(config=config), 17.0)
 
     store = EpisodeStore(path=config.daemon.historian)
     live = [dict(e.to_dict(), time_s=e.time) for e in store.events()]
     store.close()
     rules = {(e["rule"], e["event"]) for e in live}
     assert {("ph_low", "start"), ("ph_low", "end"), ("lel_successive", "start"), ("lel_successive", "end")} <= rules
+    assert any(e["rule"] == "ph_low" and e.get("end_reason") == "gap" for e in live), live
+    assert any(e["rule"] == "lel_single" and e["event"] == "start" and e.get("censored") and e["value"] == 100.0
+               for e in live), live
 
     # every recorded reading of the site, good and bad, in time order, as `pretreat replay` reads them
     rows = [s for ch in config.sites[0].channels

@@ -148,7 +148,7 @@ async def test_malformed_payloads_become_bad_samples_and_the_next_good_message_s
         publisher(GAS, b"\x00\xffnot json")
         publisher(GAS, json.dumps({"gas": {"lel": True, "h2s": 2}, "ts": T0}))
         publisher(LEVEL, "12,5")
-        publisher(GAS, gas(150, 3, T0 + 1))
+        publisher(GAS, gas(250, 3, T0 + 1))  # beyond one span over the top: a fault, not saturation
         publisher(GAS, gas(6.5, 2.5, T0 + 2))
         await until(lambda: len(rec.samples) == 9, what="9 samples")
     lel = rec.of("lel")

@@ -42,6 +42,9 @@ def _samples(case: Path, site: str) -> list[Sample]:
                 out.append(
                     Sample(time=t, site=site, channel=row["channel"], value=float(row["value"]), unit="")
                 )
+            elif quality == "over_range":  # recorded with the instrument's number, as a driver makes it
+                out.append(Sample(time=t, site=site, channel=row["channel"], value=float(row["value"]), unit="",
+                                  quality=Quality.OVER_RANGE, reason="above the span"))
             else:
                 out.append(
                     Sample.bad(

@@ -69,7 +69,7 @@ operator = ">="
 
 VALUES = {
     "ph": [4.0, 4.99, 5.0, 6.0, 7.0, 9.0, 9.01, 10.0, 12.0, -1.0, math.nan],
-    "lel": [0.0, 5.0, 5.1, 10.0, 10.1, 50.0],
+    "lel": [0.0, 5.0, 5.1, 10.0, 10.1, 50.0, 120.0, 250.0],  # 120: over range, judged as 100; 250: a fault
     "flow": [0.0, 10.0, 50.0, 50.5, 200.0, 6000.0],
     "cod": [1.0, 5.0, 100.0],
     "temperature": [20.0, 40.0, 40.1, math.inf],
@@ -200,9 +200,9 @@ def test_generated_traces_reach_every_rule(configs: dict[str, SiteConfig]) -> No
     steps = [
         (0, "ph", 7.0),
         (1, "ph", 4.0),
-        (1500, "ph", 4.0),
-        (1200, "ph", 12.0),
-        (1200, "ph", 7.0),
+        *[(120, "ph", 4.0)] * 25,  # 50 measured minutes: past 20 (single) and 45 (monthly)
+        (120, "ph", 12.0),
+        (120, "ph", 7.0),
         (1, "ph", 7.0),
         (1, "ph", 7.0),
         (3600 * 30, "ph", 7.5),
@@ -229,8 +229,10 @@ def test_generated_traces_reach_every_rule(configs: dict[str, SiteConfig]) -> No
         (t + 60 * 2, "ph", None, "out_of_range"),
         (t + 60 * 3, "ph", 7.0, "good"),
     ]
-    for e in live(configs["southeast"], rows):
+    events = live(configs["southeast"], rows)
+    for e in events:
         rules_seen.add((e.rule, e.event))
+    assert {e.end_reason for e in events if e.event == "end"} >= {"cleared", "month_end"}
     expected = {
         "ph_low",
         "ph_high",

@@ -24,6 +24,14 @@ def local(*args: int) -> float:
 
 @pytest.fixture
 def southeast(tmp_path: Path) -> SiteConfig:
+    """Readings here are sparse to put each boundary exactly where it is wanted; a max_gap of a day makes them
+    measured time (gaps are tested below with the default max_gap)."""
+    return load(tmp_path, site_toml(channel("ph", max_gap=86400), timezone="America/New_York", extra=ADOPT))
+
+
+@pytest.fixture
+def minutely(tmp_path: Path) -> SiteConfig:
+    """The meter publishes every minute: max_gap 180 s."""
     return load(tmp_path, site_toml(channel("ph"), timezone="America/New_York", extra=ADOPT))
 
 
@@ -59,15 +67,56 @@ def test_single_excursion_starts_at_its_onset_confirmed_at_the_first_reading_pas
     assert events[-1].citation.startswith("40 CFR 401.17(a)(2), adopted by permit SE-IU-3; pH range: Town of")
 
 
-def test_bad_samples_and_gaps_do_not_interrupt_an_excursion(southeast: SiteConfig) -> None:
+def test_bad_samples_do_not_interrupt_an_excursion(southeast: SiteConfig) -> None:
     t = local(2025, 3, 3, 8)
-    rows = ph((t, 4.0), (t + 600, None), (t + 4000, 4.0), (t + 9000, 7.0))  # a stale hole of over an hour
+    rows = ph((t, 4.0), (t + 600, None), (t + 4000, 4.0), (t + 9000, 7.0))  # a stale row inside max_gap
     events = live(southeast, rows)
     assert rule(events, "ph_excursion_duration") == [
         (t, "start", 4.0, None),
         (t + 9000, "end", 7.0, 9000.0),
     ]
     assert confirmed(events, "ph_excursion_duration") == [t + 4000]
+
+
+def test_a_gap_ends_the_excursion_so_only_measured_time_counts(minutely: SiteConfig) -> None:
+    """08:00-08:40 and 09:10-09:50 below 5.0 with nothing from 08:40 to 09:10: two excursions of 40 minutes,
+    not one of 110; a stale row inside the hole does not bridge it."""
+    t = local(2025, 3, 3, 8)
+    rows = ph(*[(t + 60 * i, 4.0) for i in range(41)], (t + 3000, None),
+              *[(t + 4200 + 60 * i, 4.0) for i in range(41)], (t + 6660, 7.0))
+    events = live(minutely, rows)
+    assert rule(events, "ph_excursion_duration") == []
+    low = [(e.time - t, e.event, e.end_reason, e.measured, e.unmeasured) for e in events if e.rule == "ph_low"]
+    assert low == [(0, "start", None, None, None), (2400, "end", "gap", 2400.0, 0.0),
+                   (4200, "start", None, None, None), (6660, "end", "cleared", 2460.0, 0.0)]
+
+
+def test_an_episode_past_sixty_measured_minutes_ends_at_the_gap(minutely: SiteConfig) -> None:
+    t = local(2025, 3, 3, 8)
+    rows = ph(*[(t + 60 * i, 4.0) for i in range(71)], (t + 9000, 4.0), (t + 9060, 7.0))
+    assert [(e.time - t, e.event, e.peak, e.end_reason, e.measured) for e in live(minutely, rows)
+            if e.rule == "ph_excursion_duration"] == [(3660, "start", None, None, None),
+                                                      (4200, "end", 4200.0, "gap", 540.0)]
+
+
+def test_monthly_total_counts_measured_time_and_keeps_the_unmeasured_beside_it(tmp_path: Path) -> None:
+    """max_gap 1 h; 9 h out of range measured in three stretches around two 2-hour holes: 9 h > 7 h 26 min. The
+    episode's end carries the month's measured excursion time and the month's unmeasured time (the holes and
+    the silence until the reading after the month's end)."""
+    c = load(tmp_path, site_toml(channel("ph", max_gap=3600), timezone="UTC", extra=ADOPT))
+    d = datetime(2025, 6, 10, tzinfo=ZoneInfo("UTC")).timestamp()
+    rows = ph(*[(d + 1800 * i, 4.0) for i in range(7)],  # 00:00-03:00
+              *[(d + 5 * 3600 + 1800 * i, 4.0) for i in range(7)],  # 05:00-08:00 (hole 03:00-05:00)
+              *[(d + 10 * 3600 + 1800 * i, 4.0) for i in range(7)],  # 10:00-13:00 (hole 08:00-10:00)
+              (d + 13.5 * 3600, 7.0), (d + 14 * 3600, 7.0))
+    month_end = datetime(2025, 7, 1, tzinfo=ZoneInfo("UTC")).timestamp()
+    rows += ph((month_end + 60, 7.0))
+    monthly = [e for e in live(c, rows) if e.rule == "ph_monthly_excursion"]
+    measured = 3 * 3 * 3600.0 + 1800.0  # three 3-hour stretches, the last ended by the 13:30 reading
+    assert [(e.event, e.end_reason) for e in monthly] == [("start", None), ("end", "month_end")]
+    end = monthly[1]
+    assert end.peak == end.measured == measured
+    assert end.unmeasured == 2 * 7200.0 + (month_end - (d + 14 * 3600))
 
 
 def test_excursion_time_is_real_seconds_across_the_dst_fall_back(southeast: SiteConfig) -> None:

@@ -66,13 +66,18 @@ def site_toml(
     extra: str = "",
     site: str = "acme",
     site_kind: str = "",
+    poll_interval: float = 60.0,
 ) -> str:
     """A complete site file: one MQTT instrument, the given channel tables, then ``extra`` (permit, rules).
-    ``site_kind`` "plant" makes it the treatment plant's influent site (the default is an industry)."""
+    ``site_kind`` "plant" makes it the treatment plant's influent site (the default is an industry).
+
+    The instrument publishes every ``poll_interval`` s (a minute: the tests' rows are a minute apart), so its
+    channels' ``max_gap`` is 3 × that unless a channel states one."""
     kind = f'kind = "{site_kind}"\n' if site_kind else ""
     head = (
         f'[daemon]\nhistorian = "db.sqlite"\n\n[[site]]\nid = "{site}"\njurisdiction = "{jurisdiction}"\n'
-        f'timezone = "{timezone}"\n{kind}\n[[site.instrument]]\nid = "m"\ndriver = "mqtt"\nhost = "127.0.0.1"\n\n'
+        f'timezone = "{timezone}"\n{kind}\n[[site.instrument]]\nid = "m"\ndriver = "mqtt"\nhost = "127.0.0.1"\n'
+        f"poll_interval = {poll_interval}\n\n"
     )
     routes = PAWLING_ROUTES if jurisdiction == "pawling" and 'kind = "ph"' in "".join(channels) else ""
     return head + "\n".join(channels) + "\n" + extra + routes

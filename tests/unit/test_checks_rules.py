@@ -159,7 +159,8 @@ def test_sampler_temperature_four_plus_or_minus_two(tmp_path: Path) -> None:
 
 
 def test_sampler_interval_counts_only_flowing_time(tmp_path: Path) -> None:
-    c = config(tmp_path, channel("sampler_count"), channel("flow"), jurisdiction="pawling")
+    c = config(tmp_path, channel("sampler_count", max_gap=14400), channel("flow", max_gap=14400),
+               jurisdiction="pawling")  # sparse readings, all measured
     rows: list[Row] = [
         (T0, "sampler_count", 1.0, "good"),
         (T0, "flow", 5.0, "good"),
@@ -217,7 +218,8 @@ def test_flatline_is_opt_in_and_counts_identical_readings(tmp_path: Path) -> Non
 def test_sampler_interval_overdue_when_flow_turns_bad_starts_at_the_next_reading(tmp_path: Path) -> None:
     """Found by the fast-path property test: 3600 s of flow counted, then the flow reading goes bad; the next
     count reading (unchanged) must start the episode in the fast path as in the slow one."""
-    c = config(tmp_path, channel("sampler_count"), channel("flow"), jurisdiction="pawling")
+    c = config(tmp_path, channel("sampler_count", max_gap=7200), channel("flow", max_gap=7200),
+               jurisdiction="pawling")
     rows: list[Row] = [
         (T0, "flow", 10.0, "good"),
         (T0, "sampler_count", 5.0, "good"),
@@ -252,3 +254,71 @@ def test_sampler_interval_with_the_flow_unknown_is_an_unverified_interval_not_si
             ("sampler_interval_unverified", "start", 0.0, T0 + 1000, True),
             ("sampler_interval_unverified", "end", 1200.0, None, True),
         ]
+
+
+def test_a_gap_in_the_flow_is_not_counted_and_a_gap_in_the_count_ends_the_episode(tmp_path: Path) -> None:
+    """max_gap 180 s. Flow 5 gpm read every minute for 10 minutes, then a 30-minute hole in the flow readings
+    (the daemon marks the flow stale at 13 minutes, three polls on): the hole is not counted (flow above zero
+    was not measured), so the sampler is not late at 40 minutes but at 43 (13 + 3 > 15): confirmed then, the episode's
+    onset being the last sample (here the count's first reading). Then the count itself
+    goes silent for 20 minutes while late: the episode ends at its last reading before the gap (a sample may
+    have been taken unseen)."""
+    c = config(tmp_path, channel("sampler_count"), channel("flow"), jurisdiction="pawling")
+    rows: list[Row] = []
+    for i in range(53):  # the count every minute to 52 min; flow 0-10 and 40-52 min
+        rows += [(T0 + 60 * i, "sampler_count", 1.0, "good")]
+        if i <= 10 or i >= 40:
+            rows += [(T0 + 60 * i, "flow", 5.0, "good")]
+        elif i == 13:
+            rows += [(T0 + 60 * i, "flow", None, "stale")]
+    rows += [(T0 + 60 * 73, "sampler_count", 1.0, "good"), (T0 + 60 * 73, "flow", 5.0, "good")]
+    got = [(e.event, (e.time - T0) / 60, e.confirmed and (e.confirmed - T0) / 60, e.end_reason)
+           for e in live(c, rows) if e.rule == "sampler_interval"]
+    assert got == [("start", 0.0, 43.0, None), ("end", 52.0, None, "gap")]  # onset: the last sample (the first)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_an_episode_ends_at_the_last_reading_before_a_gap_and_restarts_after_it(tmp_path: Path,
+                                                                                fast: bool) -> None:
+    c = config(tmp_path, channel("temperature", location="influent"))
+    rows = [*rows_of("temperature", [20.0, 41.0, 42.0]), (T0 + 600, "temperature", 43.0, "good"),
+            (T0 + 660, "temperature", 20.0, "good")]
+    got = [(e.event, e.time - T0, e.value, e.peak, e.end_reason, e.measured, e.unmeasured)
+           for e in live(c, rows, fast=fast) if e.rule == "temperature_high"]
+    assert got == [("start", 60.0, 41.0, None, None, None, None), ("end", 120.0, 42.0, 42.0, "gap", 60.0, 0.0),
+                   ("start", 600.0, 43.0, None, None, None, None),
+                   ("end", 660.0, 20.0, 43.0, "cleared", 60.0, 0.0)]
+
+
+def test_a_bad_sample_neither_makes_nor_bridges_a_gap(tmp_path: Path) -> None:
+    c = config(tmp_path, channel("lel"))
+    rows: list[Row] = [(T0, "lel", 6.0, "good"), (T0 + 60, "lel", None, "comm_failure"),
+                       (T0 + 120, "lel", 6.0, "good"),  # 120 s after the last good one: successive
+                       (T0 + 180, "lel", 2.0, "good"), (T0 + 240, "lel", 6.0, "good"),
+                       (T0 + 300, "lel", None, "comm_failure"), (T0 + 400, "lel", None, "comm_failure"),
+                       (T0 + 500, "lel", 6.0, "good")]  # 260 s after the last good one: a gap, not successive
+    assert [(e.event, e.time - T0) for e in live(c, rows) if e.rule == "lel_successive"] == [
+        ("start", 120.0), ("end", 180.0)]
+
+
+def test_flatline_run_does_not_continue_across_a_gap(tmp_path: Path) -> None:
+    c = config(tmp_path, channel("temperature", location="influent"),
+               extra='[site.rules.flatline]\nchannels = ["temperature"]\nreadings = 3\n')
+    rows = rows_of("temperature", [20.0, 20.0]) + [(T0 + 1000 + 60 * i, "temperature", 20.0, "good")
+                                                   for i in range(4)]
+    got = [(e.event, e.time - T0, e.end_reason) for e in live(c, rows) if e.rule == "flatline"]
+    assert got == [("start", 1120.0, None)]  # the third identical reading after the gap, not the first
+
+
+@pytest.mark.parametrize("opt_in", [True, False])
+def test_a_ph_probe_saturating_at_14_is_judged_only_when_the_channel_opts_in(tmp_path: Path, opt_in: bool) -> None:
+    from monitor.checks.engine import CheckEngine
+    from monitor.sample import Quality, Sample
+
+    c = config(tmp_path, channel("ph", judge_over_range=opt_in))
+    s = Sample(time=T0 + 60, site="acme", channel="ph", value=14.2, unit="pH", quality=Quality.OVER_RANGE,
+               reason="14.2 pH above the span")
+    engine = CheckEngine.for_config(c)
+    events = engine.process_many([Sample(time=T0, site="acme", channel="ph", value=7.0, unit="pH"), s])
+    got = [(e.rule, e.event, e.value, e.censored) for e in events]
+    assert got == ([("ph_high", "start", 14.0, True)] if opt_in else [("sensor_fault", "start", None, False)])

@@ -141,3 +141,36 @@ async def test_lives_beside_a_running_historian_in_one_file(tmp_path: Path) -> N
     finally:
         await historian.close()
         episodes.close()
+
+
+SCHEMA_1 = """CREATE TABLE episode_events (
+    id INTEGER PRIMARY KEY, time REAL NOT NULL, site TEXT NOT NULL, channel TEXT NOT NULL, rule TEXT NOT NULL,
+    event TEXT NOT NULL CHECK (event IN ('start', 'end')), value REAL, limit_value REAL, peak REAL,
+    citation TEXT NOT NULL, data_quality INTEGER NOT NULL, UNIQUE (site, channel, rule, event, time)) STRICT;
+CREATE TABLE episode_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) STRICT;
+INSERT INTO episode_meta VALUES ('schema_version', 1);
+INSERT INTO episode_events (time, site, channel, rule, event, value, limit_value, peak, citation, data_quality)
+VALUES (10.0, 'acme', 'ph', 'ph_low', 'start', 4.0, 5.0, NULL, 'cite', 0),
+       (20.0, 'acme', 'ph', 'ph_low', 'end', 7.0, 5.0, 3.5, 'cite', 0);
+"""
+
+
+def test_a_schema_1_file_gains_the_coverage_columns_and_its_old_episodes_read_as_unknown(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(SCHEMA_1)
+    store = EpisodeStore(path=path)
+    try:
+        (old,) = store.episodes()
+        assert (old.start, old.end, old.peak) == (10.0, 20.0, 3.5)
+        assert (old.end_reason, old.measured, old.unmeasured, old.censored) == (None, None, None, False)
+        new_end = EpisodeEvent(40.0, "acme", "lel", "lel_single", "end", 4.0, 10.0, "c", 100.0, "gap", 5.0, 0.0)
+        store.record([EpisodeEvent(35.0, "acme", "lel", "lel_single", "start", 100.0, 10.0, "c",
+                                   censored=True), new_end])
+        assert store.events(channel="lel")[1] == new_end
+        ep = store.episodes(rule="lel_single")[0]
+        assert (ep.end_reason, ep.measured, ep.unmeasured, ep.censored) == ("gap", 5.0, 0.0, True)
+    finally:
+        store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM episode_meta WHERE key = 'schema_version'").fetchone() == (2,)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -209,3 +210,28 @@ def test_cli_check_config_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["check-config", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "site[0].channel[0].point" in err and "1 error(s)" in err
+
+
+def _channel(**keys: object) -> str:
+    lines = "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items())
+    head = '[[site.channel]]\nid = "flow"\ninstrument = "fm"\npoint = "flow_rate"\nkind = "flow"\n'
+    return f'{head}unit = "gpm"\n{lines}'
+
+
+def test_max_gap_defaults_to_three_poll_intervals_but_never_under_5_s(tmp_path: Path) -> None:
+    def gap(poll: float, **keys: object) -> float:
+        inst = (f'[[site.instrument]]\nid = "fm"\ndriver = "modbus_tcp"\nhost = "127.0.0.1"\n'
+                f'register_map = "flow_meter"\npoll_interval = {poll}\n')
+        return load_config(write(tmp_path, site(inst, _channel(**keys)))).channels[0].max_gap
+
+    assert (gap(1.0), gap(0.5), gap(60.0), gap(60.0, max_gap=30)) == (5.0, 5.0, 180.0, 30.0)
+
+
+@pytest.mark.parametrize(("keys", "expected"), [
+    ({"max_gap": 4}, "a number >= 5"), ({"max_gap": "a minute"}, "a number"),
+    ({"max_gap": 40 * 86400}, "a number"), ({"judge_over_range": "yes"}, "true or false")])
+def test_max_gap_and_judge_over_range_are_validated(tmp_path: Path, keys: dict[str, object],
+                                                    expected: str) -> None:
+    errors = errors_of(tmp_path, site(channel=_channel(**keys)))
+    key = next(iter(keys))
+    assert any(f"site[0].channel[0].{key}" in e and expected in e for e in errors), errors

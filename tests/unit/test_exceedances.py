@@ -282,3 +282,33 @@ async def test_ph_episodes_are_marked_permitted_excursions_where_the_permit_adop
     assert rows["ph_low"]["citation"].endswith("[permitted excursion under 40 CFR 401.17, adopted by the permit: "
                                                "not a violation]")
     assert "permitted" not in rows["ph_excursion_duration"]["citation"]
+
+
+async def test_measured_and_unmeasured_seconds_end_reason_and_censoring_are_shown(tmp_path: Path,
+                                                                                  site_file: Path) -> None:
+    db = tmp_path / "pretreat.sqlite"
+    await record(db, [
+        ev(T0 + 100, "ph_high", "start", 9.4),
+        EpisodeEvent(T0 + 160, SITE, "ph", "ph_high", "end", 9.5, 9.0, CITE, 9.8, "gap", 60.0, 0.0),
+        EpisodeEvent(T0 + 200, SITE, "lel", "lel_single", "start", 100.0, 10.0, CITE, censored=True),
+        EpisodeEvent(T0 + 7400, SITE, "lel", "lel_single", "end", 2.0, 10.0, CITE, 100.0, "cleared", 3600.0,
+                     3600.0),
+    ])
+    rows = jsonl(run_report(db, site_file, now=T0 + 9000, format="json"))
+    assert [(r["rule"], r["end_reason"], r["measured_s"], r["unmeasured_s"], r["censored"]) for r in rows] == [
+        ("ph_high", "gap", 60.0, 0.0, False), ("lel_single", "cleared", 3600.0, 3600.0, True)]
+    table = run_report(db, site_file, now=T0 + 9000)
+    assert "(gap)" in table and "1h00m00s +1h00m00s unmeasured" in table and "100 %LEL (censored)" in table
+    csv_rows = list(csv.DictReader(io.StringIO(run_report(db, site_file, now=T0 + 9000, format="csv"))))
+    assert [(r["end_reason"], r["measured_s"], r["unmeasured_s"], r["censored"]) for r in csv_rows] == [
+        ("gap", "60", "0", "false"), ("cleared", "3600", "3600", "true")]
+
+
+def test_a_file_recorded_before_coverage_was_kept_reads_with_those_columns_empty(tmp_path: Path) -> None:
+    from tests.unit.test_checks_store import SCHEMA_1
+
+    db = tmp_path / "old.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.executescript(SCHEMA_1.replace("'acme'", f"'{SITE}'"))
+    (row,) = jsonl(run_report(db, None, now=T0, format="json"))  # read-only: not migrated
+    assert (row["peak"], row["end_reason"], row["measured_s"], row["censored"]) == (3.5, None, None, False)

@@ -333,3 +333,23 @@ async def test_a_good_reading_with_a_reason_keeps_it_beside_plain_ones(hist: His
     hist.submit(samples)
     await hist.flush()
     assert list(hist.query(site="acme", channel="ph")) == samples
+
+
+async def test_an_over_range_reading_keeps_its_number_and_a_version_1_file_is_upgraded(tmp_path: Path) -> None:
+    path = tmp_path / "v1.sqlite"
+    h = Historian(path=path)
+    await h.start()
+    await h.close()
+    with sqlite3.connect(path) as conn:  # as version 1 wrote it: no code 8
+        conn.execute("DELETE FROM qualities WHERE code = 8")
+        conn.execute("PRAGMA user_version = 1")
+    h = Historian(path=path)
+    await h.start()
+    h.submit([Sample(time=T0, site="acme", channel="lel", value=120.0, unit="%LEL", quality=Quality.OVER_RANGE,
+                     reason="120 %LEL above the span [0, 100]: judged as 100")])
+    await h.close()
+    (s,) = read_readings(path, site="acme", channel="lel")
+    assert (s.quality, s.value) == (Quality.OVER_RANGE, 120.0)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("SELECT name FROM qualities WHERE code = 8").fetchone() == ("over_range",)

@@ -43,6 +43,13 @@ def test_bad_sample_has_no_value_field_and_carries_quality_and_reason() -> None:
                     'reason="timeout after 0.5 s \\"read holding\\"\\nretrying" 1764460800123')
 
 
+def test_an_over_range_reading_keeps_its_number_beside_its_quality() -> None:
+    s = Sample(time=T, site="acme", channel="ph", value=120.0, unit="pH", quality=Quality.OVER_RANGE,
+               reason="above the span")
+    assert fmt().line(s) == ('ph,channel=ph,instrument=ph-meter,site=acme,unit=pH quality="over_range",'
+                             'reason="above the span",value=120.0 1764460800123')
+
+
 def test_tags_with_spaces_commas_and_equals_are_escaped() -> None:
     line = fmt().line(Sample(time=T, site="acme", channel="flow", value=1.0, unit="m3/h, a=b"))
     assert line.startswith(

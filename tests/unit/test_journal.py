@@ -183,3 +183,23 @@ def test_two_writers_on_one_file_keep_one_chain(path: Path) -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_a_marked_break_is_reported_once_and_checking_resumes_after_the_marker(journal: Journal,
+                                                                              path: Path) -> None:
+    from alarms.journal import BREAK
+
+    fill(journal)
+    tamper(path, """UPDATE journal SET payload = replace(payload, '"value":10.75', '"value":8.75')
+                    WHERE seq = 7""")
+    journal.append(BREAK, {"first_bad": 7, "problem": "altered"}, T0 + 20)  # what the daemon does at start
+    fill(journal, 3)
+    r = journal.verify()
+    assert (r.ok, r.first_bad, r.problem) == (False, 7, "altered")
+    assert len(r.breaks) == 1 and "break marked by record 11" in r.breaks[0]
+    assert r.detail.endswith("intact after it") and r.head[0] == 14
+    assert r.records == 10  # checked: 1-7 up to the break, then 12-14 after the marker
+    tamper(path, """UPDATE journal SET payload = replace(payload, '"n":2', '"n":5') WHERE seq = 13""")
+    r = journal.verify()  # a later edit is not covered by the old marker
+    assert (r.ok, r.first_bad, r.problem) == (False, 13, "altered") and len(r.breaks) == 1
+    assert not r.detail.endswith("intact after it")

@@ -103,10 +103,32 @@ def test_without_time_field_receive_time_is_used_silently() -> None:
 # --- judged values (range, NaN) ----------------------------------------------------------------------
 
 def test_out_of_range_is_judged_after_scaling() -> None:
-    s = decode_one('{"lel_pct": 101, "ts": 1796047200}', ch=channel(valid_min=0, valid_max=100))
+    s = decode_one('{"lel_pct": -1, "ts": 1796047200}', ch=channel(valid_min=0, valid_max=100))
     assert s.quality is Quality.OUT_OF_RANGE and s.value is None
     assert s.reason.startswith(TOPIC) and "outside valid range" in s.reason
     assert decode_one('{"lel_pct": 100, "ts": 1796047200}', ch=channel(valid_min=0, valid_max=100)).good
+    ph = Channel(id="ph", site="acme", instrument="lel-meter", kind=ChannelKind.PH, unit="pH", topic=TOPIC,
+                 field="lel_pct", valid_min=0, valid_max=14)
+    assert decode_one('{"lel_pct": 14.5, "ts": 1796047200}', ch=ph).quality is Quality.OUT_OF_RANGE
+
+
+def test_an_lel_meter_above_its_span_is_over_range_with_its_number_up_to_one_span_more() -> None:
+    """A gas detector saturating high is the worst case, not a fault: 120 % LEL keeps its number, quality
+    over_range (the checks judge it as 100 %); beyond one span above the top (200 %) it is a fault code."""
+    s = decode_one('{"lel_pct": 120, "ts": 1796047200}', ch=channel(valid_min=0, valid_max=100))
+    assert s.quality is Quality.OVER_RANGE and s.value == 120.0
+    assert s.reason.startswith(TOPIC) and "above the span" in s.reason and "judged as 100" in s.reason
+    assert decode_one('{"lel_pct": 200, "ts": 1796047200}',
+                      ch=channel(valid_min=0, valid_max=100)).quality is Quality.OVER_RANGE
+    far = decode_one('{"lel_pct": 200.01, "ts": 1796047200}', ch=channel(valid_min=0, valid_max=100))
+    assert far.quality is Quality.OUT_OF_RANGE and far.value is None
+
+
+def test_other_kinds_judge_over_range_readings_only_when_the_channel_opts_in() -> None:
+    ph = Channel(id="ph", site="acme", instrument="lel-meter", kind=ChannelKind.PH, unit="pH", topic=TOPIC,
+                 field="lel_pct", valid_min=0, valid_max=14, judge_over_range=True)
+    s = decode_one('{"lel_pct": 14.3, "ts": 1796047200}', ch=ph)
+    assert s.quality is Quality.OVER_RANGE and s.value == 14.3
 
 
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])

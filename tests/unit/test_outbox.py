@@ -246,3 +246,19 @@ def test_budget_counts_segment_payloads_and_frees_their_files(tmp_path: Path) ->
     assert box.disk_bytes() <= (16 << 20) + (2 << 20)  # budget + at most about one segment + index
     assert [r.payload[0] for r in box.peek(max_items=10_000)] == list(range(40 - st.records, 40))
     box.close()
+
+
+def test_a_mark_is_committed_with_its_append_or_not_at_all(tmp_path: Path) -> None:
+    path = tmp_path / "q.sqlite"
+    box = Outbox(path=path, budget_bytes=1 << 20)
+    assert box.mark("historian_seq") is None
+    box.append_many([(b"a", 1), (b"b", 1)], marks={"historian_seq": 3})
+    box.set_marks({"historian_seq": 5})
+    assert box.mark("historian_seq") == 5
+    with pytest.raises(TypeError):  # the mark cannot be written: the append in its transaction is undone
+        box.append_many([(b"c", 1)], marks={"historian_seq": object()})  # type: ignore[dict-item]
+    assert box.depth == 2 and [r.payload for r in box.peek(max_items=10)] == [b"a", b"b"]
+    box.close()
+    again = Outbox(path=path, budget_bytes=1 << 20)  # and both survive a reopen
+    assert again.mark("historian_seq") == 5 and again.depth == 2
+    again.close()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.test_checks_helpers import channel, site_toml
 from tests.unit.test_replay import SITE, run, ts
 
 EXPORT = "time,site,channel,value,unit,quality,reason\n"
@@ -84,7 +85,8 @@ def test_hourly_data_is_read_whole(tmp_path: Path, capsys: pytest.CaptureFixture
     """Every row of sparse data is beyond the frontier: held in fours, confirmed, read in file order."""
     rows = [(h, "4" if h in (5, 6) else "7") for h in range(0, 11)]
     text = "time,channel,value\n" + "".join(f"{ts(h * 3600)},ph,{v}\n" for h, v in rows)
-    code, events, err = run(tmp_path, text, capsys)
+    hourly = site_toml(channel("ph", max_gap=3600))  # an hourly meter: an hour between readings is no gap
+    code, events, err = run(tmp_path, text, capsys, hourly)
     assert code == 0 and "rows read: 11\nrows rejected: 0" in err
     assert [(e["time"], e["event"]) for e in events] == [(ts(5 * 3600), "start"), (ts(7 * 3600), "end")]
 

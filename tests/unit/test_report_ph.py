@@ -22,11 +22,13 @@ def _at(d: date, hh: int, mm: int = 0) -> float:
 
 
 def _excursions(tmp_path: Path, spans: list[tuple[float, float]], first: date, last: date) -> list[MonthAccount]:
-    """Feed pH 7 before each span, 9.5 at its start, 7 at its end; return the months first..last."""
+    """Feed pH 7 before each span, 9.5 every minute from its start, 7 at its end (the meter reports every
+    minute: only measured time is excursion time); return the months first..last."""
     config = site_config(tmp_path)
     agg = DailyAggregator(path=config.daemon.historian, config=config)
     for a, b in spans:
-        agg.observe([Sample(a - 60, SITE, "ph", 7.0, "pH"), Sample(a, SITE, "ph", 9.5, "pH"),
+        agg.observe([Sample(a - 60, SITE, "ph", 7.0, "pH"),
+                     *(Sample(t, SITE, "ph", 9.5, "pH") for t in range(int(a), int(b), 60)),
                      Sample(b, SITE, "ph", 7.0, "pH")])
     agg.close()
     conn = connect(config.daemon.historian)
@@ -76,10 +78,9 @@ def test_61_minute_excursion_exceeds_and_an_open_one_counts(tmp_path: Path) -> N
     config = site_config(tmp_path)
     agg = DailyAggregator(path=config.daemon.historian, config=config)
     d = date(2026, 4, 10)
-    agg.observe([Sample(_at(d, 9, 59), SITE, "ph", 7.0, "pH"), Sample(_at(d, 10), SITE, "ph", 5.0, "pH"),
-                 Sample(_at(d, 11, 1), SITE, "ph", 7.0, "pH"),
-                 Sample(_at(d, 15), SITE, "ph", 9.8, "pH"),  # still outside at the last reading (15:00 → 16:30)
-                 Sample(_at(d, 16, 30), SITE, "ph", 9.9, "pH")])
+    minutes = [(_at(d, 9, 59), 7.0), *((_at(d, 10) + 60 * m, 5.0) for m in range(61)), (_at(d, 11, 1), 7.0),
+               *((_at(d, 15) + 60 * m, 9.8) for m in range(91))]  # still outside at the last reading (15:00 → 16:30)
+    agg.observe([Sample(t, SITE, "ph", v, "pH") for t, v in minutes])
     agg.close()
     conn = connect(config.daemon.historian)
     [apr] = monthly_accounts(conn, config.site(SITE), compile_plans(config), d, d)
@@ -87,3 +88,26 @@ def test_61_minute_excursion_exceeds_and_an_open_one_counts(tmp_path: Path) -> N
     assert apr.longest_minutes == pytest.approx(90.0) and apr.longest_open
     assert apr.excursion_minutes == pytest.approx(61.0 + 90.0)
     assert apr.single_exceeded and not apr.total_exceeded
+
+
+def test_a_gap_ends_an_excursion_and_its_time_is_unmeasured_not_excursion(tmp_path: Path) -> None:
+    """pH 9.5 every minute 10:00-10:30, nothing until 12:00, 9.5 again to 12:30, then 7.0: two measured
+    30-minute excursions (60 minutes of excursion, longest 30), not one of 150; the 90-minute hole is
+    unmeasured, shown beside the total as the worst case."""
+    config = site_config(tmp_path)
+    agg = DailyAggregator(path=config.daemon.historian, config=config)
+    d = date(2026, 4, 10)
+    first = _at(d, 0)
+    readings = [(t, 7.0) for t in range(int(first), int(_at(d, 10)), 60)]
+    readings += [(_at(d, 10, m), 9.5) for m in range(31)] + [(_at(d, 12, m), 9.5) for m in range(31)]
+    readings += [(t, 7.0) for t in range(int(_at(d, 12, 31)), int(_at(d, 13)) + 1, 60)]
+    agg.observe([Sample(t, SITE, "ph", v, "pH") for t, v in readings])
+    agg.close()
+    conn = connect(config.daemon.historian)
+    [apr] = monthly_accounts(conn, config.site(SITE), compile_plans(config), d, d)
+    conn.close()
+    assert apr.excursion_minutes == pytest.approx(61.0)  # 10:00-10:30 and 12:00-12:31 (first reading back in)
+    assert apr.longest_minutes == pytest.approx(31.0)
+    before = (first - _at(date(2026, 4, 1), 0)) / 60.0  # the month before its first reading: unmeasured too
+    assert apr.unmeasured_minutes == pytest.approx(before + 90.0)
+    assert apr.worst_case_minutes == pytest.approx(61.0 + before + 90.0)

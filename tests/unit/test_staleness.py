@@ -42,3 +42,17 @@ def test_windows_count_from_the_start_of_polling_not_from_construction() -> None
     assert tr.tick(polling + 1.0) == []
     stale = tr.tick(polling + tr.window("acme-plating", "ph") + 0.1)
     assert ("acme-plating", "ph") in {(s.site, s.channel) for s in stale}
+
+
+def test_an_lel_meter_saturated_above_its_span_is_reporting_not_stale() -> None:
+    cfg = load_config(SITES_DIR / "demo.toml")
+    t0 = 1_000_000.0
+    tr = StalenessTracker(config=cfg, now=t0)
+    window = tr.window("acme-plating", "lel")
+    others = [Sample(time=t0, site=c.site, channel=c.id, value=1.0, unit=c.unit)
+              for c in cfg.channels if c.id != "lel"]
+    for k in range(1, 6):  # 120 % LEL every second for five seconds: longer than the window
+        tr.observe([*others, Sample(time=t0 + k, site="acme-plating", channel="lel", value=120.0, unit="%LEL",
+                                    quality=Quality.OVER_RANGE, reason="above the span")], t0 + k)
+        assert tr.tick(t0 + k + 0.5) == [], k
+    assert window < 5

@@ -1,0 +1,110 @@
+"""Data coverage: which stretches of a channel's time were measured, one rule for every check.
+
+We only allege what was measured. Two consecutive good readings of a channel further apart than the channel's
+``max_gap`` (seconds, `config.schema.Channel.max_gap`) have a *gap* between them: nothing is known about the
+discharge inside it. Bad samples between two good readings neither make nor close a gap (a bad sample is not a
+measurement); the interval between the two good readings decides.
+
+- An interval between consecutive good readings of at most ``max_gap`` (inclusive) is *measured* time; a longer
+  one is *unmeasured*.
+- An episode does not continue across a gap: the engine (`monitor.checks.engine.Processor`) tells every rule of
+  the channel about it (``Rule.gap``) before the reading after it is judged; per-reading and duration rules end
+  their episode at the last reading before the gap (``end_reason = "gap"``) and, if the channel is still out of
+  limits, start a new one at the first reading after it. Rules whose episode legitimately spans unmeasured time
+  (the calendar month of 40 CFR 401.17(a)(1), a slug whose rule chooses to) count the gap as unmeasured.
+- Every episode's end carries ``measured_seconds`` and ``unmeasured_seconds``; they add up to its span (end time
+  minus start time). The measured figure is what the record proves; measured + unmeasured is the worst case.
+- Rolling statistics weigh each reading by the time to the next one, capped at ``max_gap`` (`weight`), so a
+  burst of readings does not outweigh a steady stretch and a reading before a hole does not stand for the hole.
+
+The default ``max_gap`` is `DEFAULT_GAP_INTERVALS` × the instrument's poll interval (for MQTT: its expected
+publishing interval, the same ``poll_interval`` key), never under `MIN_MAX_GAP`: one or two missed polls are
+ordinary (a timeout, a reconnect), three in a row are a hole in the record.
+
+This module is the shared vocabulary (end reasons, defaults, the accounting helpers); the slug rule uses the same
+`Coverage` for its candidate and baseline time.
+"""
+
+from __future__ import annotations
+
+import math
+
+DEFAULT_GAP_INTERVALS = 3.0  # poll (or publishing) intervals without a good reading that make a gap
+MIN_MAX_GAP = 5.0  # s: never shorter, so scheduling jitter of a fast poll is never a gap
+MAX_MAX_GAP = 31 * 86400.0  # s: the longest stated max_gap the loader accepts (a calendar month)
+
+END_CLEARED = "cleared"  # a reading back within limits (or, for the sampler interval, a new sample)
+END_GAP = "gap"  # the last reading before a gap in the data: nothing is alleged about the time after it
+END_MONTH = "month_end"  # the first reading at or after the end of the accounting month (40 CFR 401.17(a)(1))
+END_REASONS = (END_CLEARED, END_GAP, END_MONTH)
+
+
+def default_max_gap(poll_interval: float) -> float:
+    """The ``max_gap`` of a channel that does not state one: 3 × its instrument's interval, at least 5 s."""
+    return max(MIN_MAX_GAP, DEFAULT_GAP_INTERVALS * poll_interval)
+
+
+def is_gap(dt: float, max_gap: float) -> bool:
+    """True when ``dt`` seconds between two consecutive good readings is a gap (strictly longer than max_gap)."""
+    return dt > max_gap
+
+
+def weight(dt: float, max_gap: float) -> float:
+    """A reading's weight in a time-weighted mean: the time to the next reading, capped at ``max_gap``."""
+    return dt if dt <= max_gap else max_gap
+
+
+class Coverage:
+    """Measured and unmeasured seconds over a stretch of one channel's readings.
+
+    ``add(dt)`` takes the interval between two consecutive good readings: up to ``max_gap`` it is measured, a
+    longer one unmeasured. ``hole(dt)`` adds unmeasured time directly (the engine has already decided it is a
+    gap). Used by rules whose episode may span a gap and by the slug rule's candidate timing.
+    """
+
+    __slots__ = ("max_gap", "measured", "unmeasured")
+
+    def __init__(self, *, max_gap: float = math.inf) -> None:
+        self.max_gap = max_gap
+        self.measured = 0.0
+        self.unmeasured = 0.0
+
+    def add(self, dt: float) -> None:
+        if dt > self.max_gap:
+            self.unmeasured += dt
+        else:
+            self.measured += dt
+
+    def hole(self, dt: float) -> None:
+        self.unmeasured += dt
+
+    def reset(self) -> None:
+        self.measured = self.unmeasured = 0.0
+
+
+class TimeWeightedMean:
+    """A mean of readings, each weighted by the time to the next reading capped at ``max_gap`` (seconds).
+
+    The latest reading has no weight until the next one arrives (its interval is not known yet). ``mean`` is
+    None until some reading has weight.
+    """
+
+    __slots__ = ("last_t", "last_v", "max_gap", "total", "weight")
+
+    def __init__(self, *, max_gap: float) -> None:
+        self.max_gap = max_gap
+        self.total = 0.0
+        self.weight = 0.0
+        self.last_t: float | None = None
+        self.last_v = 0.0
+
+    def add(self, t: float, v: float) -> None:
+        if self.last_t is not None:
+            w = weight(t - self.last_t, self.max_gap)
+            self.total += self.last_v * w
+            self.weight += w
+        self.last_t, self.last_v = t, v
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.weight if self.weight > 0.0 else None

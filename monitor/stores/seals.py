@@ -1,0 +1,315 @@
+"""Seals: the journal's hash chain extended over the readings and the episode events.
+
+The journal (`alarms.journal`) proves its own records; the evidence an enforcement notice rests on is also in
+``readings`` and ``episode_events``. Those are sealed into the chain:
+
+- **Episode events** are journaled as they are recorded (kind ``episode_event``, the row's id and every
+  column), in the same transaction as the row (`journal_episode_events`). Rows that existed before sealing
+  began are covered by one ``sealing_started`` record: their count, highest id and a digest of them.
+- **A channel-day of readings** is sealed once it is complete: after the end of its UTC day plus
+  ``seal_after`` (default 3 h, the late-data window). Days are **UTC** days, so a seal never depends on a site's
+  daylight-saving rules. The ``seal`` record holds the series (site, channel, unit), the day, the highest
+  reading ``seq`` it covers (``seq_max``: readings arriving later for that day are reported as *late*, not
+  hidden), the count and a digest. The digest is the SHA-256 of the day's minute index: for each minute with
+  readings, ``<HI16s`` (minute of the day, count, the first 16 bytes of the SHA-256 of the minute's
+  encoding). A minute's readings (ordered by time, then seq; bad ones included) are encoded column after
+  column: little-endian float64 times, int64 seqs, float64 values (0 where NULL), one byte each NULL flag,
+  one byte each quality code, uint32 reason lengths (code points), then the reasons in UTF-8. The minute
+  index itself is kept in ``seal_minutes`` beside the journal: the seal's digest authenticates it, so when
+  a day no longer matches, verification names the minute (and whether readings are missing, added or
+  altered there) instead of only the day.
+
+Sealing runs in a background thread (`Sealer.run_once`, its own connections), never on the event loop.
+Verification is `monitor.stores.seal_verify`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import logging
+import multiprocessing
+import operator
+import sqlite3
+import struct
+import sys
+import time
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from itertools import repeat
+from pathlib import Path
+from typing import Any
+
+from alarms.journal import Entry, Journal, append_in_transaction, canonical, head_of
+
+log = logging.getLogger(__name__)
+
+DAY = 86_400.0
+MINUTE = 60.0
+SEAL_AFTER = 3 * 3600.0  # s after a UTC day's end before it is sealed: the late-data window
+SEAL = "seal"
+EPISODE_EVENT = "episode_event"
+SEALING_STARTED = "sealing_started"
+RETENTION = "retention"  # raw readings before ``cutoff`` were purged ([daemon] retention_days)
+_BUCKET = struct.Struct("<HI16s")
+_SEALS_PER_COMMIT = 200  # channel-days appended in one transaction
+_MAX_SEALS_PER_PASS = 5_000  # channel-days one pass computes at most (the rest: the next pass)
+_BIG = sys.byteorder == "big"
+SEAL_SCHEMA = """
+CREATE TABLE IF NOT EXISTS seal_minutes (
+    journal_seq INTEGER PRIMARY KEY,   -- the seal record this minute index belongs to
+    channel_id INTEGER NOT NULL,
+    day REAL NOT NULL,                 -- epoch s of the UTC day's start
+    minutes BLOB NOT NULL              -- <HI16s per minute with readings (see the module doc)
+);
+CREATE INDEX IF NOT EXISTS seal_minutes_channel ON seal_minutes (channel_id, day);
+"""
+READINGS_SQL = ("SELECT time, seq, value, quality, reason FROM readings "
+                "WHERE channel_id = ? AND time >= ? AND time < ? AND seq <= ? ORDER BY time, seq")
+EPISODE_COLUMNS = ("id", "time", "site", "channel", "rule", "event", "value", "limit_value", "peak",
+                   "citation", "data_quality", "end_reason", "measured", "unmeasured", "censored")
+
+
+def day_label(day_start: float) -> str:
+    return datetime.fromtimestamp(day_start, UTC).strftime("%Y-%m-%d")
+
+
+def minute_index(rows: list[tuple[Any, ...]], day_start: float) -> bytes:
+    """The ``<HI16s`` records of every minute with readings; ``rows`` are (time, seq, value, quality, reason)
+    ordered by time, seq.
+
+    Why column-wise: the day's columns are split once (``zip``, C), made into arrays once, and each minute is
+    hashed from slices of them (memoryviews: no copies); a Python loop per reading would cost several times
+    what SQLite takes to read it."""
+    if not rows:
+        return b""
+    t, s, v, q, r = zip(*rows, strict=True)
+    times = array("d", t)
+    seqs = array("q", s)
+    try:
+        values, nulls = array("d", v), bytes(len(v))
+    except TypeError:  # some bad readings carry no value (NULL): 0 in the column, flagged
+        values = array("d", [0.0 if x is None else x for x in v])
+        nulls = bytes(map(operator.is_, v, repeat(None)))
+    quality = bytes(q)
+    lengths = array("I", map(len, r))
+    if _BIG:
+        for arr in (times, seqs, values, lengths):
+            arr.byteswap()
+    cols = [memoryview(c) for c in (times, seqs, values, nulls, quality, lengths)]
+    out = []
+    a, end = 0, len(rows)
+    while a < end:
+        minute = int((t[a] - day_start) // MINUTE)
+        b = bisect.bisect_left(t, day_start + (minute + 1) * MINUTE, lo=a)
+        h = hashlib.sha256()
+        for col in cols:
+            h.update(col[a:b])
+        h.update("".join(r[a:b]).encode("utf-8", "surrogatepass"))
+        out.append(_BUCKET.pack(minute, b - a, h.digest()[:16]))
+        a = b
+    return b"".join(out)
+
+
+def parse_index(blob: bytes) -> dict[int, tuple[int, bytes]]:
+    """minute -> (count, digest) from a minute index."""
+    return {m: (c, d) for m, c, d in _BUCKET.iter_unpack(blob)}
+
+
+def read_day(conn: sqlite3.Connection, channel_id: int, day_start: float, seq_max: int) -> list[Any]:
+    return conn.execute(READINGS_SQL, (channel_id, day_start, day_start + DAY, seq_max)).fetchall()
+
+
+def digest_of(index: bytes) -> str:
+    return hashlib.sha256(index).hexdigest()
+
+
+def episode_payload(row: Sequence[Any]) -> dict[str, Any]:
+    """A journal payload from an ``episode_events`` row (columns `EPISODE_COLUMNS`), REALs as floats so the
+    row read back encodes the same."""
+    out = dict(zip(EPISODE_COLUMNS, row, strict=True))
+    for k in ("time", "value", "limit_value", "peak", "measured", "unmeasured"):
+        if out[k] is not None:
+            out[k] = float(out[k])
+    return out
+
+
+def journal_episode_events(conn: sqlite3.Connection, rows: Iterable[Sequence[Any]]) -> None:
+    """Inside the caller's write transaction: journal newly inserted ``episode_events`` rows."""
+    entries = [Entry(EPISODE_EVENT, episode_payload(r), float(r[1])) for r in rows]
+    if entries:
+        append_in_transaction(conn, entries)
+
+
+def legacy_episode_digest(conn: sqlite3.Connection, max_id: int) -> tuple[int, str]:
+    """(count, SHA-256) of the episode rows with id ≤ ``max_id``, for the ``sealing_started`` record."""
+    h = hashlib.sha256()
+    n = 0
+    for row in conn.execute(f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episode_events WHERE id <= ? "
+                            "ORDER BY id", (max_id,)):
+        h.update(canonical(episode_payload(row)).encode() + b"\n")
+        n += 1
+    return n, h.hexdigest()
+
+
+def start_sealing(conn: sqlite3.Connection, now: float) -> None:
+    """Inside the caller's write transaction: the first time, cover the episode rows already present."""
+    if conn.execute("SELECT 1 FROM journal WHERE kind = ? LIMIT 1", (SEALING_STARTED,)).fetchone():
+        return
+    max_id = int(conn.execute("SELECT coalesce(max(id), 0) FROM episode_events").fetchone()[0])
+    count, digest = legacy_episode_digest(conn, max_id)
+    append_in_transaction(conn, [Entry(SEALING_STARTED, {"episode_events": count, "max_id": max_id,
+                                                         "digest": digest}, now)])
+
+
+@dataclass(slots=True)
+class SealStats:
+    passes: int = 0
+    seals: int = 0
+    readings: int = 0
+    last_pass_s: float = 0.0
+    last_error: str = ""
+
+
+class Sealer:
+    """Seals complete channel-days. ``run_once`` is meant for a worker thread (``asyncio.to_thread``);
+    it opens its own connections each pass, so a replaced file is never written through a stale handle."""
+
+    def __init__(self, *, path: Path, seal_after: float = SEAL_AFTER, on_sealed: Any = None,
+                 pass_budget: float = 60.0, workers: int = 1) -> None:
+        """``on_sealed(head)`` is called with the journal head after a pass that sealed something (the
+        anchors). ``pass_budget`` (s) bounds one pass: a first start on years of readings catches up over
+        several passes."""
+        self.path = Path(path)
+        self.seal_after = seal_after
+        self.on_sealed = on_sealed
+        self.pass_budget = pass_budget
+        self.workers = workers
+        self.stats = SealStats()
+
+    def run_once(self, now: float | None = None) -> int:
+        """Seal every channel-day complete by ``now`` (epoch s) and not sealed yet; returns how many."""
+        now = time.time() if now is None else now
+        started = time.monotonic()
+        # FULL: a seal's head goes to the anchor file (fsynced) right after; a seal lost to a power cut would
+        # leave an anchor naming a record that is not there
+        journal = Journal(path=self.path)
+        sealed = 0
+        try:
+            db = journal.connection
+            db.executescript(SEAL_SCHEMA)
+            last_complete = (now - self.seal_after) // DAY * DAY - DAY  # start of the last complete day
+            todo = [(cid, (site, channel, unit), day) for cid, site, channel, unit in db.execute(
+                "SELECT id, site, channel, unit FROM channels ORDER BY id").fetchall()
+                for day in self._days_to_seal(db, cid, last_complete)]
+            todo.sort(key=lambda job: job[2])  # oldest days first, every channel, when catching up
+            # every seal of the pass covers the readings committed when it began (seq_max)
+            seq_max = int(db.execute("SELECT value FROM historian_meta WHERE key = 'next_seq'").fetchone()[0]) - 1
+            done: list[tuple[Entry, tuple[int, float, bytes]]] = []
+            for sealed_day in self._indexes(db, todo[:_MAX_SEALS_PER_PASS], seq_max):
+                done.append(sealed_day)
+                if len(done) == _SEALS_PER_COMMIT:
+                    self._commit(journal, done)
+                    sealed, done = sealed + len(done), []
+                if time.monotonic() - started > self.pass_budget:
+                    break
+            self._commit(journal, done)
+            sealed += len(done)
+            head = journal.head()
+        finally:
+            journal.close()
+        self.stats.passes += 1
+        self.stats.seals += sealed
+        self.stats.last_pass_s = time.monotonic() - started
+        if sealed and self.on_sealed is not None:
+            self.on_sealed(head)
+        return sealed
+
+    @staticmethod
+    def _days_to_seal(db: sqlite3.Connection, cid: int, last_complete: float) -> list[float]:
+        row = db.execute("SELECT max(day) FROM seal_minutes WHERE channel_id = ?", (cid,)).fetchone()
+        if row[0] is not None:
+            first = float(row[0]) + DAY
+        else:
+            t = db.execute("SELECT min(time) FROM readings WHERE channel_id = ?", (cid,)).fetchone()[0]
+            if t is None:
+                return []
+            first = float(t) // DAY * DAY
+        t_last = db.execute("SELECT max(time) FROM readings WHERE channel_id = ?", (cid,)).fetchone()[0]
+        last = min(last_complete, float(t_last) // DAY * DAY) if t_last is not None else last_complete
+        n = int((last - first) // DAY) + 1
+        return [first + i * DAY for i in range(max(0, n))]
+
+    def _indexes(self, db: sqlite3.Connection, todo: list[tuple[int, tuple[str, str, str], float]],
+                 seq_max: int) -> Iterator[tuple[Entry, tuple[int, float, bytes]]]:
+        """Each channel-day's seal record and minute index, in ``todo`` order (reading only; `_commit`
+        writes them). With ``workers`` > 1 the indexes are computed by that many processes (reading rows
+        into Python is one core's work per reader), this thread only collects them."""
+        if self.workers > 1 and len(todo) > 1:
+            ctx = multiprocessing.get_context("spawn")  # never fork a process running an event loop and threads
+            with ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx) as pool:
+                jobs = [(str(self.path), cid, day, seq_max) for cid, _, day in todo]
+                for (cid, series, day), (count, index) in zip(todo, pool.map(_index_job, jobs), strict=True):
+                    yield self._entry(cid, series, day, seq_max, count, index)
+            return
+        for cid, series, day in todo:
+            rows = read_day(db, cid, day, seq_max)
+            yield self._entry(cid, series, day, seq_max, len(rows), minute_index(rows, day))
+
+    def _entry(self, cid: int, series: tuple[str, str, str], day: float, seq_max: int, count: int,
+               index: bytes) -> tuple[Entry, tuple[int, float, bytes]]:
+        site, channel, unit = series
+        payload = {"site": site, "channel": channel, "unit": unit, "day": day_label(day), "start": day,
+                   "seq_max": seq_max, "count": count, "digest": digest_of(index)}
+        self.stats.readings += count
+        return Entry(SEAL, payload, day + DAY), (cid, day, index)
+
+    @staticmethod
+    def _commit(journal: Journal, done: list[tuple[Entry, tuple[int, float, bytes]]]) -> None:
+        """Append seals in one transaction (one fsync for many channel-days), with their minute indexes."""
+        if not done:
+            return
+
+        def minutes(seqs: list[int]) -> list[tuple[str, list[tuple[Any, ...]]]]:
+            return [("INSERT INTO seal_minutes (journal_seq, channel_id, day, minutes) VALUES (?, ?, ?, ?)",
+                     [(seq, *extra) for seq, (_, extra) in zip(seqs, done, strict=True)])]
+
+        journal.append_many([entry for entry, _ in done], also=minutes)
+
+
+def _index_job(job: tuple[str, int, float, int]) -> tuple[int, bytes]:
+    """In a worker process: (count, minute index) of one channel-day."""
+    path, cid, day, seq_max = job
+    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    try:
+        rows = read_day(conn, cid, day, seq_max)
+        return len(rows), minute_index(rows, day)
+    finally:
+        conn.close()
+
+
+def journal_head(path: Path) -> tuple[int, str]:
+    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+    try:
+        return head_of(conn)
+    finally:
+        conn.close()
+
+
+def anchor_path(historian: Path) -> Path:
+    """The plain anchor file beside the database: one ``<seq> <hash> <UTC time>`` line per sealing pass."""
+    return historian.with_name(historian.name + ".anchors")
+
+
+def append_anchor(path: Path, head: tuple[int, str], now: float) -> None:
+    """Append the chain head to the anchor file and fsync it. The daemon only ever appends here; copy the file
+    (or let a log shipper follow it) somewhere the daemon cannot write for a protection it cannot undo."""
+    line = f"{head[0]} {head[1]} {datetime.fromtimestamp(now, UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}\n"
+    with open(path, "a", encoding="ascii") as f:
+        f.write(line)
+        f.flush()
+        import os
+        os.fsync(f.fileno())

@@ -1,0 +1,136 @@
+"""Someone with write access to the SQLite file edits the record behind the daemon's back: deletes an episode
+row, edits a reading, adds a reading, cuts records off the journal's end. `pretreat journal verify` must name
+each change (what, series, UTC day, time) and fail; before seals it said "intact" (issue 15).
+
+The record is made by the real stores (historian writer thread, episode store, alarm engine, sealer), then
+edited with plain ``sqlite3`` as an adversary would (dropping the append-only triggers where needed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from alarms.engine import AlarmEngine
+from alarms.model import AlarmInput, AlarmSettings
+from monitor import cli
+from monitor.checks.events import EpisodeEvent
+from monitor.sample import Sample
+from monitor.stores.episodes import EpisodeStore
+from monitor.stores.historian import Historian
+from monitor.stores.seals import DAY, Sealer, anchor_path, append_anchor, journal_head
+
+DAY0 = 1_796_083_200.0  # 2026-12-01T00:00:00Z
+SITE = "acme"
+
+
+def _readings() -> list[Sample]:
+    out = []
+    for i in range(0, 7200):  # two hours of 1 s pH readings, a few bad ones among them
+        t = DAY0 + 3600 + i
+        if i % 997 == 0:
+            out.append(Sample.bad(time=t, site=SITE, channel="ph", unit="pH", quality=_quality(),
+                                  reason="COMM_FAILURE: no reply within 0.5 s"))
+        else:
+            out.append(Sample(time=t, site=SITE, channel="ph", value=7.0 + (i % 50) / 100, unit="pH"))
+    return out
+
+
+def _quality():  # type: ignore[no-untyped-def]
+    from monitor.sample import Quality
+    return Quality.COMM_FAILURE
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "pretreat.sqlite"
+
+    async def record() -> None:
+        h = Historian(path=path, commit_interval=0.05)
+        await h.start()
+        h.submit(_readings())
+        await h.close()
+
+    asyncio.run(record())
+    store = EpisodeStore(path=path)
+    store.record([EpisodeEvent(DAY0 + 5000, SITE, "ph", "ph_low", "start", 4.2, 5.0, "§ 112-5A(1)(c)"),
+                  EpisodeEvent(DAY0 + 5400, SITE, "ph", "ph_low", "end", 6.0, 5.0, "§ 112-5A(1)(c)", 3.9)])
+    store.close()
+    engine = AlarmEngine(path=path, alarms=[(SITE, "ph", "ph_low", AlarmSettings())], now=DAY0 + 5000)
+    engine.apply(AlarmInput(time=DAY0 + 5000, site=SITE, channel="ph", rule="ph_low", active=True, value=4.2,
+                            limit=5.0, citation="§ 112-5A(1)(c)"), DAY0 + 5000)
+    engine.close()
+    sealed = Sealer(path=path, on_sealed=lambda head: append_anchor(anchor_path(path), head, DAY0 + DAY))
+    assert sealed.run_once(now=DAY0 + DAY + 4 * 3600) == 1  # the day is complete 3 h after its end
+    assert sealed.stats.readings == 7200
+    return path
+
+
+def verify(db: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
+    code = cli.main(["journal", "verify", "--db", str(db), *extra])
+    return code, capsys.readouterr().out
+
+
+def edit(db: Path, *sql: str) -> None:
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("DROP TRIGGER IF EXISTS journal_no_delete")
+        for s in sql:
+            conn.execute(s)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def test_an_untouched_record_verifies(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = verify(db, capsys, "--anchor", str(anchor_path(db)))
+    assert code == 0, out
+    assert out.startswith("journal intact: ")
+    assert "seals intact: 1 day seals over 7200 readings, 2 episode events" in out
+
+
+def test_a_deleted_episode_row_is_named(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit(db, "DELETE FROM episode_events WHERE event = 'end'")
+    code, out = verify(db, capsys)
+    assert code == 1
+    assert "episode event missing: acme/ph 2026-12-01 2026-12-01T01:30:00Z: ph_low end" in out
+
+
+def test_an_added_episode_row_is_named(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit(db, "INSERT INTO episode_events (time, site, channel, rule, event, value, limit_value, peak, "
+             f"citation, data_quality) VALUES ({DAY0 + 7000}, 'acme', 'ph', 'ph_high', 'start', 11, 10, NULL, "
+             "'x', 0)")
+    code, out = verify(db, capsys)
+    assert code == 1
+    assert "episode event added: acme/ph 2026-12-01 2026-12-01T01:56:40Z: ph_high start" in out
+
+
+def test_an_edited_reading_is_named_to_its_minute(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit(db, f"UPDATE readings SET value = 7.01 WHERE time = {DAY0 + 3600 + 125}")
+    code, out = verify(db, capsys)
+    assert code == 1
+    assert "reading altered: acme/ph 2026-12-01 2026-12-01T01:02:00Z: 60 readings in this minute" in out
+
+
+def test_a_deleted_and_an_added_reading_are_named(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit(db, f"DELETE FROM readings WHERE time = {DAY0 + 3600 + 4000}",
+         f"INSERT INTO readings VALUES (1, {DAY0 + 3600 + 6000.5}, 3, 7.1, 0, '')")
+    code, out = verify(db, capsys)
+    assert code == 1
+    assert "reading missing: acme/ph 2026-12-01 2026-12-01T02:06:00Z: 1 of the 60 readings" in out
+    assert "reading added: acme/ph 2026-12-01 2026-12-01T02:40:00Z: 1 reading(s) more" in out
+
+
+def test_a_truncated_journal_tail_fails_against_alarm_state_and_the_anchor_file(
+        db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    head = journal_head(db)[0]
+    edit(db, f"DELETE FROM journal WHERE seq > {head - 3}")
+    code, out = verify(db, capsys)
+    assert code == 1, out
+    assert f"but the journal ends at {head - 3}" in out  # alarm_state.seq names a cut-off record
+    code, out = verify(db, capsys, "--anchor", str(anchor_path(db)))
+    assert code == 1
+    assert f"record {head} named by the anchor is missing" in out
