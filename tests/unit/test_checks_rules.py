@@ -27,8 +27,9 @@ def rows_of(
     return [(T0 + step * i, ch, v, "good" if v is not None else bad) for i, v in enumerate(values)]
 
 
-def config(tmp_path: Path, *channels: str, jurisdiction: str = "southeast", extra: str = "") -> SiteConfig:
-    return load(tmp_path, site_toml(*channels, jurisdiction=jurisdiction, extra=extra))
+def config(tmp_path: Path, *channels: str, jurisdiction: str = "southeast", extra: str = "",
+           site_kind: str = "") -> SiteConfig:
+    return load(tmp_path, site_toml(*channels, jurisdiction=jurisdiction, extra=extra, site_kind=site_kind))
 
 
 @pytest.mark.parametrize(
@@ -238,8 +239,9 @@ def test_sampler_interval_overdue_when_flow_turns_bad_starts_at_the_next_reading
 def test_sampler_interval_with_the_flow_unknown_is_an_unverified_interval_not_silence(tmp_path: Path) -> None:
     """The sampling-interval clock does not stop because the flow reading is bad: 10 minutes of flow, then the
     meter fails for 10 minutes with no new sample. Counted flowing time (600 s) complies, counted plus unknown
-    time (1200 s) passes 15 minutes: a data-quality episode from the last sample, ended by the next sample."""
-    c = config(tmp_path, channel("sampler_count"), channel("flow"), jurisdiction="pawling")
+    time (1200 s) passes 15 minutes: a data-quality episode from the last sample, ended by the next sample. The
+    count is read every 1000 s or less here (max_gap 1800 s), so its readings are not a gap."""
+    c = config(tmp_path, channel("sampler_count", max_gap=1800), channel("flow"), jurisdiction="pawling")
     rows: list[Row] = [
         (T0, "sampler_count", 1.0, "good"),
         (T0, "flow", 5.0, "good"),
@@ -280,7 +282,7 @@ def test_a_gap_in_the_flow_is_not_counted_and_a_gap_in_the_count_ends_the_episod
 @pytest.mark.parametrize("fast", [True, False])
 def test_an_episode_ends_at_the_last_reading_before_a_gap_and_restarts_after_it(tmp_path: Path,
                                                                                 fast: bool) -> None:
-    c = config(tmp_path, channel("temperature", location="influent"))
+    c = config(tmp_path, channel("temperature", location="influent"), site_kind="plant")
     rows = [*rows_of("temperature", [20.0, 41.0, 42.0]), (T0 + 600, "temperature", 43.0, "good"),
             (T0 + 660, "temperature", 20.0, "good")]
     got = [(e.event, e.time - T0, e.value, e.peak, e.end_reason, e.measured, e.unmeasured)
@@ -302,7 +304,7 @@ def test_a_bad_sample_neither_makes_nor_bridges_a_gap(tmp_path: Path) -> None:
 
 
 def test_flatline_run_does_not_continue_across_a_gap(tmp_path: Path) -> None:
-    c = config(tmp_path, channel("temperature", location="influent"),
+    c = config(tmp_path, channel("temperature", location="influent"), site_kind="plant",
                extra='[site.rules.flatline]\nchannels = ["temperature"]\nreadings = 3\n')
     rows = rows_of("temperature", [20.0, 20.0]) + [(T0 + 1000 + 60 * i, "temperature", 20.0, "good")
                                                    for i in range(4)]
