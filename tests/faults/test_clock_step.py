@@ -38,12 +38,11 @@ from tests.faults.harness import (
     InProcessDaemon,
     by_channel,
     channel,
-    eventually,
     recorded,
     site_file,
     tcp_instrument,
 )
-from tests.support import free_port
+from tests.support import eventually, free_port
 
 HOUR = 3600.0
 

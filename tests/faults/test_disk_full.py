@@ -31,13 +31,12 @@ from tests.faults.harness import (
     by_channel,
     channel,
     duplicates,
-    eventually,
     polled_rows,
     recorded,
     site_file,
     tcp_instrument,
 )
-from tests.support import IN_CI, free_port
+from tests.support import IN_CI, eventually, free_port
 
 SIZE = "4m"
 

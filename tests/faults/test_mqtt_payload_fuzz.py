@@ -34,9 +34,8 @@ from tests.faults.harness import (
     mqtt_instrument,
     recorded,
     site_file,
-    wait_until,
 )
-from tests.support import Mosquitto
+from tests.support import Mosquitto, wait_until
 
 JSON_TOPIC, NUMBER_TOPIC = "fz/mh1/json", "fz/mh1/number"
 # channel id -> (topic, JSON path or None for a plain-number payload, scale, offset, valid_min, valid_max)

@@ -18,14 +18,13 @@ from tests.faults.harness import (
     InProcessDaemon,
     by_channel,
     channel,
-    eventually,
     polled_rows,
     recorded,
     site_file,
     tcp_instrument,
 )
 from tests.notify_servers import SmtpServer
-from tests.support import free_port
+from tests.support import eventually, free_port
 
 ALARM = f"{SITE}/ph/ph_low"
 

@@ -20,8 +20,8 @@ from alarms.notifiers.mqtt import MqttNotifier, parse_command
 from config.alarms import AlarmConfig
 from config.notify import MqttNotify, NotifierConfig, NotifierKind, NotifySection
 from drivers.backoff import Backoff
-from tests.notify_servers import MqttProbe, eventually
-from tests.support import Mosquitto
+from tests.notify_servers import MqttProbe
+from tests.support import Mosquitto, eventually
 
 T0 = 1_700_000_000.0
 PREFIX = "pretreat/test"

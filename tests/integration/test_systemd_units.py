@@ -25,7 +25,15 @@ from pathlib import Path
 from config.loader import load_config
 from monitor.cli import build_parser
 from monitor.health import health_path
-from tests.support import FLOW_METER_SITE, Mosquitto, demo_site_file, free_port, require_binary, wait_for_port
+from tests.support import (
+    FLOW_METER_SITE,
+    Mosquitto,
+    demo_site_file,
+    free_port,
+    require_binary,
+    wait_for_port,
+    wait_until,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "pretreat-monitor.service"
@@ -159,15 +167,6 @@ def denied_syscalls() -> frozenset[str]:
     return expand("@known") - (allowed - denied)
 
 
-def wait_until(predicate: object, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def good_channels(db: Path) -> set[str]:
     if not db.exists():
         return set()
@@ -204,7 +203,7 @@ def test_daemon_runs_inside_the_units_syscall_filter_families_and_wx_rule(tmp_pa
                                   # under the unit the code is read-only: no bytecode is written there
                                   env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
         channels = {c.id for c in config.channels}
-        recorded = wait_until(lambda: good_channels(config.daemon.historian) >= channels, 20)
+        recorded = wait_until(lambda: good_channels(config.daemon.historian) >= channels, 60)  # under strace -f
         child = int(Path(f"/proc/{daemon.pid}/task/{daemon.pid}/children").read_text().split()[0])
         subprocess.run(["kill", "-TERM", str(child)], check=True)
         _, err = daemon.communicate(timeout=30)

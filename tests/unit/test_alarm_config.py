@@ -9,7 +9,7 @@ import pytest
 
 from alarms.model import AlarmSettings, Kind, Priority
 from config.alarms import DEFAULT_ALARMS, DEFAULT_KINDS, AlarmConfig, alarm_specs, parse_alarms
-from config.loader import load_config
+from config.loader import check_config, load_config
 from config.notify import EmailNotify, MqttNotify, NotifierKind, WebhookNotify, default_state_dir
 from config.reader import Reader
 
@@ -48,20 +48,42 @@ def test_no_tables_means_no_alarm_config(tmp_path: Path) -> None:
     assert parse('[daemon]\n[[site]]\nid = "a"\n', tmp_path) == (None, [])
 
 
-def test_the_shipped_example_notifies_the_industry_and_the_plant_operator() -> None:
+def with_example(tmp_path: Path) -> Path:
+    """The demo site with the example appended, as the example's first lines say to use it, at the same depth
+    as config/sites/ so the demo's relative paths stay inside ``tmp_path``."""
+    site = tmp_path / "config" / "sites" / "site.toml"
+    site.parent.mkdir(parents=True)
+    site.write_text(DEMO.read_text() + "\n" + EXAMPLE.read_text())
+    return site
+
+
+def test_the_example_says_it_is_a_fragment_and_appended_to_the_demo_site_it_validates(tmp_path: Path) -> None:
+    first = EXAMPLE.read_text().splitlines()[0]
+    assert "fragment" in first and "append it" in first
+    assert "cat config/sites/demo.toml config/examples/alarms.toml" in EXAMPLE.read_text()
+    site = with_example(tmp_path)
+    assert check_config(site) == []
+    config = load_config(site)
+    assert config.alarms is not None
+    assert {r.name for r in config.alarms.routes("acme-plating")} == {
+        "industry", "industry-system", "plant-operator", "superintendent"}
+
+
+def test_the_shipped_example_notifies_the_industry_and_the_plant_operator(tmp_path: Path) -> None:
     """Pawling item (4): 'notify the industry and the operator of the sewage treatment plant'."""
-    sites = load_config(DEMO).sites
-    cfg, errors = parse(EXAMPLE.read_text(), EXAMPLE.parent, sites=sites)
+    site = with_example(tmp_path)
+    sites = load_config(site).sites
+    cfg, errors = parse(site.read_text(), site.parent, sites=sites)
     assert errors == []
     assert cfg is not None and cfg.notify is not None
-    assert [c.id for c in cfg.notify.channels] == ["plant-scada", "smtp", "acme-webhook", "daemon-log"]
+    assert [c.id for c in cfg.notify.channels] == ["plant-scada", "daemon-log", "smtp", "acme-webhook"]
     routes = {r.name: r for r in cfg.routes("acme-plating")}
     assert routes["industry"].recipients == ("ehs-manager@acme-plating.example",)
     assert routes["industry"].min_priority is Priority.HIGH
     assert routes["plant-operator"].recipients == ("operator@pawling-wwtp.example",)
     assert routes["plant-operator"].min_priority is Priority.LOW
     assert routes["superintendent"].level == 2
-    assert cfg.notify.state_dir == EXAMPLE.parent / "../../var/demo/notify"
+    assert cfg.notify.state_dir == site.parent / "../../var/demo/notify"
     scada = cfg.notify.channel("plant-scada")
     assert scada.every_transition and isinstance(scada.settings, MqttNotify)
     assert scada.settings.topic_prefix == "pretreat/demo"
@@ -72,9 +94,10 @@ def test_the_shipped_example_notifies_the_industry_and_the_plant_operator() -> N
     assert cfg.settings("acme-plating", "ph", "ph_high").on_delay == 10
 
 
-def test_alarm_specs_give_every_rule_binding_an_alarm_with_its_settings() -> None:
-    sites = load_config(DEMO).sites
-    cfg, _ = parse(EXAMPLE.read_text(), EXAMPLE.parent, sites=sites)
+def test_alarm_specs_give_every_rule_binding_an_alarm_with_its_settings(tmp_path: Path) -> None:
+    site = with_example(tmp_path)
+    sites = load_config(site).sites
+    cfg, _ = parse(site.read_text(), site.parent, sites=sites)
     specs = {(s, c, r): st for s, c, r, st in alarm_specs(sites, cfg)}
     assert len(specs) == sum(len(s.checks) for s in sites)
     assert specs[("acme-plating", "lel", "lel_successive")] == DEFAULT_ALARMS["lel_successive"]
