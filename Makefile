@@ -43,8 +43,10 @@ $(PY):
 	  echo "python3 -m venv needs Debian's python3-venv: installing it"; \
 	  $(APT) update -qq && $(APT) install -y -qq python3-venv >/dev/null && $(PYTHON) -m venv $(VENV); }
 
+# --no-compile: no bytecode for every module of numpy, matplotlib and fontTools up front (~70 MB, and a good
+# part of the install's time); Python writes it for the modules the daemon imports, as it imports them.
 $(STAMP): pyproject.toml | $(PY)
-	$(PIP) -e .
+	$(PIP) --no-compile -e .
 	@touch $@
 
 $(TEST_STAMP): $(STAMP)
