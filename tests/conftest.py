@@ -16,6 +16,10 @@ from tests.support import Mosquitto, VictoriaMetrics, wait_until
 LEAK_GRACE = 10.0
 """Seconds a thread a test started may take to finish after the test (a server's shutdown, a writer's flush)."""
 
+POOL_WORKERS = ("AnyIO worker thread", "ThreadPoolExecutor-")
+"""Workers of a thread pool start when a task first needs one and belong to the pool's owner (a console server
+shared by a module's tests, an event loop's default executor), which stops them; they are not the test's own."""
+
 
 @pytest.fixture(autouse=True)
 def no_thread_left_running() -> Iterator[None]:
@@ -24,8 +28,11 @@ def no_thread_left_running() -> Iterator[None]:
     files. Threads of wider-scoped fixtures started before the test are not its own."""
     before = set(threading.enumerate())
     yield
+
     def left() -> list[threading.Thread]:
-        return [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        return [t for t in threading.enumerate()
+                if t not in before and t.is_alive() and not t.name.startswith(POOL_WORKERS)]
+
     if not wait_until(lambda: not left(), LEAK_GRACE, 0.05):
         pytest.fail(f"threads left running by the test: {[t.name for t in left()]}", pytrace=False)
 
