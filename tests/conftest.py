@@ -1,9 +1,10 @@
 """Fixtures that start real servers on free loopback ports, and the checks every test gets: it leaves no
-thread running and no log handler behind."""
+thread or child process running and no log handler behind."""
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,27 +15,51 @@ import pytest
 from tests.support import Mosquitto, VictoriaMetrics, wait_until
 
 LEAK_GRACE = 10.0
-"""Seconds a thread a test started may take to finish after the test (a server's shutdown, a writer's flush)."""
+"""Seconds a thread or process a test started may take to end after it (a server's shutdown, a writer's flush)."""
 
 POOL_WORKERS = ("AnyIO worker thread", "ThreadPoolExecutor-")
 """Workers of a thread pool start when a task first needs one and belong to the pool's owner (a console server
 shared by a module's tests, an event loop's default executor), which stops them; they are not the test's own."""
 
 
+def _children() -> set[int]:
+    """This process's live child processes (zombies, exited but not yet reaped, are not running)."""
+    pids: set[int] = set()
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        try:
+            pids.update(int(p) for p in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return {p for p in pids if _alive(p)}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
 @pytest.fixture(autouse=True)
-def no_thread_left_running() -> Iterator[None]:
-    """A test that leaves a thread running (a server, a client's network loop, a historian writer it did not
-    close) fails: on a loaded machine such a thread competes with the tests after it and can write into their
-    files. Threads of wider-scoped fixtures started before the test are not its own."""
-    before = set(threading.enumerate())
+def nothing_left_running() -> Iterator[None]:
+    """A test that leaves a thread or a child process running (a server, a client's network loop, a historian
+    writer it did not close, a daemon or simulator it started) fails: on a loaded machine such leftovers compete
+    with the tests after them and can write into their files. What wider-scoped fixtures started before the test
+    is not its own; this runs after the test's own fixtures have been torn down."""
+    threads, children = set(threading.enumerate()), _children()
     yield
 
-    def left() -> list[threading.Thread]:
-        return [t for t in threading.enumerate()
-                if t not in before and t.is_alive() and not t.name.startswith(POOL_WORKERS)]
+    def threads_left() -> list[str]:
+        return [t.name for t in threading.enumerate()
+                if t not in threads and t.is_alive() and not t.name.startswith(POOL_WORKERS)]
 
-    if not wait_until(lambda: not left(), LEAK_GRACE, 0.05):
-        pytest.fail(f"threads left running by the test: {[t.name for t in left()]}", pytrace=False)
+    def children_left() -> list[int]:
+        return sorted(_children() - children)
+
+    if not wait_until(lambda: not threads_left() and not children_left(), LEAK_GRACE, 0.05):
+        pytest.fail(f"left running by the test: threads {threads_left()}, child processes {children_left()}",
+                    pytrace=False)
 
 
 @pytest.fixture(autouse=True)
