@@ -14,7 +14,7 @@ from pymodbus.client import ModbusTcpClient
 
 from monitor.cli import main
 from tests.integration.test_sim_runner import demo_like
-from tests.support import Mosquitto, free_port, require_binary
+from tests.support import PATIENCE, Mosquitto, free_port, require_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +43,7 @@ unit = "%LEL"
     return site
 
 
-def _read_until(proc: subprocess.Popen[str], needle: str, wait: float = 10.0) -> list[str]:
+def _read_until(proc: subprocess.Popen[str], needle: str, wait: float = PATIENCE) -> list[str]:
     assert proc.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + wait
