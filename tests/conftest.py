@@ -17,7 +17,7 @@ from tests.support import Mosquitto, VictoriaMetrics, wait_until
 LEAK_GRACE = 10.0
 """Seconds a thread or process a test started may take to end after it (a server's shutdown, a writer's flush)."""
 
-POOL_WORKERS = ("AnyIO worker thread", "ThreadPoolExecutor-")
+POOL_WORKERS = ("AnyIO worker thread", "ThreadPoolExecutor-", "asyncio_")
 """Workers of a thread pool start when a task first needs one and belong to the pool's owner (a console server
 shared by a module's tests, an event loop's default executor), which stops them; they are not the test's own."""
 
