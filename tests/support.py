@@ -76,7 +76,7 @@ def require_binary(name: str) -> str:
     return path
 
 
-def wait_for_port(port: int, timeout: float = 10.0, host: str = "127.0.0.1") -> None:
+def wait_for_port(port: int, timeout: float = PATIENCE, host: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -156,7 +156,7 @@ class VictoriaMetrics:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 10.0) -> None:
+    def start(self, timeout: float = PATIENCE) -> None:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [self.binary, f"-httpListenAddr=127.0.0.1:{self.port}", f"-storageDataPath={self.data}",
@@ -202,7 +202,7 @@ class VictoriaMetrics:
         body = self._get("/api/v1/export?" + urllib.parse.urlencode(query), auth)
         return [json.loads(line) for line in body.splitlines() if line.strip()]
 
-    def wait_for_points(self, match: str, count: int, *, timeout: float = 20.0,
+    def wait_for_points(self, match: str, count: int, *, timeout: float = PATIENCE,
                         auth: str | None = None) -> list[dict[str, Any]]:
         """Poll until the matching series hold at least ``count`` samples in total (new series can take a
         few seconds to become searchable); returns the last export either way."""
