@@ -94,7 +94,7 @@ def test_operator_sees_a_scenario_ph_alarm_live_and_acknowledges_it(browser: Any
     page.click(f'{row} button[data-action="ack"]')
     page.fill("#act-note", "called ACME: acid dump, neutralising")
     page.click("#act-submit")
-    page.wait_for_selector("#act-result.ok", timeout=10000)
+    page.wait_for_selector("#act-result.ok", timeout=15000)
     assert "ack by op (active-unacknowledged → active-acknowledged), journal record" in page.inner_text("#act-result")
     page.click("#act-cancel")
     page.wait_for_selector(f'{row}[data-state="active-acknowledged"]')
@@ -112,7 +112,7 @@ def test_new_critical_alarm_gives_a_visual_and_audible_cue(browser: Any, env: di
     page.check("#sound")
     assert page.is_hidden("#cue")
     env["plant"].value(ACME, "lel", 14.0)  # lel_single: critical
-    page.wait_for_selector("#cue:not([hidden])", timeout=5000)
+    page.wait_for_selector("#cue:not([hidden])", timeout=15000)
     assert "acme-plating/lel/lel_single" in page.inner_text("#cue-text")
     assert page.evaluate("window.__cues") >= 1
     # the vapour is gone at once (the scenario's LEL is normal): latched until an operator resets it

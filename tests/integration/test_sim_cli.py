@@ -80,10 +80,11 @@ def test_serves_prints_endpoints_and_stops_on_signal(tmp_path: Path, mosquitto: 
         client.close()
         assert not rr.isError()
         rate = client.convert_from_registers(rr.registers, data_type=client.DATATYPE.FLOAT32)
-        assert isinstance(rate, float) and 0 < rate < 200
+        # ~112 gpm, or 900 once the slug starts (5 s in at speed 60; a loaded machine may get there)
+        assert isinstance(rate, float) and 0 < rate <= 900
         assert (tmp_path / "ttyPH").exists()
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=PATIENCE)
     finally:
         if proc.poll() is None:
             proc.kill()
