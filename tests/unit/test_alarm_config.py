@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -48,19 +49,24 @@ def test_no_tables_means_no_alarm_config(tmp_path: Path) -> None:
     assert parse('[daemon]\n[[site]]\nid = "a"\n', tmp_path) == (None, [])
 
 
+INSERT = ("""awk 'NR == FNR { f = f $0 "\\n"; next } /^\\[\\[site\\]\\]$/ && ++n == 2 { printf "%s\\n", f } 1' """
+          "config/examples/alarms.toml config/sites/demo.toml")
+
+
 def with_example(tmp_path: Path) -> Path:
-    """The demo site with the example appended, as the example's first lines say to use it, at the same depth
-    as config/sites/ so the demo's relative paths stay inside ``tmp_path``."""
+    """The demo site with the example inserted by the command its first lines give, written at the same depth as
+    config/sites/ so that the demo's relative paths stay inside ``tmp_path``."""
     site = tmp_path / "config" / "sites" / "site.toml"
     site.parent.mkdir(parents=True)
-    site.write_text(DEMO.read_text() + "\n" + EXAMPLE.read_text())
+    made = subprocess.run(INSERT, shell=True, cwd=REPO, capture_output=True, text=True, check=True)
+    site.write_text(made.stdout)
     return site
 
 
-def test_the_example_says_it_is_a_fragment_and_appended_to_the_demo_site_it_validates(tmp_path: Path) -> None:
-    first = EXAMPLE.read_text().splitlines()[0]
-    assert "fragment" in first and "append it" in first
-    assert "cat config/sites/demo.toml config/examples/alarms.toml" in EXAMPLE.read_text()
+def test_the_example_says_it_is_a_fragment_and_inserted_as_it_says_the_demo_site_validates(tmp_path: Path) -> None:
+    text = EXAMPLE.read_text()
+    assert "fragment" in text.splitlines()[0]
+    assert f"#   {INSERT} > config/sites/demo-alarms.toml" in text
     site = with_example(tmp_path)
     assert check_config(site) == []
     config = load_config(site)
