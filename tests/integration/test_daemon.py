@@ -45,8 +45,8 @@ def site(tmp_path: Path, mosquitto: Mosquitto) -> SiteConfig:
     return load_config(demo_site_file(tmp_path, mosquitto.port))
 
 
-def recorded(config: SiteConfig, channel: str) -> list:  # type: ignore[type-arg]
-    return list(Historian.read(path=config.daemon.historian, site="acme-plating", channel=channel))
+def recorded(config: SiteConfig, channel: str, site: str = "acme-plating") -> list:  # type: ignore[type-arg]
+    return list(Historian.read(path=config.daemon.historian, site=site, channel=channel))
 
 
 async def silence_during_run(daemon: Daemon, instrument: str, *, until: Callable[[float], bool], what: str) -> float:
@@ -58,7 +58,7 @@ async def silence_during_run(daemon: Daemon, instrument: str, *, until: Callable
         task = asyncio.create_task(daemon.run(stop))
         try:
             await asyncio.wait_for(daemon.ready.wait(), PATIENCE)
-            assert await eventually(lambda: all(any(s.good for s in recorded(config, c.id))
+            assert await eventually(lambda: all(any(s.good for s in recorded(config, c.id, c.site))
                                                 for c in config.channels)), "a good reading on every channel"
             silenced = time.time()
             sim.device("acme-plating", instrument).fault = SimFault.SILENT
