@@ -62,7 +62,7 @@ async def silence_during_run(daemon: Daemon, instrument: str, *, until: Callable
                                                 for c in config.channels)), "a good reading on every channel"
             silenced = time.time()
             sim.device("acme-plating", instrument).fault = SimFault.SILENT
-            assert await eventually(lambda: until(silenced)), what
+            assert await eventually(lambda: until(silenced), interval=0.1), what  # each look reads the historian
         finally:
             stop.set()
             await asyncio.wait_for(task, PATIENCE)
@@ -178,13 +178,13 @@ async def test_a_poll_still_running_when_the_next_is_due_is_skipped_and_counted(
     for n in range(3):
         polled = [s for s in recorded(site, f"flow{n}") if s.quality is not Quality.STALE]
         assert len(polled) == stats[f"acme-plating/fm{n}"].polls
-    # its neighbours were not held up by its timeout: polled on every round (~4 per timeout waited), all good.
-    # Counted against the silent meter's polls, not the clock, so a loaded machine slowing all alike changes
-    # nothing.
+    # its neighbours were not held up by its timeout: polled on every round (~4 per timeout waited; held up, they
+    # would get one), all good. Counted against the silent meter's polls, not the clock, so a loaded machine
+    # slowing all alike changes nothing; 1.5 leaves room for rounds a starved event loop runs late.
     silent_polls = len([s for s in rows[0] if s.quality is not Quality.STALE])
     for n in (1, 2):
         assert all(s.good for s in rows[n])
-        assert len(rows[n]) >= 2 * silent_polls, (len(rows[n]), silent_polls)
+        assert len(rows[n]) >= 1.5 * silent_polls, (len(rows[n]), silent_polls)
 
 
 async def test_a_poll_round_due_as_the_daemon_stops_starts_no_poll(tmp_path: Path) -> None:
