@@ -139,14 +139,15 @@ async def test_a_silent_device_is_recorded_as_bad_quality_and_neighbours_keep_re
     assert len(ph) >= 4 and all(s.good for s in ph)
 
 
-def three_meters(tmp_path: Path, *, interval: float, timeout: float) -> SiteConfig:
-    """Three Modbus TCP flow meters with the same poll interval (one APScheduler job polls them all)."""
+def three_meters(tmp_path: Path, *, interval: float, timeout: float, others_timeout: float | None = None) -> SiteConfig:
+    """Three Modbus TCP flow meters with the same poll interval (one APScheduler job polls them all); fm0 has
+    ``timeout``, fm1 and fm2 ``others_timeout`` (default: the same)."""
     parts = ['[daemon]\nhistorian = "h.sqlite"\ncommit_interval = 0.1\ntick_interval = 1.0\n'
              '[[site]]\nid = "acme-plating"\njurisdiction = "southeast"\ntimezone = "UTC"\n']
     for n in range(3):
         parts.append(f'[[site.instrument]]\nid = "fm{n}"\ndriver = "modbus_tcp"\nhost = "127.0.0.1"\n'
                      f'port = {free_port()}\nregister_map = "flow_meter"\npoll_interval = {interval}\n'
-                     f'timeout = {timeout}\n'
+                     f'timeout = {timeout if n == 0 or others_timeout is None else others_timeout}\n'
                      f'[[site.channel]]\nid = "flow{n}"\ninstrument = "fm{n}"\npoint = "flow_rate"\n'
                      'kind = "flow"\nunit = "gpm"\n')
     (tmp_path / "site.toml").write_text("".join(parts))
@@ -156,7 +157,8 @@ def three_meters(tmp_path: Path, *, interval: float, timeout: float) -> SiteConf
 async def test_a_poll_still_running_when_the_next_is_due_is_skipped_and_counted(tmp_path: Path) -> None:
     """No two polls of one device at once: while the silent meter waits out its 0.4 s timeout, the rounds due
     every 0.1 s skip it (and count each skip), and its two neighbours are polled on every round regardless."""
-    site = three_meters(tmp_path, interval=0.1, timeout=0.4)
+    # the neighbours' own timeout is long: a starved event loop can hold a good reply past 0.4 s
+    site = three_meters(tmp_path, interval=0.1, timeout=0.4, others_timeout=3.0)
     daemon = Daemon(config=site)
 
     def after(n: int, silenced: float) -> list:  # type: ignore[type-arg]
