@@ -1,51 +1,92 @@
 # pretreat-monitor: `make demo` and `make test` are the two commands a newcomer needs.
-# Both create the virtualenv and install what they need (Debian packages too, when run as root).
+# Both create the virtualenv and install what they need, Debian packages too (as root, or with sudo).
+# `make demo` installs only what the daemon needs; `make test` adds the test tools, so `make test` after
+# `make demo` installs just the difference.
 
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-stamp
+PIP    := $(PY) -m pip install -q --disable-pip-version-check
+# Two stamps: the package with what the daemon needs (`pip install -e .`), then the test extras on top.
+STAMP      := $(VENV)/.installed-stamp
+TEST_STAMP := $(VENV)/.test-installed-stamp
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT    := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: demo test test-fast test-slow lint bench system-deps clean
+# Debian packages, as package:command (a package is installed when its command is missing).
+# The demo: mosquitto (the MQTT broker the LEL meter publishes to), socat (the pH meter's RS-485 pty pair).
+DEMO_DEBS := mosquitto:mosquitto socat:socat
+# The tests add: victoria-metrics (the InfluxDB write API), chromium (console browser tests), poppler-utils
+# (pdftoppm renders report pages), openssl (test certificates), strace (the systemd unit's system-call filter,
+# emulated in a test), stress-ng (`make test-loaded` burns two cores beside the suite).
+TEST_DEBS := $(DEMO_DEBS) victoria-metrics:victoria-metrics chromium:chromium poppler-utils:pdftoppm \
+             openssl:openssl strace:strace stress-ng:stress-ng
 
-$(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
-	@touch $@
-
-# Debian packages the demo and the real-server tests use: mosquitto, socat, victoria-metrics, poppler-utils
-# (pdftoppm renders report pages), chromium (console browser tests), openssl (test certificates), strace (the systemd
-# unit's system-call filter, emulated in a test).
-system-deps:
+# Installs the Debian packages of a list above whose command is missing.
+define install_debs
 	@missing=""; \
-	command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ] || missing="$$missing mosquitto"; \
-	command -v socat >/dev/null || missing="$$missing socat"; \
-	command -v victoria-metrics >/dev/null || missing="$$missing victoria-metrics"; \
-	command -v pdftoppm >/dev/null || missing="$$missing poppler-utils"; \
-	command -v chromium >/dev/null || missing="$$missing chromium"; \
-	command -v openssl >/dev/null || missing="$$missing openssl"; \
-	command -v strace >/dev/null || missing="$$missing strace"; \
+	for pair in $(1); do \
+	  command -v "$${pair#*:}" >/dev/null || [ -x "/usr/sbin/$${pair#*:}" ] || missing="$$missing $${pair%%:*}"; \
+	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	  $(APT) update -qq && $(APT) install -y -qq $$missing >/dev/null; \
 	fi
+endef
 
-demo: $(STAMP) system-deps
+.PHONY: demo test test-loaded test-slow lint bench demo-deps test-deps system-deps clean
+
+# A stock Debian 12 has python3 without venv's ensurepip (package python3-venv): install it when venv fails.
+$(PY):
+	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
+	  rm -rf $(VENV); \
+	  echo "python3 -m venv needs Debian's python3-venv: installing it"; \
+	  $(APT) update -qq && $(APT) install -y -qq python3-venv >/dev/null && $(PYTHON) -m venv $(VENV); }
+
+# --no-compile: no bytecode for every module of numpy, matplotlib and fontTools up front (~70 MB, and a good
+# part of the install's time); Python writes it for the modules the daemon imports, as it imports them.
+$(STAMP): pyproject.toml | $(PY)
+	$(PIP) --no-compile -e .
+	@touch $@
+
+$(TEST_STAMP): $(STAMP)
+	$(PIP) -e '.[test]'
+	@touch $@
+
+demo-deps:
+	$(call install_debs,$(DEMO_DEBS))
+
+test-deps:
+	$(call install_debs,$(TEST_DEBS))
+
+system-deps: test-deps
+
+demo: $(STAMP) demo-deps
 	@bash scripts/demo.sh
 
-# The fast suite (what developers run); CI runs it and then the slow one.
-test: $(STAMP) system-deps lint
+# The fast suite (what developers run); CI runs it, then again under load, then the slow one.
+test: $(TEST_STAMP) test-deps lint
 	$(PY) -m pytest -q -m "not slow"
 
-test-slow: $(STAMP) system-deps
+# The fast suite with two CPU-burning processes beside it, as on a busy machine: a test that passes only when
+# it is scheduled promptly fails here. The burners stop when the suite ends, however it ends (and after an
+# hour at most, should this shell be killed).
+test-loaded: $(TEST_STAMP) test-deps
+	@stress-ng --cpu 2 --timeout 3600 --quiet & burner=$$!; \
+	trap 'kill $$burner 2>/dev/null; wait $$burner 2>/dev/null' INT TERM; \
+	echo "stress-ng --cpu 2 running beside the suite (pid $$burner)"; \
+	$(PY) -m pytest -q -m "not slow"; status=$$?; \
+	kill $$burner 2>/dev/null; wait $$burner 2>/dev/null; \
+	exit $$status
+
+test-slow: $(TEST_STAMP) test-deps
 	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]  # 5 = no slow tests collected
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check monitor drivers alarms config simulators tests bench
 	$(VENV)/bin/mypy
 
-bench: $(STAMP) system-deps
+bench: $(TEST_STAMP) test-deps
 	$(PY) bench/run_all.py
 
 clean:

@@ -1,14 +1,79 @@
-"""Fixtures that start real servers on free loopback ports."""
+"""Fixtures that start real servers on free loopback ports, and the checks every test gets: it leaves no
+thread or child process running and no log handler behind."""
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import Mosquitto, VictoriaMetrics
+from tests.support import Mosquitto, VictoriaMetrics, wait_until
+
+LEAK_GRACE = 10.0
+"""Seconds a thread or process a test started may take to end after it (a server's shutdown, a writer's flush)."""
+
+POOL_WORKERS = ("AnyIO worker thread", "ThreadPoolExecutor-", "asyncio_")
+"""Workers of a thread pool start when a task first needs one and belong to the pool's owner (a console server
+shared by a module's tests, an event loop's default executor), which stops them; they are not the test's own."""
+
+
+def _children() -> set[int]:
+    """This process's live child processes (zombies, exited but not yet reaped, are not running)."""
+    pids: set[int] = set()
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        try:
+            pids.update(int(p) for p in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return {p for p in pids if _alive(p)}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_running() -> Iterator[None]:
+    """A test that leaves a thread or a child process running (a server, a client's network loop, a historian
+    writer it did not close, a daemon or simulator it started) fails: on a loaded machine such leftovers compete
+    with the tests after them and can write into their files. What wider-scoped fixtures started before the test
+    is not its own; this runs after the test's own fixtures have been torn down."""
+    threads, children = set(threading.enumerate()), _children()
+    yield
+
+    def threads_left() -> list[str]:
+        return [t.name for t in threading.enumerate()
+                if t not in threads and t.is_alive() and not t.name.startswith(POOL_WORKERS)]
+
+    def children_left() -> list[int]:
+        return sorted(_children() - children)
+
+    if not wait_until(lambda: not threads_left() and not children_left(), LEAK_GRACE, 0.05):
+        pytest.fail(f"left running by the test: threads {threads_left()}, child processes {children_left()}",
+                    pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def no_log_handler_left_behind() -> Iterator[None]:
+    """`monitor.cli.main` called in-process installs a root handler on the test's captured stderr, which pytest
+    closes after the test: left in place, every later test's log lines fail with "I/O operation on closed file".
+    Remove what the test added (pytest's own capture handlers come and go by themselves) and restore the level."""
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    yield
+    for handler in root.handlers[:]:
+        if handler not in before and not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
+    root.setLevel(level)
 
 
 @pytest.fixture

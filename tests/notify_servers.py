@@ -15,7 +15,6 @@ import json
 import ssl
 import subprocess
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from email.message import EmailMessage
@@ -25,7 +24,7 @@ from typing import Any
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
-from tests.support import free_port, require_binary
+from tests.support import PATIENCE, free_port, require_binary, wait_until
 
 
 def self_signed_cert(workdir: Path) -> tuple[Path, Path]:
@@ -111,10 +110,8 @@ class SmtpServer:
         with self.box.lock:
             return list(self.box.messages)
 
-    def wait_for(self, count: int, timeout: float = 10.0) -> list[EmailMessage]:
-        deadline = time.monotonic() + timeout
-        while len(self.messages) < count and time.monotonic() < deadline:
-            time.sleep(0.01)
+    def wait_for(self, count: int, timeout: float = PATIENCE) -> list[EmailMessage]:
+        wait_until(lambda: len(self.messages) >= count, timeout)
         return self.messages
 
 
@@ -182,10 +179,8 @@ class HttpReceiver:
         with self.lock:
             return list(self.requests)
 
-    def wait_for(self, count: int, timeout: float = 10.0) -> list[Request]:
-        deadline = time.monotonic() + timeout
-        while len(self.received()) < count and time.monotonic() < deadline:
-            time.sleep(0.01)
+    def wait_for(self, count: int, timeout: float = PATIENCE) -> list[Request]:
+        wait_until(lambda: len(self.received()) >= count, timeout)
         return self.received()
 
 
@@ -246,30 +241,6 @@ class MqttProbe:
         with self.lock:
             return [m for m in self.received if topic is None or m.topic == topic]
 
-    def wait_for(self, topic: str, count: int, timeout: float = 10.0) -> list[Received]:
-        deadline = time.monotonic() + timeout
-        while len(self.messages(topic)) < count and time.monotonic() < deadline:
-            time.sleep(0.01)
+    def wait_for(self, topic: str, count: int, timeout: float = PATIENCE) -> list[Received]:
+        wait_until(lambda: len(self.messages(topic)) >= count, timeout)
         return self.messages(topic)
-
-    def wait_until(self, check: Any, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if check():
-                return True
-            time.sleep(0.01)
-        return bool(check())
-
-
-async def eventually(check: Any, within: float = 10.0, interval: float = 0.01) -> bool:
-    """Poll ``check()`` without blocking the event loop (the code under test runs on it); True once it holds."""
-    import asyncio
-
-    deadline = time.monotonic() + within
-    for _ in iter(int, 1):  # until the deadline
-        if check():
-            return True
-        if time.monotonic() >= deadline:
-            return bool(check())
-        await asyncio.sleep(interval)
-    return False  # pragma: no cover

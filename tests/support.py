@@ -6,6 +6,7 @@ wire-level tests really ran.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -15,12 +16,44 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+PATIENCE = 30.0
+"""Seconds a test waits for a condition before it fails. Generous on purpose: the suite runs on loaded machines
+(``make test-loaded`` burns two cores beside it), and a condition that holds costs only the time it takes to
+hold; only a failing test waits this long."""
+
+
+async def eventually(check: Callable[[], Any], within: float = PATIENCE, interval: float = 0.02) -> bool:
+    """Poll ``check()`` until it is true or ``within`` s have passed; True once it holds, else the last answer.
+
+    The one way a test waits for something to happen (an async test: the code under test runs on the same
+    event loop, so the wait yields to it). Use it as ``assert await eventually(lambda: ...), "what was awaited"``;
+    never sleep a guessed number of milliseconds and hope the condition holds by then. A synchronous test uses
+    ``wait_until`` (the same loop, blocking the thread instead).
+    """
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() >= deadline:
+            return bool(check())
+        await asyncio.sleep(interval)
+    return True
+
+
+def wait_until(check: Callable[[], Any], within: float = PATIENCE, interval: float = 0.02) -> bool:
+    """``eventually`` for synchronous tests (the code under test runs in other threads or processes)."""
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() >= deadline:
+            return bool(check())
+        time.sleep(interval)
+    return True
 
 
 def free_port() -> int:
@@ -43,7 +76,7 @@ def require_binary(name: str) -> str:
     return path
 
 
-def wait_for_port(port: int, timeout: float = 10.0, host: str = "127.0.0.1") -> None:
+def wait_for_port(port: int, timeout: float = PATIENCE, host: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -52,6 +85,19 @@ def wait_for_port(port: int, timeout: float = 10.0, host: str = "127.0.0.1") -> 
         except OSError:
             time.sleep(0.02)
     raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
+
+
+def wait_for_simulator(config: Any, within: float = PATIENCE) -> None:
+    """Until a `pretreat sim` started in another process serves the site ``config`` (a `SiteConfig`): every
+    Modbus TCP instrument's port answers and every RTU instrument's pty exists (MQTT instruments publish through
+    a broker the test started itself)."""
+    for inst in config.instruments:
+        if inst.driver.value == "modbus_tcp":
+            wait_for_port(inst.port, within)
+        elif inst.serial is not None:
+            tty = Path(inst.serial.port)
+            if not wait_until(tty.exists, within):
+                raise TimeoutError(f"the simulator made no pty at {tty} within {within}s")
 
 
 class Mosquitto:
@@ -110,7 +156,7 @@ class VictoriaMetrics:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 10.0) -> None:
+    def start(self, timeout: float = PATIENCE) -> None:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [self.binary, f"-httpListenAddr=127.0.0.1:{self.port}", f"-storageDataPath={self.data}",
@@ -156,7 +202,7 @@ class VictoriaMetrics:
         body = self._get("/api/v1/export?" + urllib.parse.urlencode(query), auth)
         return [json.loads(line) for line in body.splitlines() if line.strip()]
 
-    def wait_for_points(self, match: str, count: int, *, timeout: float = 20.0,
+    def wait_for_points(self, match: str, count: int, *, timeout: float = PATIENCE,
                         auth: str | None = None) -> list[dict[str, Any]]:
         """Poll until the matching series hold at least ``count`` samples in total (new series can take a
         few seconds to become searchable); returns the last export either way."""

@@ -17,6 +17,7 @@ import pytest
 from tests.browser.harness import (
     ACME,
     ACME_PDF,
+    ACME_PH_HIGH,
     ACME_PH_LOW,
     BOLT,
     BOLT_PH_HIGH,
@@ -30,6 +31,7 @@ from tests.browser.harness import (
     write_site,
     write_users,
 )
+from tests.support import wait_until
 
 VIEW = {"width": 1400, "height": 900}
 
@@ -42,20 +44,14 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     with Plant(config) as plant:
         plant.feed(sorted(history(config, ACME) + history(config, BOLT), key=lambda x: x.time))
         plant.value(BOLT, "ph", 9.8)  # another company's alarm, active before anyone logs in
+        raised = sum(t.alarm_id == ACME_PH_HIGH for t in plant.transitions)
         plant.value(ACME, "ph", 9.4)  # ACME: an episode in the history
-        time.sleep(0.3)
+        assert wait_until(lambda: sum(t.alarm_id == ACME_PH_HIGH for t in plant.transitions) > raised)  # judged
         plant.value(ACME, "ph", 7.2)
-        _wait(lambda: any(t.alarm_id == BOLT_PH_HIGH for t in plant.transitions))
+        assert wait_until(lambda: any(t.alarm_id == BOLT_PH_HIGH for t in plant.transitions))
         write_reports(config)
         with console(config, users) as (base, app):
             yield {"base": base, "plant": plant, "config": config, "db": config.daemon.historian, "app": app}
-
-
-def _wait(cond: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def _login(browser: Any, base: str, user: str) -> Any:
@@ -98,7 +94,7 @@ def test_operator_sees_a_scenario_ph_alarm_live_and_acknowledges_it(browser: Any
     page.click(f'{row} button[data-action="ack"]')
     page.fill("#act-note", "called ACME: acid dump, neutralising")
     page.click("#act-submit")
-    page.wait_for_selector("#act-result.ok", timeout=10000)
+    page.wait_for_selector("#act-result.ok", timeout=15000)
     assert "ack by op (active-unacknowledged → active-acknowledged), journal record" in page.inner_text("#act-result")
     page.click("#act-cancel")
     page.wait_for_selector(f'{row}[data-state="active-acknowledged"]')
@@ -116,7 +112,7 @@ def test_new_critical_alarm_gives_a_visual_and_audible_cue(browser: Any, env: di
     page.check("#sound")
     assert page.is_hidden("#cue")
     env["plant"].value(ACME, "lel", 14.0)  # lel_single: critical
-    page.wait_for_selector("#cue:not([hidden])", timeout=5000)
+    page.wait_for_selector("#cue:not([hidden])", timeout=15000)
     assert "acme-plating/lel/lel_single" in page.inner_text("#cue-text")
     assert page.evaluate("window.__cues") >= 1
     # the vapour is gone at once (the scenario's LEL is normal): latched until an operator resets it
@@ -183,7 +179,8 @@ def test_history_page_lists_the_reports_of_the_users_sites(browser: Any, env: di
     page.select_option("#f-site", BOLT)
     page.click("#filters button[type=submit]")
     shown = "r => r.map(x => x.dataset.report.split('/')[0])"
-    _wait(lambda: page.eval_on_selector_all("#r-rows tr[data-report]", shown) == [BOLT, BOLT])  # the site filter
+    # the site filter
+    assert wait_until(lambda: page.eval_on_selector_all("#r-rows tr[data-report]", shown) == [BOLT, BOLT])
     page.close()
     page = _login(browser, env["base"], "acme")
     page.goto(env["base"] + "/history")
@@ -201,13 +198,13 @@ def test_site_view_shows_values_trends_sampler_and_live_readings(browser: Any, e
     assert "% complete" in page.inner_text("#ch-ph")
     ph = 'canvas.trend[data-channel="ph"]'  # the scenario keeps playing: each live reading redraws
     drawn = int(page.get_attribute(ph, "data-drawn"))
-    _wait(lambda: int(page.get_attribute(ph, "data-drawn")) > drawn + 3)
+    assert wait_until(lambda: int(page.get_attribute(ph, "data-drawn")) > drawn + 3)
     assert page.inner_text("#ch-ph .value") == "4.6 pH"  # the scenario's held value, as last received
     assert "readings, 24 h" in page.inner_text("#ch-ph .complete")
     page.screenshot(path=str(artifacts / "console-site-view.png"), full_page=True)
     drawn = int(page.get_attribute(ph, "data-drawn"))
     page.click('[data-range="604800"]')  # a week: the server downsamples again
-    _wait(lambda: int(page.get_attribute(ph, "data-drawn")) > drawn)
+    assert wait_until(lambda: int(page.get_attribute(ph, "data-drawn")) > drawn)
     page.goto(env["base"] + "/health")
     page.wait_for_selector('#h-instruments tr[data-instrument]')
     assert "running" in page.inner_text("#h-headline") or "healthy" in page.inner_text("#h-headline")

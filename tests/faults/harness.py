@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from config.schema import SiteConfig
 from monitor.app import Daemon
+from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = "plant"
@@ -312,24 +313,6 @@ class SimThread(LoopThread):
 
 async def _wrap(aw: Awaitable[T]) -> T:
     return await aw
-
-
-def wait_until(check: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(interval)
-    return bool(check())
-
-
-async def eventually(check: Callable[[], Any], within: float = 20.0, interval: float = 0.05) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        await asyncio.sleep(interval)
-    return bool(check())
 
 
 def served_values(sim: Any) -> dict[tuple[str, str], list[float]]:

@@ -31,6 +31,7 @@ import pytest
 from apscheduler.triggers.interval import IntervalTrigger
 
 from config.loader import load_config
+from monitor.app import Daemon
 from simulators.modbus_server import SimFault
 from simulators.runner import SiteSimulator
 from tests.faults.harness import (
@@ -38,12 +39,11 @@ from tests.faults.harness import (
     InProcessDaemon,
     by_channel,
     channel,
-    eventually,
     recorded,
     site_file,
     tcp_instrument,
 )
-from tests.support import free_port
+from tests.support import eventually, free_port
 
 HOUR = 3600.0
 
@@ -58,6 +58,10 @@ class SteppedClock:
         return time.time() + self.offset
 
 
+def polled_both(daemon: Daemon, n: int) -> bool:
+    return all(daemon.stats[f"{SITE}/{i}"].polls >= n for i in ("fm-a", "fm-b"))
+
+
 def two_meters(tmp_path: Path, alarm: str = "") -> Path:
     instruments = [tcp_instrument(i, port=free_port(), poll=0.5, timeout=0.3) for i in ("fm-a", "fm-b")]
     channels = [channel(f"{i}_flow", instrument=i, kind="flow", unit="gpm", point="flow_rate", valid_min=0,
@@ -69,7 +73,7 @@ async def test_a_step_forward_floods_nothing_and_a_step_back_hides_nothing(tmp_p
     config = load_config(two_meters(tmp_path))
     clock = SteppedClock()
     async with SiteSimulator(config=config) as sim, InProcessDaemon(config, clock=clock) as daemon:
-        await asyncio.sleep(1.0)
+        assert await eventually(lambda: polled_both(daemon, 2))
         clock.offset += HOUR  # forward: a whole hour "passes" between two ticks
         await asyncio.sleep(1.2)
         stale_after_forward = [r for r in recorded(config.daemon.historian) if r.quality == "stale"]
@@ -77,8 +81,8 @@ async def test_a_step_forward_floods_nothing_and_a_step_back_hides_nothing(tmp_p
         await asyncio.sleep(0.5)
         silenced = time.monotonic()
         sim.device(SITE, "fm-b").fault = SimFault.SILENT
-        window = daemon.staleness.window(SITE, "fm-b_flow")
-        await asyncio.sleep(window + 1.0)
+        # within its window (not an hour later, as the clock would have it); patient for a loaded machine
+        await eventually(lambda: daemon.staleness.stale_channels() != [])
         stale_seen = daemon.staleness.stale_channels()
         elapsed = time.monotonic() - silenced
     assert stale_after_forward == []  # no channel went stale because the wall clock jumped
@@ -102,7 +106,8 @@ async def test_alarm_reminders_fire_once_after_a_step_forward_and_nothing_fires_
             assert raised
             before = daemon.alarming.transitions
             clock.offset += HOUR  # sixty reminder periods skipped
-            await asyncio.sleep(1.0)
+            assert await eventually(lambda: daemon.alarming.transitions > before), "no reminder"
+            await asyncio.sleep(1.0)  # four more ticks, for the reminders that must not come
             after_forward = daemon.alarming.transitions - before
             clock.offset -= 2 * HOUR
             await asyncio.sleep(1.0)
@@ -120,14 +125,15 @@ async def test_polling_resumes_at_once_after_a_step_back_instead_of_waiting_it_o
     config = load_config(two_meters(tmp_path))
     clock = SteppedClock()
     async with SiteSimulator(config=config), InProcessDaemon(config, clock=clock) as daemon:
-        await asyncio.sleep(1.0)
+        assert await eventually(lambda: polled_both(daemon, 2))
         assert daemon.scheduler is not None and daemon.clock_watch is not None
         for job in daemon.scheduler.get_jobs():
             if isinstance(job.trigger, IntervalTrigger):  # what the step does to APScheduler's plan
                 job.modify(next_run_time=job.next_run_time + timedelta(hours=1))
         clock.offset -= HOUR
         polls = daemon.stats[f"{SITE}/fm-a"].polls
-        resumed = await eventually(lambda: daemon.stats[f"{SITE}/fm-a"].polls >= polls + 2, within=4.0)
+        # (waiting the step out would take an hour: the helper's patience tells the two apart)
+        resumed = await eventually(lambda: daemon.stats[f"{SITE}/fm-a"].polls >= polls + 2)
     assert resumed, "polling waited out the step"
     assert daemon.clock_watch.steps == 1
     assert any("wall clock stepped back 1 h:" in r.getMessage() for r in caplog.records)

@@ -21,13 +21,12 @@ from tests.faults.harness import (
     by_channel,
     channel,
     duplicates,
-    eventually,
     polled_rows,
     recorded,
     site_file,
     tcp_instrument,
 )
-from tests.support import VictoriaMetrics, free_port
+from tests.support import VictoriaMetrics, eventually, free_port
 
 
 def influx_site(tmp_path: Path, url: str) -> Path:

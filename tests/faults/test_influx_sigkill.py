@@ -33,9 +33,8 @@ from tests.faults.harness import (
     recorded,
     site_file,
     tcp_instrument,
-    wait_until,
 )
-from tests.support import Mosquitto, VictoriaMetrics, free_port
+from tests.support import Mosquitto, VictoriaMetrics, free_port, wait_until
 
 KINDS = {"ph": "ph", "flow": "flow", "lel": "lel"}  # channel → measurement (its kind)
 

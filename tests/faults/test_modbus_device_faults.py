@@ -27,7 +27,7 @@ from tests.faults.harness import (
     site_file,
     tcp_instrument,
 )
-from tests.support import free_port
+from tests.support import eventually, free_port
 
 DEVICES = ("healthy", "silent", "exception", "garbage", "restart")
 POLL, TIMEOUT = 0.5, 0.4
@@ -54,7 +54,11 @@ async def test_each_device_fault_is_recorded_poll_for_poll_and_recovers(tmp_path
     config = load_config(fault_site(tmp_path))
     async with SiteSimulator(config=config, history=2000) as sim:
         async with InProcessDaemon(config) as daemon:
-            await asyncio.sleep(1.0)
+            def good_since(t: float) -> bool:
+                channels = by_channel(recorded(config.daemon.historian))
+                return all(sum(r.good for r in channels.get(f"{d}_flow", []) if r.time > t) >= 2 for d in DEVICES)
+
+            assert await eventually(lambda: good_since(0.0)), "good readings from every device before the faults"
             t_fault = time.time()
             for d, fault in (("silent", SimFault.SILENT), ("exception", SimFault.EXCEPTION),
                              ("garbage", SimFault.GARBAGE)):
@@ -67,7 +71,7 @@ async def test_each_device_fault_is_recorded_poll_for_poll_and_recovers(tmp_path
             for d in ("silent", "exception", "garbage"):
                 sim.device(SITE, d).fault = SimFault.NONE
             await restart
-            await asyncio.sleep(3.0)
+            assert await eventually(lambda: good_since(t_clear + 2.0)), "every device back to good readings"
         served = served_values(sim)
     rows = recorded(config.daemon.historian)
     channels = by_channel(rows)

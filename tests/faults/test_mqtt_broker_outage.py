@@ -26,7 +26,6 @@ from tests.faults.harness import (
     by_channel,
     channel,
     duplicates,
-    eventually,
     mqtt_instrument,
     mqtt_notify,
     polled_rows,
@@ -35,7 +34,7 @@ from tests.faults.harness import (
     tcp_instrument,
 )
 from tests.notify_servers import MqttProbe
-from tests.support import Mosquitto, free_port
+from tests.support import Mosquitto, eventually, free_port
 
 EVENTS = "pretreat/faults/events"
 
@@ -79,7 +78,7 @@ async def test_broker_down_and_back_queued_alarm_events_arrive_once_in_order(
         async with sim, InProcessDaemon(config) as daemon:
             overrides = sim.playback.overrides.setdefault(SITE, {})
             lel_driver = daemon.streaming[0]
-            assert await eventually(lambda: lel_driver.counters.subscribed, 10)
+            assert await eventually(lambda: lel_driver.counters.subscribed)
             t_subscribed = time.time()  # from here on the broker keeps what the daemon has not yet taken
             await asyncio.sleep(1.0)
             t_down = time.time()
@@ -96,7 +95,7 @@ async def test_broker_down_and_back_queued_alarm_events_arrive_once_in_order(
             # every transition journaled so far reaches SCADA once the broker is back
             assert await eventually(lambda: set(_journal_seqs(journal)) <= set(event_seqs(probe)), 30), \
                 (_journal_seqs(journal), event_seqs(probe))
-            assert await eventually(lambda: lel_driver.counters.connected, 20)
+            assert await eventually(lambda: lel_driver.counters.connected)
             await asyncio.sleep(1.0)
             t_stop = time.time()  # what is published from here on waits in the broker for the next run
         served_lel = [s for s in sim.history[(SITE, "lel")] if t_subscribed < s.wall_time < t_stop]
@@ -151,12 +150,12 @@ async def test_a_reading_delivered_twice_is_recorded_once(tmp_path: Path, broker
     reading = f'{{"lel_pct": 2.5, "ts": {now - 1:.3f}}}'.encode()
     async with InProcessDaemon(config) as daemon:
         driver = daemon.streaming[0]
-        assert await eventually(lambda: driver.counters.subscribed, 10)
+        assert await eventually(lambda: driver.counters.subscribed)
         for payload, topic in ((reading, "plant/mh1/lel"), (reading, "plant/mh1/lel"), (b"3.5", "plant/mh1/level"),
                                (f'{{"lel_pct": 2.5, "ts": {now:.3f}}}'.encode(), "plant/mh1/lel"),
                                (b"3.5", "plant/mh1/level")):
             publish.single(topic, payload, qos=1, hostname="127.0.0.1", port=broker.port)
-        assert await eventually(lambda: driver.counters.messages + driver.counters.repeats == 5, 10)
+        assert await eventually(lambda: driver.counters.messages + driver.counters.repeats == 5)
     rows = by_channel(recorded(config.daemon.historian))
     assert [(r.time, r.value) for r in rows["lel"]] == [(round(now - 1, 3), 2.5), (round(now, 3), 2.5)]
     assert [r.value for r in rows["level"]] == [3.5, 3.5]  # a value repeated by the device: two readings
@@ -182,7 +181,7 @@ async def test_a_message_is_acknowledged_only_once_its_samples_are_committed(tmp
         driver = MqttDriver(instrument=inst, channels=chans)
         task = asyncio.create_task(driver.run(lambda ss: taken.extend(s.time for s in ss if s.good),
                                               committed=committed))
-        assert await eventually(lambda: driver.counters.subscribed, 10)
+        assert await eventually(lambda: driver.counters.subscribed)
         await asyncio.sleep(0.5)
         await driver.close()
         await task

@@ -34,9 +34,8 @@ from tests.faults.harness import (
     mqtt_instrument,
     recorded,
     site_file,
-    wait_until,
 )
-from tests.support import Mosquitto
+from tests.support import Mosquitto, wait_until
 
 JSON_TOPIC, NUMBER_TOPIC = "fz/mh1/json", "fz/mh1/number"
 # channel id -> (topic, JSON path or None for a plain-number payload, scale, offset, valid_min, valid_max)
@@ -185,7 +184,7 @@ def test_random_payloads_never_crash_the_daemon_and_each_becomes_samples(tmp_pat
         loop.run(runner.__aenter__())
         driver = daemon.streaming[0]
         try:
-            assert wait_until(lambda: driver.counters.subscribed, 10)
+            assert wait_until(lambda: driver.counters.subscribed)
             published = 0
             sent: set[tuple[str, bytes]] = set()
             taken: set[tuple[str, float]] = set()  # (channel, time) of the readings recorded

@@ -27,7 +27,6 @@ from tests.faults.harness import (
     by_channel,
     channel,
     duplicates,
-    eventually,
     mqtt_notify,
     polled_rows,
     recorded,
@@ -35,7 +34,7 @@ from tests.faults.harness import (
     tcp_instrument,
 )
 from tests.notify_servers import MqttProbe
-from tests.support import Mosquitto, free_port
+from tests.support import Mosquitto, eventually, free_port
 
 ALARM = f"{SITE}/record/record_integrity"
 

@@ -4,7 +4,6 @@ unit is recorded poll for poll as a communication failure, and goes stale althou
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 from pathlib import Path
@@ -29,10 +28,10 @@ from tests.faults.harness import (
     served_values,
     site_file,
 )
-from tests.support import require_binary
+from tests.support import eventually, require_binary
 
 UNITS = {"ph-a": 1, "ph-dead": 2, "ph-b": 3}
-POLL, TIMEOUT = 0.5, 0.3
+POLL, TIMEOUT = 0.5, 0.8  # a timeout long enough that waiting one out shows through a loaded machine's delays
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +48,7 @@ async def test_a_dead_unit_on_the_bus_costs_the_live_ones_nothing(tmp_path: Path
     async with SiteSimulator(config=config, history=2000) as sim:
         sim.device(SITE, "ph-dead").fault = SimFault.SILENT  # dead before the daemon ever saw it
         async with InProcessDaemon(config) as daemon:
-            await asyncio.sleep(4.0)
+            assert await eventually(lambda: all(daemon.stats[f"{SITE}/{i}"].polls >= 6 for i in ("ph-a", "ph-b")))
         served = served_values(sim)
     rows = recorded(config.daemon.historian)
     channels_rows = by_channel(rows)
@@ -67,11 +66,12 @@ async def test_a_dead_unit_on_the_bus_costs_the_live_ones_nothing(tmp_path: Path
         got = channels_rows[f"{live}_ph"]
         assert all(r.good for r in got), [r for r in got if not r.good][:3]
         gaps = [b.time - a.time for a, b in itertools.pairwise(got)]
-        # at worst one poll interval plus the dead unit's timeout on the shared bus
-        assert max(gaps) < POLL + TIMEOUT + 0.25, max(gaps)
+        # at worst one poll interval plus the dead unit's timeout on the shared bus (waiting out two of its
+        # timeouts would take another whole one: half of it is the room left for a loaded machine)
+        assert max(gaps) < POLL + 1.5 * TIMEOUT, max(gaps)
         assert daemon.stats[f"{SITE}/{live}"].polls >= 6
     [link] = daemon._links
     assert link.counters.outages == 0  # a silent unit never costs a serial bus its connection
     # the loop was never held up by the dead unit's timeouts (they are awaited, not blocking)
     lag = json.loads(health_path(config.daemon.historian).read_text())["loop_lag"]
-    assert lag["samples"] > 10 and lag["p99_ms"] <= lag["max_ms"] < 250, lag
+    assert lag["samples"] > 10 and lag["p99_ms"] <= lag["max_ms"] < TIMEOUT * 1000 / 2, lag

@@ -45,10 +45,9 @@ from tests.faults.harness import (
     recorded,
     site_file,
     tcp_instrument,
-    wait_until,
 )
 from tests.notify_servers import MqttProbe
-from tests.support import Mosquitto, free_port
+from tests.support import Mosquitto, free_port, wait_until
 
 EVENTS = "pretreat/faults/events"
 PH_LOW = f"{SITE}/ph/ph_low"

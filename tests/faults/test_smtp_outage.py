@@ -18,14 +18,13 @@ from tests.faults.harness import (
     InProcessDaemon,
     by_channel,
     channel,
-    eventually,
     polled_rows,
     recorded,
     site_file,
     tcp_instrument,
 )
 from tests.notify_servers import SmtpServer
-from tests.support import free_port
+from tests.support import eventually, free_port
 
 ALARM = f"{SITE}/ph/ph_low"
 
@@ -54,9 +53,9 @@ async def test_mail_server_down_then_back_every_alarm_mail_arrives_once(tmp_path
         await asyncio.sleep(1.0)
         smtp_server.stop()
         overrides["ph"] = Hold(4.3)
-        assert await eventually(lambda: daemon.alarming.engine.state(ALARM).active, 10)
+        assert await eventually(lambda: daemon.alarming.engine.state(ALARM).active)
         overrides.pop("ph")
-        assert await eventually(lambda: not daemon.alarming.engine.state(ALARM).condition, 10)
+        assert await eventually(lambda: not daemon.alarming.engine.state(ALARM).condition)
         await asyncio.sleep(1.0)
         assert smtp_server.messages == []
         delivery = daemon.alarming.health()["delivery"]["smtp"]

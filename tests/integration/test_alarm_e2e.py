@@ -18,7 +18,7 @@ import pytest
 from alarms.journal import Journal
 from config.loader import load_config
 from tests.notify_servers import MqttProbe, SmtpServer
-from tests.support import Mosquitto, demo_site_file, require_binary
+from tests.support import Mosquitto, demo_site_file, require_binary, wait_for_simulator, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 PH_LOW = "acme-plating/ph/ph_low"
@@ -88,15 +88,6 @@ def kinds(probe: MqttProbe) -> list[tuple[str, str, int]]:
     return out
 
 
-def wait(check, timeout: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 @pytest.fixture
 def site(tmp_path: Path, mosquitto: Mosquitto, smtp_server: SmtpServer) -> Path:
     require_binary("socat")
@@ -110,11 +101,11 @@ def test_ph_alarm_reaches_scada_and_email_and_acks_are_journaled(
     probe = MqttProbe(mosquitto.port, ["pretreat/test/#"]).start()
     log = tmp_path / "procs.log"
     sim = start(["sim", "--config", str(site), "--scenario", str(scenario), "--no-broker"], log)
-    time.sleep(1.5)
+    wait_for_simulator(load_config(site))
     daemon = start(["run", "--config", str(site)], log)
     try:
-        assert wait(lambda: (PH_LOW, "raise") in {(a, k) for a, k, _ in kinds(probe)}), log.read_text()[-3000:]
-        mails = smtp_server.wait_for(1, timeout=20)
+        assert wait_until(lambda: (PH_LOW, "raise") in {(a, k) for a, k, _ in kinds(probe)}), log.read_text()[-3000:]
+        mails = smtp_server.wait_for(1)
         body = mails[0].get_content()
         assert "operator@plant.example" in mails[0]["To"]
         assert "§ 112-5A(1)(c)" in body and "4.4" in body  # the ordinance cited, the value shown
@@ -124,7 +115,7 @@ def test_ph_alarm_reaches_scada_and_email_and_acks_are_journaled(
         # SCADA acknowledges over MQTT
         publish.single("pretreat/test/command/ack", hostname="127.0.0.1", port=mosquitto.port, qos=1,
                        payload=json.dumps({"alarm": PH_LOW, "user": "scada-op", "note": "seen on HMI"}))
-        assert wait(lambda: (PH_LOW, "ack") in {(a, k) for a, k, _ in kinds(probe)})
+        assert wait_until(lambda: (PH_LOW, "ack") in {(a, k) for a, k, _ in kinds(probe)})
 
         # an operator shelves it from the command line (the daemon carries it out on its tick)
         until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
@@ -152,14 +143,14 @@ def test_sigkill_mid_episode_no_duplicate_raise_and_the_clear_arrives(
     probe = MqttProbe(mosquitto.port, ["pretreat/test/events"]).start()
     log = tmp_path / "procs.log"
     sim = start(["sim", "--config", str(site), "--scenario", str(scenario), "--no-broker"], log)
-    time.sleep(1.5)
+    wait_for_simulator(load_config(site))
     daemon = start(["run", "--config", str(site)], log)
     try:
-        assert wait(lambda: (PH_LOW, "raise") in {(a, k) for a, k, _ in kinds(probe)}), log.read_text()[-3000:]
+        assert wait_until(lambda: (PH_LOW, "raise") in {(a, k) for a, k, _ in kinds(probe)}), log.read_text()[-3000:]
         stop(daemon, signal.SIGKILL)  # mid-episode: pH is still 4.4
         time.sleep(1.0)
         daemon = start(["run", "--config", str(site)], log)
-        assert wait(lambda: (PH_LOW, "clear") in {(a, k) for a, k, _ in kinds(probe)}, timeout=30), \
+        assert wait_until(lambda: (PH_LOW, "clear") in {(a, k) for a, k, _ in kinds(probe)}), \
             log.read_text()[-3000:]
         time.sleep(1.0)
     finally:

@@ -23,6 +23,7 @@ from alarms.engine import AlarmEngine, AlarmSpec
 from alarms.model import AlarmInput, AlarmSettings, Priority, State
 from config.loader import load_config
 from monitor import alarms_cli, cli
+from tests.support import PATIENCE, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 PH = "acme-plating/ph/ph_high"
@@ -95,6 +96,7 @@ class Daemon:
     def __init__(self, db: Path, specs: list[AlarmSpec], inputs: list[AlarmInput]) -> None:
         self.db, self.specs, self.inputs = db, specs, inputs
         self.later: list[AlarmInput] = []  # applied on a later tick (for watch)
+        self.ticks = 0  # ticks done: a test waits for one to know the queue has been looked at
         self.ready = threading.Event()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="daemon-tick")
@@ -109,6 +111,7 @@ class Daemon:
                 apply_pending(queue, engine, time.time())
                 if self.later:
                     engine.apply(self.later.pop(0), time.time())
+                self.ticks += 1
                 time.sleep(0.02)
         finally:
             queue.close()
@@ -116,12 +119,17 @@ class Daemon:
 
     def __enter__(self) -> Daemon:
         self.thread.start()
-        assert self.ready.wait(5)
+        assert self.ready.wait(PATIENCE)
         return self
+
+    def ticked(self, n: int = 2) -> bool:
+        """Until ``n`` more ticks have run (each looks at the command queue once)."""
+        start = self.ticks
+        return wait_until(lambda: self.ticks >= start + n)
 
     def __exit__(self, *_exc: object) -> None:
         self.stop.set()
-        self.thread.join(5)
+        self.thread.join(PATIENCE)
         assert not self.thread.is_alive()
 
 
@@ -188,10 +196,8 @@ def test_shelve_reset_and_out_of_service(site: Path, db: Path, daemon: Callable[
         assert cli.main(["alarms", "reset", LEL, "--config", str(site), "--user", "jdoe"]) == 1
         assert "condition still active" in capsys.readouterr().err
         d.later.append(inp("lel_single", False, 1.0))
-        for _ in range(100):  # the condition's end is applied on a later tick
-            if states(db).get(LEL) == "latched-unacknowledged":
-                break
-            time.sleep(0.02)
+        # the condition's end is applied on a later tick
+        assert wait_until(lambda: states(db).get(LEL) == "latched-unacknowledged"), states(db)
         assert cli.main(["alarms", "reset", LEL, "--config", str(site), "--user", "jdoe", "--note", "vented"]) == 0
         assert "reset by jdoe (latched-unacknowledged -> normal)" in capsys.readouterr().out
         assert cli.main(["alarms", "out-of-service", "acme-plating/ph/ph_low", "--config", str(site),
@@ -211,12 +217,12 @@ def test_no_daemon_withdraws_the_command(site: Path, db: Path, daemon: Callable[
         pass  # the daemon ran once (the file exists) and has stopped
     t0 = time.monotonic()
     assert cli.main(["alarms", "ack", PH, "--config", str(site), "--user", "jdoe", "--wait", "0.3"]) == 1
-    assert time.monotonic() - t0 < 2
+    assert time.monotonic() - t0 < 5  # its own 0.3 s, not the default 5 s wait
     assert "does not appear to be running" in capsys.readouterr().err
     with CommandQueue(path=db) as q:
         assert q.get(1).status is Status.CANCELLED
-    with daemon():  # a later start does not act on the withdrawn command
-        time.sleep(0.1)
+    with daemon() as d:  # a later start does not act on the withdrawn command
+        assert d.ticked()
     assert cli.main(["alarms", "list", "--db", str(db), "--format", "json"]) == 0
     assert {r["alarm"]: r["state"] for r in rows(capsys)}[PH] == "active-unacknowledged"
 
@@ -227,12 +233,12 @@ def test_no_wait_queues_for_the_next_daemon(site: Path, db: Path, daemon: Callab
         pass
     assert cli.main(["alarms", "ack", PH, "--config", str(site), "--user", "jdoe", "--no-wait"]) == 0
     assert capsys.readouterr().out.startswith("queued as command 1")
+    def final() -> bool:
+        with CommandQueue(path=db) as q:
+            return q.get(1).status.final
+
     with daemon():
-        for _ in range(100):
-            with CommandQueue(path=db) as q:
-                if q.get(1).status.final:
-                    break
-            time.sleep(0.02)
+        assert wait_until(final)
     with CommandQueue(path=db) as q:
         assert q.get(1).status is Status.DONE
 
@@ -269,12 +275,12 @@ def test_watch_follows_transitions_live(site: Path, db: Path, daemon: Callable[.
     with daemon(inp("ph_high", True)) as d:
         out = io.StringIO()
         args = argparse.Namespace(command="alarms", alarms_command="watch", config=str(site), db=None, last=1,
-                                  duration=1.0, interval=0.05, format="json")
+                                  duration=3.0, interval=0.05, format="json")
         watcher = threading.Thread(target=alarms_cli._watch, args=(args, out))
         watcher.start()
-        time.sleep(0.3)
+        assert wait_until(lambda: out.getvalue().endswith("\n"))  # it showed the last transition so far
         d.later += [inp("ph_high", False, 8.0), inp("lel_single", True)]
-        watcher.join(5)
+        watcher.join(PATIENCE)
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [(e["alarm"], e["kind"]) for e in events] == [(PH, "raise"), (PH, "clear"), (LEL, "raise")]
     assert [e["seq"] for e in events] == sorted(e["seq"] for e in events)
@@ -321,8 +327,8 @@ def test_an_active_alarm_raised_later_is_not_acked_by_a_stale_command(
     with CommandQueue(path=db) as q:
         q.submit(alarm_id=PH, action="ack", user="jdoe", ttl=0.1)
     time.sleep(0.2)
-    with daemon(inp("ph_high", True)):
-        time.sleep(0.1)
+    with daemon(inp("ph_high", True)) as d:
+        assert d.ticked()
     with CommandQueue(path=db) as q:
         assert q.get(1).status is Status.EXPIRED
     assert states(db)[PH] == State.ACTIVE_UNACKED.value

@@ -38,6 +38,7 @@ from tests.browser.harness import (
     write_site,
     write_users,
 )
+from tests.support import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +50,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         plant.feed(sorted(history(config, ACME, hours=6) + history(config, BOLT, hours=6), key=lambda s: s.time))
         plant.value(ACME, "ph", 9.6)
         plant.value(BOLT, "ph", 9.9)
-        deadline = time.monotonic() + 10
-        while {t.alarm_id for t in plant.transitions} < {ACME_PH_HIGH, BOLT_PH_HIGH}:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        assert wait_until(lambda: {t.alarm_id for t in plant.transitions} >= {ACME_PH_HIGH, BOLT_PH_HIGH})
         reports = write_reports(config)
         with console(config, users) as (base, app):
             clients = {name: login(base, name) for name in ("op", "acme", "bolt", "enf")}

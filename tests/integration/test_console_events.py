@@ -31,7 +31,7 @@ from tests.browser.harness import (
     write_site,
     write_users,
 )
-from tests.support import free_port, wait_for_port
+from tests.support import PATIENCE, eventually, free_port, wait_for_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -61,7 +61,7 @@ async def sse(resp: httpx.Response) -> AsyncIterator[tuple[str, Any]]:
 
 
 async def first(events: AsyncIterator[tuple[str, Any]], want: Callable[[str, Any], bool],
-                within: float) -> tuple[str, Any, float]:
+                within: float = PATIENCE) -> tuple[str, Any, float]:
     async def look() -> tuple[str, Any, float]:
         async for kind, data in events:
             if want(kind, data):
@@ -83,18 +83,18 @@ async def test_alarm_changes_arrive_within_a_second_and_only_for_the_users_sites
         async with op.stream("GET", "/api/events") as r_op, acme.stream("GET", "/api/events") as r_acme:
             assert r_op.headers["content-type"].startswith("text/event-stream")
             e_op, e_acme = sse(r_op), sse(r_acme)
-            kind, snap, _ = await first(e_op, lambda k, d: True, 5)
+            kind, snap, _ = await first(e_op, lambda k, d: True)
             assert kind == "snapshot" and {a["site"] for a in snap["alarms"]} == {ACME, BOLT}
-            kind, snap, _ = await first(e_acme, lambda k, d: True, 5)
+            kind, snap, _ = await first(e_acme, lambda k, d: True)
             assert kind == "snapshot" and {a["site"] for a in snap["alarms"]} == {ACME}
             env["plant"].value(BOLT, "ph", 9.9)
             env["plant"].value(ACME, "ph", 9.7)
-            _k, row, got = await first(e_op, lambda k, d: k == "alarm" and d["alarm"] == BOLT_PH_HIGH, 5)
+            _k, row, got = await first(e_op, lambda k, d: k == "alarm" and d["alarm"] == BOLT_PH_HIGH)
             raised = next(t for t in env["plant"].transitions if t.alarm_id == BOLT_PH_HIGH)
             assert row["state"] == "active-unacknowledged" and row["value"] == 9.9 and row["unit"] == "pH"
             assert got - raised.time < 1.0, f"{got - raised.time:.3f} s after the transition"
             seen: list[tuple[str, Any]] = []
-            await first(e_acme, lambda k, d: seen.append((k, d)) or (k == "journal" and d["alarm"] == ACME_PH_HIGH), 5)
+            await first(e_acme, lambda k, d: seen.append((k, d)) or (k == "journal" and d["alarm"] == ACME_PH_HIGH))
             assert all(str(d.get("alarm", "")).startswith(ACME) for _k, d in seen)
     finally:
         await op.aclose()
@@ -106,11 +106,12 @@ async def test_a_watched_site_gets_its_readings_live(env: dict[str, Any]) -> Non
     try:
         async with acme.stream("GET", f"/api/events?site={ACME}") as r:
             events = sse(r)
-            await first(events, lambda k, d: k == "snapshot", 5)
-            await asyncio.sleep(0.3)  # the follower notes where the channels are
+            await first(events, lambda k, d: k == "snapshot")
+            hub, polls = env["app"].state.console.hub, env["app"].state.console.hub.polls
+            assert await eventually(lambda: hub.polls >= polls + 2)  # the follower noted where the channels are
             env["plant"].value(ACME, "sampler_temperature", 4.4)
             env["plant"].value(BOLT, "sampler_temperature", 9.9)
-            _k, d, _t = await first(events, lambda k, d: k == "readings" and d["channel"] == "sampler_temperature", 5)
+            _k, d, _t = await first(events, lambda k, d: k == "readings" and d["channel"] == "sampler_temperature")
             assert d["site"] == ACME and d["readings"][-1][1:3] == [4.4, "good"]
         assert (await acme.get(f"/api/events?site={BOLT}")).status_code == 403
     finally:
@@ -123,9 +124,9 @@ async def test_logout_ends_the_stream(env: dict[str, Any]) -> None:
     try:
         async with c.stream("GET", "/api/events") as r:
             events = sse(r)
-            await first(events, lambda k, d: k == "snapshot", 5)
+            await first(events, lambda k, d: k == "snapshot")
             assert sync.post("/logout", data={"csrf": csrf(sync)}).status_code == 303
-            await first(events, lambda k, d: k == "logout", 3)
+            await first(events, lambda k, d: k == "logout")
     finally:
         sync.close()
         await c.aclose()

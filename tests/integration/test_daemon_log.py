@@ -19,8 +19,8 @@ import pytest
 from config.loader import load_config
 from simulators.runner import SiteSimulator
 from simulators.scenario import load_scenario
-from tests.faults.harness import ROOT, SimThread, channel, site_file, tcp_instrument, wait_until
-from tests.support import free_port
+from tests.faults.harness import ROOT, SimThread, channel, site_file, tcp_instrument
+from tests.support import free_port, wait_until
 
 SCENARIO = """
 description = "pH falls to 4.5 one second in, and stays there"
@@ -49,7 +49,7 @@ def run_daemon(tmp_path: Path, fmt: str | None) -> str:
                                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         try:
             raised = wait_until(lambda: "ph_low" in log.read_text() and "stopped" not in log.read_text()
-                                and _raised(log.read_text(), fmt), timeout=30)
+                                and _raised(log.read_text(), fmt))
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(30) == 0
         finally:

@@ -28,7 +28,7 @@ from config.schema import (
 from drivers.modbus import ModbusDriver, ModbusLink
 from monitor.sample import Quality, Sample
 from simulators.modbus_server import ModbusSimServer, SimFault
-from tests.support import free_port
+from tests.support import PATIENCE, free_port
 
 ORDERS = [(ByteOrder.BIG, ByteOrder.BIG), (ByteOrder.BIG, ByteOrder.LITTLE),
           (ByteOrder.LITTLE, ByteOrder.BIG), (ByteOrder.LITTLE, ByteOrder.LITTLE)]
@@ -189,13 +189,13 @@ async def test_nan_infinity_and_out_of_range_become_bad_samples_with_reasons() -
 
 
 @pytest.mark.parametrize(("fault", "quality", "detail"), [
-    (SimFault.SILENT, Quality.COMM_FAILURE, "no reply within 0.2 s"),
+    (SimFault.SILENT, Quality.COMM_FAILURE, "no reply within 0.6 s"),
     (SimFault.EXCEPTION, Quality.DEVICE_EXCEPTION, "exception code 4"),
     (SimFault.GARBAGE, Quality.DECODE_ERROR, "reply carries 2 registers, asked 3"),
 ])
 async def test_a_faulty_device_does_not_disturb_its_neighbours_and_recovers(
         fault: SimFault, quality: Quality, detail: str) -> None:
-    victim = instrument("victim", port=free_port(), timeout=0.2)
+    victim = instrument("victim", port=free_port(), timeout=0.6)
     others = [instrument(f"n{i}", port=free_port()) for i in range(2)]
     async with serving([victim, *others]) as servers:
         for server in servers:
@@ -213,7 +213,8 @@ async def test_a_faulty_device_does_not_disturb_its_neighbours_and_recovers(
                     assert all(detail in s.reason for s in bad)
                 for samples, took in rest:
                     assert qualities(samples) == {Quality.GOOD}
-                    assert took < 0.1  # on time: the victim's timeout is not theirs
+                    # on time: the victim's timeout is not theirs (half of it: room for a loaded machine)
+                    assert took < victim.timeout / 2
             servers[0].device("victim").fault = SimFault.NONE
             await asyncio.sleep(0.25)  # past the longest reconnect backoff
             samples, _ = await timed_poll(drivers[0])
@@ -279,7 +280,7 @@ async def test_unknown_unit_on_modbus_tcp_gets_gateway_exception() -> None:
 
 async def test_server_restart_is_one_outage_logged_once_and_recovered(
         caplog: pytest.LogCaptureFixture) -> None:
-    inst = instrument("meter", port=free_port(), timeout=0.2)
+    inst = instrument("meter", port=free_port(), timeout=0.6)
     neighbour = instrument("neighbour", port=free_port())
     async with serving([inst, neighbour]) as [server, _]:
         server.device("meter").set("count", 11)
@@ -291,11 +292,11 @@ async def test_server_restart_is_one_outage_logged_once_and_recovered(
             with caplog.at_level(logging.INFO, logger="drivers.modbus.link"):
                 restart = asyncio.create_task(server.restart(downtime=0.6))
                 seen: list[Quality] = []
-                deadline = time.monotonic() + 3.0
+                deadline = time.monotonic() + PATIENCE
                 while time.monotonic() < deadline and not (restart.done() and seen[-1] is Quality.GOOD):
                     samples, (peer_samples, took) = await asyncio.gather(driver.poll(), timed_poll(peer))
                     seen.append(samples[0].quality)
-                    assert qualities(peer_samples) == {Quality.GOOD} and took < 0.1
+                    assert qualities(peer_samples) == {Quality.GOOD} and took < inst.timeout / 2
                     await asyncio.sleep(0.05)
                 await restart
     assert Quality.COMM_FAILURE in seen and seen[-1] is Quality.GOOD
@@ -314,7 +315,8 @@ async def test_no_server_fails_fast_after_the_first_refusal() -> None:
         second, took_second = await timed_poll(driver)
     assert qualities(first) == qualities(second) == {Quality.COMM_FAILURE}
     assert "cannot connect" in first[0].reason and "next reconnect attempt" in second[0].reason
-    assert took_first < 0.5 and took_second < 0.01
+    # neither waited out the timeout: refused at once, then not tried again before the backoff
+    assert took_first < inst.timeout and took_second < inst.timeout / 2
     assert not link.up and link.counters.connect_failures == 1 and link.counters.outages == 1
 
 
@@ -322,7 +324,7 @@ async def test_a_silent_single_device_link_is_dropped_and_reconnected_without_re
         caplog: pytest.LogCaptureFixture) -> None:
     """A TCP device that accepts the connection but never answers: the link is presumed dead after three
     unanswered requests, reconnected (counted), and the outage is still logged once."""
-    inst = instrument("mute", port=free_port(), timeout=0.05)
+    inst = instrument("mute", port=free_port(), timeout=0.2)
     async with serving([inst]) as [server]:
         server.device("mute").fault = SimFault.SILENT
         link = ModbusLink.for_instrument(inst, backoff_initial=0.01, backoff_max=0.02)

@@ -28,7 +28,7 @@ from config.schema import Channel, ChannelKind, DriverKind, Instrument, MqttBrok
 from drivers.backoff import Backoff
 from drivers.mqtt import MqttDriver, build_mqtt_drivers
 from monitor.sample import Quality, Sample
-from tests.support import Mosquitto, free_port, require_binary
+from tests.support import PATIENCE, Mosquitto, eventually, free_port, require_binary
 
 SITE = "acme"
 GAS = "acme/mh1/gas"
@@ -66,13 +66,12 @@ class Recorder:
         return [s for s in self.samples if s.channel == channel and (quality is None or s.quality is quality)]
 
 
-async def until(predicate: Callable[[], bool], limit: float = 5.0, what: str = "condition") -> float:
-    """Poll until true; returns the seconds it took. Fails the test after ``limit`` seconds."""
+async def until(predicate: Callable[[], bool], what: str = "condition") -> float:
+    """`eventually`, failing the test with ``what`` if it never holds; returns the seconds it took (for the
+    tests that bound the driver's own delays: backoff, keepalive)."""
     start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > limit:
-            pytest.fail(f"timed out after {limit} s waiting for {what}")
-        await asyncio.sleep(0.005)
+    if not await eventually(predicate, interval=0.005):
+        pytest.fail(f"timed out after {PATIENCE} s waiting for {what}")
     return time.monotonic() - start
 
 
@@ -184,10 +183,10 @@ async def test_broker_restart_resubscribes_within_the_backoff(
     driver = MqttDriver(instrument=instrument(mosquitto.port), channels=channels())
     async with running(driver) as rec:
         mosquitto.stop()
-        await until(lambda: not driver.counters.connected, limit=2, what="loss noticed")
+        await until(lambda: not driver.counters.connected, what="loss noticed")
         await asyncio.sleep(0.5)
         mosquitto.start()  # same port; persistence is off, so the broker has forgotten the session
-        took = await until(lambda: driver.counters.subscribed, limit=5, what="resubscription")
+        took = await until(lambda: driver.counters.subscribed, what="resubscription")
         # Default backoff 0.25-0.5 s, 0.5-1 s, 1-2 s: the broker is back ~0.5 s into the outage, so the
         # attempt pending then is at most the third (≤ 2 s away). Typically measured: 0.3-0.5 s.
         assert took < 2.5, f"resubscribed {took:.2f} s after the broker came back"
@@ -275,7 +274,7 @@ async def test_qos1_messages_published_during_a_network_outage_arrive_on_reconne
     try:
         async with running(driver) as rec:
             await relay.cut()  # the broker stays up and keeps the offline session
-            await until(lambda: not driver.counters.connected, limit=2, what="loss noticed")
+            await until(lambda: not driver.counters.connected, what="loss noticed")
             for i in range(20):
                 publisher(GAS, gas(i, 0, T0 + i))
             await relay.start()
@@ -298,7 +297,7 @@ async def test_a_silently_dead_link_is_detected_by_keepalive(mosquitto: Mosquitt
     try:
         async with running(driver):
             relay.frozen = True  # no FIN, no RST: only the missing PINGRESP can tell
-            took = await until(lambda: not driver.counters.connected, limit=5, what="keepalive timeout")
+            took = await until(lambda: not driver.counters.connected, what="keepalive timeout")
             await relay.cut()
             await relay.start()
             await until(lambda: driver.counters.subscribed, what="reconnection")
@@ -342,9 +341,12 @@ async def test_stale_subscription_left_in_the_session_is_dropped(
         pass
     driver = MqttDriver(instrument=instrument(mosquitto.port), channels=channels())  # same client id
     async with running(driver) as rec:
+        unsubacks: list[object] = []
+        assert driver._client is not None
+        driver._client.on_unsubscribe = lambda *args: unsubacks.append(args)  # observe the broker's UNSUBACK
         publisher(old, gas(1, 1, T0))
         await until(lambda: driver.counters.unexpected_messages == 1, what="unexpected message")
-        await asyncio.sleep(0.1)  # let the UNSUBSCRIBE reach the broker
+        await until(lambda: bool(unsubacks), what="the broker acknowledging the UNSUBSCRIBE")
         publisher(old, gas(2, 2, T0 + 1))
         publisher(GAS, gas(3, 3, T0 + 2))
         await until(lambda: len(rec.samples) == 2, what="samples")
@@ -365,7 +367,7 @@ async def test_a_failing_sink_stops_run_and_leaves_the_message_for_redelivery(
     await until(lambda: driver.counters.subscribed, what="subscription")
     publisher(GAS, gas(9, 9, T0))
     with pytest.raises(RuntimeError, match="store is gone"):
-        await asyncio.wait_for(task, 5)
+        await asyncio.wait_for(task, PATIENCE)
     async with running(MqttDriver(instrument=instrument(mosquitto.port), channels=channels()),
                        wait=False) as rec:
         await until(lambda: len(rec.of("lel")) == 1, what="redelivery")
@@ -379,7 +381,7 @@ async def test_broker_that_never_answers_connect_times_out(tmp_path: Path) -> No
     driver = MqttDriver(instrument=instrument(port, timeout=0.1), channels=channels())
     try:
         async with running(driver, wait=False) as rec:
-            await until(lambda: driver.counters.connect_failures >= 1, limit=6, what="CONNACK timeout")
+            await until(lambda: driver.counters.connect_failures >= 1, what="CONNACK timeout")
     finally:
         for w in held:
             w.close()

@@ -10,8 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.notify_servers import HttpReceiver, MqttProbe, eventually
-from tests.support import Mosquitto
+from tests.notify_servers import HttpReceiver, MqttProbe
+from tests.support import Mosquitto, eventually
 
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = "pretreat/killtest"

@@ -14,7 +14,7 @@ from pymodbus.client import ModbusTcpClient
 
 from monitor.cli import main
 from tests.integration.test_sim_runner import demo_like
-from tests.support import Mosquitto, free_port, require_binary
+from tests.support import PATIENCE, Mosquitto, free_port, require_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,7 +44,7 @@ unit = "%LEL"
     return site
 
 
-def _read_until(proc: subprocess.Popen[str], needle: str, wait: float = 10.0) -> list[str]:
+def _read_until(proc: subprocess.Popen[str], needle: str, wait: float = PATIENCE) -> list[str]:
     assert proc.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + wait
@@ -81,10 +81,11 @@ def test_serves_prints_endpoints_and_stops_on_signal(tmp_path: Path, mosquitto: 
         client.close()
         assert not rr.isError()
         rate = client.convert_from_registers(rr.registers, data_type=client.DATATYPE.FLOAT32)
-        assert isinstance(rate, float) and 0 < rate < 200
+        # ~112 gpm, or 900 once the slug starts (5 s in at speed 60; a loaded machine may get there)
+        assert isinstance(rate, float) and 0 < rate <= 900
         assert (tmp_path / "ttyPH").exists()
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=PATIENCE)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -22,7 +22,7 @@ from config.loader import load_config
 from config.schema import SiteConfig
 from simulators.runner import SiteSimulator
 from simulators.scenario import load_scenario
-from tests.support import Mosquitto, demo_site_file, require_binary
+from tests.support import Mosquitto, demo_site_file, eventually, require_binary
 
 
 def demo_like(tmp_path: Path, broker_port: int) -> SiteConfig:
@@ -137,8 +137,15 @@ async def test_every_channel_reads_back_as_served(subscriber: Subscriber, site: 
         reader.close()
     assert truth["sampler_count"] == 2.0 and truth["flow_total"] > 0  # 30 simulated minutes happened
     assert await manual.publishers[("acme-plating", "lel-meter")].flush()
-    await asyncio.sleep(0.1)
-    lel = [json.loads(p) for topic, p in subscriber.drain() if topic == "acme-plating/mh1/lel"]
+    lel: list[dict] = []  # type: ignore[type-arg]
+
+    def four_arrived() -> bool:
+        lel.extend(json.loads(p) for topic, p in subscriber.drain() if topic == "acme-plating/mh1/lel")
+        return len(lel) >= 4
+
+    assert await eventually(four_arrived)
+    await asyncio.sleep(0.1)  # room for a fifth, which must not come
+    lel.extend(json.loads(p) for topic, p in subscriber.drain() if topic == "acme-plating/mh1/lel")
     assert len(lel) == 4  # start (t = 0) and the three steps
     assert lel[-1] == {"lel_pct": manual.value("lel"), "ts": lel[-1]["ts"]}
     assert lel[-1]["ts"].endswith("Z") and 0 <= lel[-1]["lel_pct"] <= 2
@@ -215,17 +222,17 @@ async def test_a_nan_scenario_value_reaches_the_float_register(site: SiteConfig,
 
 
 async def test_clocked_slug_at_speed(site: SiteConfig) -> None:
-    """At speed 600 the slug (from 300 s to 1500 s simulated) starts 0.5 s after the start."""
+    """At speed 600 the slug (from 300 s to 1500 s simulated) starts 0.5 s after the start and lasts 2 s."""
     sim = SiteSimulator(config=site, scenario=load_scenario("slug"), speed=600.0, tick=0.05, history=100)
     async with sim:
         reader = Reader(site)
         await reader.connect()
         try:
-            await asyncio.sleep(1.0)
+            assert await eventually(lambda: sim.sim_time >= 600)  # a minute into the slug
             values = await reader.values()
         finally:
             reader.close()
-    assert 540 <= sim.sim_time <= 720
+    assert 600 <= sim.sim_time < 1500  # read during the slug (1.5 s of wall time to spare)
     assert values["flow"] == 900.0 and sim.value("flow") == 900.0
     assert values["flow_total"] > 900 * (sim.sim_time - 300 - 60) / 60  # the totaliser follows the slug
     flows = [s.value for s in sim.history[("acme-plating", "flow")]]
@@ -245,7 +252,7 @@ async def test_restart_takes_the_link_down_and_brings_it_back(site: SiteConfig, 
             await asyncio.sleep(0.1)
             with pytest.raises(ModbusException):
                 await client.read_holding_registers(0, count=2, device_id=1)
-            await asyncio.sleep(0.4)
+            assert await eventually(lambda: not sim._tasks)  # the restart is over: the server is back
             assert await client.connect()
             rr = await client.read_holding_registers(0, count=2, device_id=1)
             assert not rr.isError()

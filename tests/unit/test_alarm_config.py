@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from alarms.model import AlarmSettings, Kind, Priority
 from config.alarms import DEFAULT_ALARMS, DEFAULT_KINDS, AlarmConfig, alarm_specs, parse_alarms
-from config.loader import load_config
+from config.loader import check_config, load_config
 from config.notify import EmailNotify, MqttNotify, NotifierKind, WebhookNotify, default_state_dir
 from config.reader import Reader
 
@@ -48,13 +49,40 @@ def test_no_tables_means_no_alarm_config(tmp_path: Path) -> None:
     assert parse('[daemon]\n[[site]]\nid = "a"\ntimezone = "UTC"\n', tmp_path) == (None, [])
 
 
-def test_the_shipped_example_notifies_the_industry_and_the_plant_operator() -> None:
+INSERT = ("""awk 'NR == FNR { f = f $0 "\\n"; next } /^\\[\\[site\\]\\]$/ && ++n == 2 { printf "%s\\n", f } 1' """
+          "config/examples/alarms.toml config/sites/demo.toml")
+
+
+def with_example(tmp_path: Path) -> Path:
+    """The demo site with the example inserted by the command its first lines give, written at the same depth as
+    config/sites/ so that the demo's relative paths stay inside ``tmp_path``."""
+    site = tmp_path / "config" / "sites" / "site.toml"
+    site.parent.mkdir(parents=True)
+    made = subprocess.run(INSERT, shell=True, cwd=REPO, capture_output=True, text=True, check=True)
+    site.write_text(made.stdout)
+    return site
+
+
+def test_the_example_says_it_is_a_fragment_and_inserted_as_it_says_the_demo_site_validates(tmp_path: Path) -> None:
+    text = EXAMPLE.read_text()
+    assert "fragment" in text.splitlines()[0]
+    assert f"#   {INSERT} > config/sites/demo-alarms.toml" in text
+    site = with_example(tmp_path)
+    assert check_config(site) == []
+    config = load_config(site)
+    assert config.alarms is not None
+    assert {r.name for r in config.alarms.routes("acme-plating")} == {
+        "industry", "industry-system", "plant-operator", "superintendent"}
+
+
+def test_the_shipped_example_notifies_the_industry_and_the_plant_operator(tmp_path: Path) -> None:
     """Pawling item (4): 'notify the industry and the operator of the sewage treatment plant'."""
-    sites = load_config(DEMO).sites
-    cfg, errors = parse(EXAMPLE.read_text(), EXAMPLE.parent, sites=sites)
+    site = with_example(tmp_path)
+    sites = load_config(site).sites
+    cfg, errors = parse(site.read_text(), site.parent, sites=sites)
     assert errors == []
     assert cfg is not None and cfg.notify is not None
-    assert [c.id for c in cfg.notify.channels] == ["plant-scada", "smtp", "acme-webhook", "daemon-log"]
+    assert [c.id for c in cfg.notify.channels] == ["plant-scada", "daemon-log", "smtp", "acme-webhook"]
     routes = {r.name: r for r in cfg.routes("acme-plating")}
     assert routes["industry"].recipients == ("ehs-manager@acme-plating.example",)
     assert routes["industry"].min_priority is Priority.HIGH
@@ -62,7 +90,7 @@ def test_the_shipped_example_notifies_the_industry_and_the_plant_operator() -> N
     assert routes["plant-operator"].min_priority is Priority.LOW
     assert routes["superintendent"].level == 2
     assert (routes["industry"].audience, routes["plant-operator"].audience) == ("industry", "plant_operator")
-    assert cfg.notify.state_dir == EXAMPLE.parent / "../../var/demo/notify"
+    assert cfg.notify.state_dir == site.parent / "../../var/demo/notify"
     scada = cfg.notify.channel("plant-scada")
     assert scada.every_transition and isinstance(scada.settings, MqttNotify)
     assert scada.settings.topic_prefix == "pretreat/demo"
@@ -73,9 +101,10 @@ def test_the_shipped_example_notifies_the_industry_and_the_plant_operator() -> N
     assert cfg.settings("acme-plating", "ph", "ph_high").on_delay == 10
 
 
-def test_alarm_specs_give_every_rule_binding_an_alarm_with_its_settings() -> None:
-    sites = load_config(DEMO).sites
-    cfg, _ = parse(EXAMPLE.read_text(), EXAMPLE.parent, sites=sites)
+def test_alarm_specs_give_every_rule_binding_an_alarm_with_its_settings(tmp_path: Path) -> None:
+    site = with_example(tmp_path)
+    sites = load_config(site).sites
+    cfg, _ = parse(site.read_text(), site.parent, sites=sites)
     specs = {(s, c, r): st for s, c, r, st in alarm_specs(sites, cfg)}
     assert len(specs) == sum(len(s.checks) for s in sites)
     assert specs[("acme-plating", "lel", "lel_successive")] == DEFAULT_ALARMS["lel_successive"]

@@ -185,7 +185,7 @@ def test_wait_returns_as_soon_as_the_daemon_answers(path: Path, engine: AlarmEng
     cid = queue.submit(alarm_id=PH, action="ack", user="jdoe")
     t0 = time.monotonic()
     assert queue.wait(cid, 0.2).status is Status.PENDING  # nobody answers: back after the timeout
-    assert 0.2 <= time.monotonic() - t0 < 1.0
+    assert 0.2 <= time.monotonic() - t0 < 2.0
     answered = threading.Event()
 
     def daemon() -> None:  # the daemon's end of the queue, in another thread with its own connection

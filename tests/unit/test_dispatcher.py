@@ -309,7 +309,7 @@ async def test_ready_event_ends_the_backoff_early(tmp_path: Path) -> None:
         await asyncio.sleep(0.05)
         assert ch["scada"].notices == []
         ready.set()  # the link is back: delivery resumes now, not after 30 s
-        assert await d.wait_idle(2)
+        assert await d.wait_idle(10)  # a third of the backoff: room for a loaded machine
     finally:
         await d.stop()
     assert [n.seq for n in ch["scada"].notices] == [1]

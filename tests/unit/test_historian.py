@@ -9,13 +9,14 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from monitor.sample import Quality, Sample
 from monitor.stores.historian import Historian, HistorianError, read_channels, read_readings
+from tests.support import eventually
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,14 +28,6 @@ def good(t: float, value: float, channel: str = "ph", unit: str = "pH") -> Sampl
 
 def bad(t: float, reason: str, quality: Quality = Quality.COMM_FAILURE, channel: str = "ph") -> Sample:
     return Sample.bad(time=t, site="acme", channel=channel, unit="pH", quality=quality, reason=reason)
-
-
-async def eventually(condition: Callable[[], bool], within: float = 5.0) -> None:
-    for _ in range(int(within / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not met in time")
 
 
 @pytest.fixture
@@ -163,7 +156,7 @@ async def test_a_locked_file_delays_but_loses_nothing(tmp_path: Path,
             for i in range(10):
                 h.submit([good(T0 + i * 10 + k, float(k)) for k in range(10)])
                 await asyncio.sleep(0.01)
-            await eventually(lambda: h.counters.write_errors >= 3)
+            assert await eventually(lambda: h.counters.write_errors >= 3), h.counters
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(h.flush(), 0.1)  # backpressure: flush waits while the lock is held
             assert h.counters.queue_depth == 100
@@ -318,9 +311,9 @@ async def test_a_full_batch_is_committed_without_waiting_for_the_interval(tmp_pa
     h = Historian(path=tmp_path / "h.sqlite", commit_interval=30.0)
     await h.start()
     try:
-        await eventually(lambda: h.counters.batches == 0)  # the writer is waiting out its interval
+        assert await eventually(lambda: h.counters.batches == 0)  # the writer is waiting out its interval
         h.submit([good(T0 + i, float(i)) for i in range(_EARLY_COMMIT)])
-        await eventually(lambda: h.counters.samples_written == _EARLY_COMMIT, within=10.0)
+        assert await eventually(lambda: h.counters.samples_written == _EARLY_COMMIT), h.counters
     finally:
         await h.close()
 

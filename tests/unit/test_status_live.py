@@ -15,13 +15,13 @@ from monitor.app import Daemon
 from monitor.status import EXIT_DEGRADED, EXIT_HEALTHY, EXIT_NOT_RUNNING, Report, collect, render
 from simulators.modbus_server import SimFault
 from simulators.runner import SiteSimulator
-from tests.support import FLOW_METER_SITE, free_port
+from tests.support import FLOW_METER_SITE, PATIENCE, free_port
 
 
 async def wait_for(config_path: Path, predicate: Callable[[Report], bool]) -> Report:
-    """The first report satisfying ``predicate`` within 8 s, else the last one (the caller's assert shows it)."""
+    """The first report satisfying ``predicate`` within PATIENCE, else the last one (the caller's assert shows it)."""
     config = load_config(config_path)
-    deadline = time.monotonic() + 8.0
+    deadline = time.monotonic() + PATIENCE
     while True:
         report = await asyncio.to_thread(collect, config)  # file reads off the daemon's loop
         if predicate(report) or time.monotonic() > deadline:

@@ -3,7 +3,6 @@ no-op without $NOTIFY_SOCKET, watchdog interval parsing, and the heartbeat's pet
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import os
@@ -26,7 +25,7 @@ from monitor.systemd import (
     stall_after_for,
     watchdog_interval,
 )
-from tests.support import DEMO_SITE
+from tests.support import DEMO_SITE, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -232,12 +231,13 @@ async def test_the_heartbeat_job_runs_on_the_event_loop_under_apscheduler() -> N
     scheduler = AsyncIOScheduler()
     scheduler.add_job(hb.job, "interval", seconds=hb.interval, id="watchdog")
     scheduler.add_job(hb.beat, "interval", seconds=hb.interval, id="plain")  # the mistake, for contrast
+    loop_thread = threading.get_ident()
     scheduler.start()
     try:
-        await asyncio.sleep(0.4)
+        assert await eventually(lambda: sum(t == loop_thread for t in notifier.threads) >= 3
+                                and sum(t != loop_thread for t in notifier.threads) >= 3)
     finally:
         scheduler.shutdown(wait=False)
-    loop_thread = threading.get_ident()
     on_loop = [t for t in notifier.threads if t == loop_thread]
     elsewhere = [t for t in notifier.threads if t != loop_thread]
     assert len(on_loop) >= 3 and len(elsewhere) >= 3
