@@ -287,3 +287,21 @@ def test_mass_loading_is_flow_times_concentration_and_never_uses_a_stale_partner
     events = [(e.time - t, e.event, e.value, e.limit, e.confirmed) for e in live(config, rows)
               if e.channel == "flow*cod"]
     assert events == [(270.0, "start", 200.0, 100.0, t + 450.0)]  # onset +270, longer than 2 minutes at +450
+
+
+def test_a_gap_ends_a_candidate_and_an_episode_so_a_slug_is_measured_time(tmp_path: Path) -> None:
+    """max_gap 180 s (a reading every 30 s here, the instrument's interval a minute). 50.5 (> 5 × 10) at +0 to +60 s,
+    then nothing until +600 s: the candidate ends at the gap (it would otherwise be confirmed at +600 across ten
+    unmeasured minutes); 50.5 again from +600 s is a new candidate, confirmed past 3 minutes at +810 s; the
+    readings stop after +870 s and the next, at +1200 s, is after a gap: the episode ends at +870 s (``gap``)."""
+    config = load(tmp_path, site_toml(channel("flow"), extra=_permit_slug(3.0) + "loading = false\n"))
+    rows = [(D0 + 30 * i, "flow", 10.0, "good") for i in range(2 * 2880 + 21)]
+    t = D0 + 30 * (2 * 2880 + 21)
+    rows += [(t + 30 * i, "flow", 50.5, "good") for i in range(3)]
+    rows += [(t + 600 + 30 * i, "flow", 50.5, "good") for i in range(10)]
+    rows += [(t + 1200, "flow", 10.0, "good")]
+    events = live(config, rows)
+    got = [(e.time - t, e.event, e.confirmed and e.confirmed - t, e.end_reason, e.measured, e.unmeasured)
+           for e in events if e.rule == "slug"]
+    assert got == [(600.0, "start", 810.0, None, None, None), (870.0, "end", None, "gap", 270.0, 0.0)]
+    assert live(config, rows, fast=False) == events
