@@ -42,15 +42,22 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None, *, listing: bool = False) -> argparse.ArgumentParser:
     """The full parser, or (``only``) one with just the named subcommand's module imported: each `pretreat`
-    call then pays only for what it runs (pymodbus and influxdb-client cost ~0.6 s and ~70 MB to import)."""
+    call then pays only for what it runs (pymodbus and influxdb-client cost ~0.6 s and ~70 MB to import).
+
+    ``listing``: no subcommand module is imported at all; each subcommand is an empty parser with its help text
+    from SUBCOMMANDS. That is enough for `pretreat --help`, a missing or misspelt command, which only list the
+    commands (importing all of them took 2 s, more than any one command's start)."""
     parser = argparse.ArgumentParser(prog="pretreat",
                                      description="pretreat-monitor: industrial pretreatment monitoring")
     _log_options(parser, default=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (target, help_text) in SUBCOMMANDS.items():
         if only is not None and name != only:
+            continue
+        if listing:
+            sub.add_parser(name, help=help_text, description=help_text)
             continue
         module_name, func_name = target.split(":")
         try:
@@ -96,8 +103,13 @@ def _chosen(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(_chosen(argv))
+    chosen = _chosen(argv)
+    # No known command on the line: argparse will only print the help or an error, so nothing is imported.
+    parser = build_parser(chosen, listing=chosen is None)
     args = parser.parse_args(argv)
+    if chosen is None:  # pragma: no cover - argparse always exits above; the full parser, should it not
+        parser = build_parser()
+        args = parser.parse_args(argv)
     try:
         configure_logging(level=args.log_level, fmt=args.log_format)
     except ValueError as exc:

@@ -30,17 +30,14 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
-
-import urllib3
-from influxdb_client import InfluxDBClient, WritePrecision
-from influxdb_client.client.write_api import SYNCHRONOUS
-from influxdb_client.rest import ApiException
+from typing import TYPE_CHECKING, Any
 
 from config.influx import AuthScheme, InfluxSettings
 
+if TYPE_CHECKING:
+    from influxdb_client.rest import ApiException
+
 log = logging.getLogger(__name__)
-_MS: Any = WritePrecision.MS  # a plain "ms" string, though `write` is annotated to take the class
 
 
 class Outcome(StrEnum):
@@ -90,6 +87,16 @@ class LineWriter:
     use one LineWriter per sending thread."""
 
     def __init__(self, *, settings: InfluxSettings, token: str) -> None:
+        # Imported here, not with the module: influxdb-client and urllib3 took ~0.3 s (idle machine) of every
+        # `pretreat run`'s start, with or without an [influx] section (bench/bench_peers.py times the starts).
+        import urllib3
+        from influxdb_client import InfluxDBClient, WritePrecision
+        from influxdb_client.client.write_api import SYNCHRONOUS
+        from influxdb_client.rest import ApiException
+
+        self._api_error = ApiException
+        self._transport_errors = (urllib3.exceptions.HTTPError, OSError)
+        self._ms: Any = WritePrecision.MS  # a plain "ms" string, though `write` is annotated to take the class
         self.settings = settings
         basic = settings.auth_scheme is AuthScheme.BASIC
         self._client = InfluxDBClient(
@@ -103,11 +110,11 @@ class LineWriter:
         self.requests += 1
         try:
             self._api.write(bucket=self.settings.bucket, org=self.settings.org, record=body,
-                            write_precision=_MS)
-        except ApiException as exc:
+                            write_precision=self._ms)
+        except self._api_error as exc:
             status = int(exc.status or 0)
             return WriteResult(classify_status(status), status, _api_message(exc), _retry_after(exc))
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+        except self._transport_errors as exc:
             return WriteResult(Outcome.UNAVAILABLE, None, f"{type(exc).__name__}: {exc}")
         return OK
 

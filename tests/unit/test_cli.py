@@ -1,0 +1,75 @@
+"""`pretreat` itself: the parser is built from SUBCOMMANDS without importing what the command line does not run.
+
+Why it matters: `pretreat --help` imported every subcommand's module to list them (pymodbus, influxdb-client,
+FastAPI, matplotlib: 2 s); now each command's start pays only for itself (bench/bench_peers.py times them).
+These tests look at what a fresh interpreter imported, which is a fact, not a timing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from monitor import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("pymodbus", "influxdb_client", "fastapi", "matplotlib")
+
+PROBE = """
+import contextlib, io, json, sys
+from monitor import cli
+out, err = io.StringIO(), io.StringIO()
+code = None
+with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    try:
+        cli.main(sys.argv[1:])
+    except SystemExit as exc:
+        code = exc.code
+heavy = sorted({m.split(".")[0] for m in sys.modules} & set(json.loads(%r)))
+print(json.dumps({"code": code, "out": out.getvalue(), "err": err.getvalue(), "heavy": heavy}))
+"""
+
+
+def run_cli(*argv: str) -> dict[str, object]:
+    """`pretreat ARGV` in a fresh interpreter: its exit code, output and which heavy packages it imported."""
+    done = subprocess.run([sys.executable, "-c", PROBE % json.dumps(HEAVY), *argv], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=True)
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_help_lists_every_command_without_importing_any() -> None:
+    got = run_cli("--help")
+    assert got["code"] == 0
+    assert got["heavy"] == [], f"`pretreat --help` imported {got['heavy']}"
+    out = str(got["out"])
+    for name, (_target, help_text) in cli.SUBCOMMANDS.items():
+        assert name in out
+        assert help_text.split()[0] in out
+
+
+@pytest.mark.parametrize("argv", [(), ("no-such-command",), ("--log-level", "DEBUG")])
+def test_a_missing_or_unknown_command_is_a_usage_error_without_imports(argv: tuple[str, ...]) -> None:
+    got = run_cli(*argv)
+    assert got["code"] == 2
+    assert got["heavy"] == []
+    assert "usage: pretreat" in str(got["err"])
+
+
+def test_a_commands_own_help_still_shows_its_arguments() -> None:
+    """The listing parser is only for listing: `pretreat check-config --help` builds that command for real."""
+    got = run_cli("check-config", "--help")
+    assert got["code"] == 0
+    assert "FILE" in str(got["out"])
+    assert "pymodbus" not in got["heavy"]
+
+
+def test_the_full_parser_still_has_every_command() -> None:
+    """`build_parser()` without arguments (used by tests of the systemd unit) imports and builds them all."""
+    parser = cli.build_parser()
+    checked = parser.parse_args(["check-config", "site.toml"])
+    assert checked.command == "check-config" and callable(checked.func)
