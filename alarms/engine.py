@@ -111,6 +111,11 @@ class AlarmEngine:
     def states(self) -> list[AlarmState]:
         return [self._states[k] for k in sorted(self._states)]
 
+    def conditions_present(self) -> int:
+        """How many alarms have their condition present (the health snapshot's count, once a second: without
+        `states`' sort of every alarm key)."""
+        return sum(1 for st in self._states.values() if st.condition)
+
     def held(self) -> list[AlarmKey]:
         """Alarms active although their condition has gone: an input with a fresh value can release those
         held by their deadband, so the daemon should keep feeding their channel's readings."""

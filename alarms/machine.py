@@ -62,6 +62,10 @@ def step(state: AlarmState, inp: AlarmInput, now: float) -> Result:
 
 def tick(state: AlarmState, now: float) -> Result:
     """Fire every timer due at or before ``now``, earliest first."""
+    if state.pending_since is None and state.phase is State.NORMAL and state.mode is not Mode.SHELVED:
+        # No timer can run (no delay pending, nothing to remind of or escalate, no shelve to expire): the
+        # common case, every alarm on every clock tick, taken without building `_next_due`'s candidates.
+        return state, []
     out: list[Transition] = []
     for _ in range(_MAX_TIMERS):
         due = _next_due(state, now)

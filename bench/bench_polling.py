@@ -80,13 +80,14 @@ def write_site(workdir: Path, ports: list[int], poll_interval: float) -> Path:
     return site
 
 
-def start_sim(site: Path, ports: list[int]) -> subprocess.Popen[bytes]:
+def start_sim(site: Path, ports: list[int], *, timeout: float = 30.0) -> subprocess.Popen[bytes]:
+    """The simulator process, once every port accepts (``timeout`` s: 1,000 servers take longer)."""
     import socket
 
     log = site.with_name("sim.log").open("w")
     proc = subprocess.Popen([PY, "-m", "simulators.modbus_server", str(site)], cwd=ROOT,
                             stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + timeout
     for port in ports:
         while True:
             try:

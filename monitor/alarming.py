@@ -169,9 +169,8 @@ class Alarming:
             self.influx.submit_events(records)
 
     def health(self) -> dict[str, Any]:
-        states = self.engine.states()
         return {
             "transitions": self.transitions,
-            "active": sum(1 for s in states if s.condition),
+            "active": self.engine.conditions_present(),
             "delivery": self.dispatcher.health() if self.dispatcher is not None else None,
         }

@@ -65,12 +65,14 @@ def recorded_since(config: SiteConfig, start: float | Mapping[tuple[str, str], f
     """Every recorded sample of every configured channel from ``start`` (one time, or one per (site, channel))
     to ``end`` (exclusive), merged in time order."""
     if not config.daemon.historian.exists():
-        return iter(())
+        return
     starts = start if isinstance(start, Mapping) else {(c.site, c.id): start for c in config.channels}
-    streams = [Historian.read(path=config.daemon.historian, site=c.site, channel=c.id,
-                              start=starts.get((c.site, c.id), end), end=end)
-               for c in config.channels]
-    return heapq.merge(*streams, key=lambda s: s.time)
+    # One read-only connection for every channel: a connection a channel (each parsing the schema and
+    # checking the version on open) took 40 s before the first poll at 10,000 channels (bench/bench_peers.py).
+    with Historian.open_readonly(config.daemon.historian) as reader:
+        streams = [reader.query(site=c.site, channel=c.id, start=starts.get((c.site, c.id), end), end=end)
+                   for c in config.channels]
+        yield from heapq.merge(*streams, key=lambda s: s.time)
 
 
 def warm_up(engine: CheckEngine, config: SiteConfig, now: float) -> list[EpisodeEvent]:

@@ -1,0 +1,389 @@
+"""Benchmark: the daemon beside what a small utility would run instead — Node-RED with node-red-contrib-modbus —
+and beside a bare pymodbus loop, back to back on the same simulated devices; and every `pretreat` command's start.
+
+One run measures, on one simulator process (`python -m simulators.modbus_server`, 10 holding registers a
+device, one Modbus TCP port a device), each of:
+- **Node-RED default**: one `modbus-client` config node a device with the contrib's defaults (command queue on,
+  `bufferCommands`), a `modbus-getter` a device reading the 10 registers, `emptyMsgOnFail` on so that a failed
+  read (a timeout, the queue's silent "Queue full" rejection) comes out as a message and is counted;
+- **Node-RED, queue off**: the same flow with `bufferCommands` off (the tuned form);
+- **the daemon**: `pretreat run` on a site file of the same devices, 10 channels a device, every reading
+  stored in the historian and judged by the checks;
+- **bare pymodbus**: one process, one `AsyncModbusTcpClient` a device, reading, storing nothing;
+at three loads: **flat out** (100 devices, each read again as soon as its reply is in: Node-RED's getter output
+wired back to its input, the daemon at a 2 ms interval), **paced 100 × 1 s** and **paced 1,000 × 1 s**.
+For each: reads/s, CPU % of one core and CPU µs a read (the process's user + system time over the window, all
+threads), RSS at the end of the window, errors; for the daemon also the event-loop lag p99 over the last 30 s
+and the stored readings checked against polls × 10 (STALE samples of the clock tick counted apart).
+
+Node-RED is installed from npm into bench/out/node-red/ (git ignores bench/out/): node-red ~4.1 and
+node-red-contrib-modbus 5.60.2. That contrib's own dependency `@openp4nr/modbus-serial` is a tarball hosted
+outside the npm registry (cloudsmith.io); package.json's `overrides` aliases it to `modbus-serial` from npm
+(`npm:modbus-serial@^8.0.25`, the upstream the fork was made from). The contrib asks for node ≥ 22; this
+machine has node 20 (npm warns, the nodes load and read).
+
+Usage: `python bench/bench_peers.py [--runs 3] [--seconds 20] [--large 1000] [--skip-node-red]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_polling import start_sim, stop, write_site  # noqa: E402
+from bench.machine import machine  # noqa: E402
+from bench.peers_node_red import NODE_DIR, flows, install, node_red_versions, settings_js  # noqa: E402
+
+PY = sys.executable
+SMOKE_ARGS = ["--runs", "1", "--seconds", "4", "--large", "20", "--small", "10", "--starts", "1"]
+FLAT = 0.002  # s: the daemon's flat-out interval (see bench/bench_polling.py)
+
+
+@dataclass
+class Figures:
+    reads_per_s: float
+    cpu_pct: float  # % of one core
+    rss_mb: float
+    errors: int
+    extra: dict[str, float]
+
+    @property
+    def us_per_read(self) -> float:
+        return self.cpu_pct / 100 / self.reads_per_s * 1e6 if self.reads_per_s else float("nan")
+
+
+Counter = Callable[[], tuple[float, int, int]]  # -> (time, reads so far, errors so far)
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` loopback ports that bind now, below the kernel's ephemeral range: with 1,000 devices, ports taken
+    from that range were often handed out again (as the source port of a connection) before the simulator
+    bound them."""
+    import random
+    import socket
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports: list[int] = []
+    for port in random.sample(range(10_000, low), low - 10_000):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        ports.append(port)
+        if len(ports) == n:
+            return ports
+    raise RuntimeError(f"not {n} free ports below {low}")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def measure(proc: subprocess.Popen[bytes], counter: Counter, *, seconds: float, warm: float) -> Figures:
+    """Wait until reads flow, let it settle for ``warm`` s, then measure over ``seconds``."""
+    deadline = time.monotonic() + 120
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
+        try:
+            if counter()[1] > 0:
+                break
+        except (OSError, ValueError, KeyError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{proc.args!r}: no reads within 120 s")
+        time.sleep(0.2)
+    time.sleep(warm)
+    t0, r0, e0 = counter()
+    c0 = cpu_seconds(proc.pid)
+    w0 = time.monotonic()
+    time.sleep(seconds)
+    t1, r1, e1 = counter()
+    c1 = cpu_seconds(proc.pid)
+    w1 = time.monotonic()
+    return Figures(reads_per_s=(r1 - r0) / (t1 - t0), cpu_pct=(c1 - c0) / (w1 - w0) * 100, rss_mb=rss_mb(proc.pid),
+                   errors=e1 - e0, extra={})
+
+
+# -- the daemon ---------------------------------------------------------------------------------------------
+def run_daemon(workdir: Path, ports: list[int], interval: float, seconds: float, warm: float) -> Figures:
+    for f in workdir.glob("bench.sqlite*"):
+        f.unlink()
+    site = write_site(workdir, ports, interval)
+    health = workdir / "bench.sqlite.health.json"
+
+    def counter() -> tuple[float, int, int]:
+        snap = json.loads(health.read_text())
+        inst = snap["instruments"].values()
+        # a failed poll records a bad sample for each of the device's 10 channels
+        return snap["time"], sum(i["polls"] for i in inst), sum(i["bad_samples"] for i in inst) // 10
+
+    proc = subprocess.Popen([PY, "-m", "monitor.cli", "--log-level", "ERROR", "run", "--config", str(site)],
+                            cwd=ROOT)
+    try:
+        fig = measure(proc, counter, seconds=seconds, warm=warm)
+        lag = json.loads(health.read_text())["loop_lag"]
+    finally:
+        stop(proc)
+    from bench.bench_polling import recorded_rows
+
+    snap = json.loads(health.read_text())
+    polls = sum(i["polls"] for i in snap["instruments"].values())
+    rows, stale = recorded_rows(workdir / "bench.sqlite")
+    fig.extra = {"lag_p99_ms": lag.get("p99_ms_30s", lag["p99_ms"]), "missing": polls * 10 - rows,
+                 "stale": stale}
+    return fig
+
+
+# -- bare pymodbus ------------------------------------------------------------------------------------------
+BARE = """
+import asyncio, json, os, signal, sys, time
+from pymodbus.client import AsyncModbusTcpClient
+ports = [int(p) for p in sys.argv[1].split(",")]; interval = float(sys.argv[2]); out = sys.argv[3]
+reads = errors = 0
+async def one(c, offset):
+    global reads, errors
+    due = time.monotonic() + offset
+    while True:
+        if interval:
+            await asyncio.sleep(max(0.0, due - time.monotonic())); due += interval
+        try:
+            rr = await c.read_holding_registers(0, count=10, device_id=1)
+            if rr.isError(): errors += 1
+            else: reads += 1
+        except Exception:
+            errors += 1
+async def report():
+    while True:
+        with open(out + ".tmp", "w") as f:
+            json.dump({"time": time.time(), "reads": reads, "errors": errors}, f)
+        os.replace(out + ".tmp", out)
+        await asyncio.sleep(0.25)
+async def main():
+    clients = [AsyncModbusTcpClient("127.0.0.1", port=p, timeout=1, retries=0) for p in ports]
+    for c in clients:
+        await c.connect()
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    tasks = [asyncio.create_task(one(c, interval * i / len(clients))) for i, c in enumerate(clients)]
+    tasks.append(asyncio.create_task(report()))
+    await stop.wait()
+    for t in tasks: t.cancel()
+    for c in clients: c.close()
+asyncio.run(main())
+"""
+
+
+def file_counter(path: Path) -> Counter:
+    def counter() -> tuple[float, int, int]:
+        d = json.loads(path.read_text())
+        return d["time"], d["reads"], d["errors"]
+    return counter
+
+
+def run_bare(workdir: Path, ports: list[int], interval: float, seconds: float, warm: float) -> Figures:
+    out = workdir / "bare.json"
+    out.unlink(missing_ok=True)
+    proc = subprocess.Popen([PY, "-c", BARE, ",".join(map(str, ports)), str(interval), str(out)], cwd=ROOT)
+    try:
+        return measure(proc, file_counter(out), seconds=seconds, warm=warm)
+    finally:
+        stop(proc)
+
+
+# -- Node-RED -----------------------------------------------------------------------------------------------
+def run_node_red(workdir: Path, ports: list[int], interval: float, seconds: float, warm: float, *,
+                 buffer_commands: bool) -> Figures:
+    user_dir = NODE_DIR  # its node_modules hold the contrib: Node-RED loads nodes from its user directory
+    (port,) = free_ports(1)
+    (user_dir / "settings.js").write_text(settings_js(port))
+    (user_dir / "flows.json").write_text(json.dumps(flows(ports, interval, buffer_commands=buffer_commands)))
+    url = f"http://127.0.0.1:{port}/bench/counts"
+
+    def counter() -> tuple[float, int, int]:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            d = json.loads(r.read())
+        return d["time"] / 1000, d["reads"], d["errors"]
+
+    log = (workdir / "node-red.log").open("w")
+    proc = subprocess.Popen(["node", str(NODE_DIR / "node_modules" / "node-red" / "red.js"), "--userDir",
+                             str(user_dir), "--settings", str(user_dir / "settings.js"), "flows.json"],
+                            cwd=user_dir, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        fig = measure(proc, counter, seconds=seconds, warm=warm)
+        fig.extra = {"queue_full": counter_queue_full(url)}
+        return fig
+    except RuntimeError as exc:
+        tail = (workdir / "node-red.log").read_text()[-2000:]
+        raise RuntimeError(f"{exc}\n{tail}") from None
+    finally:
+        stop(proc)
+
+
+def counter_queue_full(url: str) -> float:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return float(json.loads(r.read())["queue_full"])
+
+
+# -- command start times ------------------------------------------------------------------------------------
+def command_starts(site: Path, runs: int) -> list[tuple[str, float, float]]:
+    """Wall time of `pretreat --help`, of each subcommand's `--help` (its module imported and its parser
+    built: what every start of it pays before doing its work), and of `check-config` on a 100-device site."""
+    from monitor.cli import SUBCOMMANDS
+
+    # what the `pretreat` entry point runs, on this checkout's code
+    base = [PY, "-c", "import sys; from monitor.cli import main; sys.exit(main())"]
+    cases = [["--help"]] + [[name, "--help"] for name in SUBCOMMANDS] + [["check-config", str(site)]]
+    out = []
+    for case in cases:
+        times, cpus = [], []
+        for _ in range(runs):
+            c = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t = time.perf_counter()
+            subprocess.run([*base, *case], cwd=ROOT, capture_output=True, check=False, timeout=120)
+            times.append(time.perf_counter() - t)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime - c.ru_utime + after.ru_stime - c.ru_stime)
+        out.append((" ".join(["pretreat", *case]).replace(str(site), "SITE"), statistics.median(times),
+                    statistics.median(cpus)))
+    return out
+
+
+# -- the run ------------------------------------------------------------------------------------------------
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--runs", type=int, default=3, help="measurements of each peer at each load (median)")
+    ap.add_argument("--seconds", type=float, default=20.0, help="measuring window")
+    ap.add_argument("--warm", type=float, default=8.0, help="s after the first reads before measuring")
+    ap.add_argument("--small", type=int, default=100, help="devices flat out and paced (small)")
+    ap.add_argument("--large", type=int, default=1000, help="devices paced (large)")
+    ap.add_argument("--starts", type=int, default=5, help="runs of each command start (median)")
+    ap.add_argument("--skip-node-red", action="store_true", help="no npm, no Node-RED (the other peers only)")
+    args = ap.parse_args()
+    load_before = os.getloadavg()
+    versions = "not run"
+    if not args.skip_node_red:
+        install()
+        versions = node_red_versions()
+    loads = [("flat out", args.small, 0.0), (f"paced {args.small} × 1 s", args.small, 1.0),
+             (f"paced {args.large:,} × 1 s", args.large, 1.0)]
+    peers: list[tuple[str, Callable[..., Figures]]] = [("the daemon", run_daemon), ("bare pymodbus", run_bare)]
+    if not args.skip_node_red:
+        peers = [("Node-RED default", lambda *a: run_node_red(*a, buffer_commands=True)),
+                 ("Node-RED, queue off", lambda *a: run_node_red(*a, buffer_commands=False)), *peers]
+    results: dict[tuple[str, str], list[Figures]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        for load, devices, interval in loads:
+            ports = free_ports(devices)
+            sim = start_sim(write_site(workdir, ports, 1.0), ports, timeout=300)
+            try:
+                for run in range(args.runs):
+                    for name, fn in peers:
+                        wanted = FLAT if (interval == 0 and name == "the daemon") else interval
+                        fig = fn(workdir, ports, wanted, args.seconds, args.warm)
+                        results.setdefault((load, name), []).append(fig)
+                        print(f"run {run + 1}, {load}, {name}: {fig.reads_per_s:,.0f} reads/s, "
+                              f"{fig.cpu_pct:.1f} % CPU, {fig.us_per_read:.0f} µs a read, {fig.rss_mb:.0f} MB, "
+                              f"{fig.errors} errors {fig.extra}", file=sys.stderr, flush=True)
+            finally:
+                stop(sim)
+        starts = command_starts(write_site(workdir, free_ports(args.small), 1.0), args.starts)
+    report(args, results, [name for name, _ in peers], loads, starts, versions, load_before)
+    return 0
+
+
+def med(figs: list[Figures], attr: str) -> float:
+    """Median of a figure (an attribute, or one of ``extra``'s keys) over the runs."""
+    return statistics.median(f.extra[attr] if attr in f.extra else getattr(f, attr) for f in figs)
+
+
+def report(args: argparse.Namespace, results: dict[tuple[str, str], list[Figures]], names: list[str],
+           loads: list[tuple[str, int, float]], starts: list[tuple[str, float, float]], versions: str,
+           load_before: tuple[float, float, float]) -> None:
+    load_after = os.getloadavg()
+    print(f"machine: {machine()}")
+    print(f"Node-RED: {versions}")
+    print(f"load average before / after: {' / '.join(f'{x:.2f}' for x in load_before)} → "
+          f"{' / '.join(f'{x:.2f}' for x in load_after)} (1 / 5 / 15 min; other work shared the 2 cores, so "
+          "absolute figures move run to run; the ratios are from the same run, measured back to back)")
+    print(f"medians of {args.runs} run(s), {args.seconds:g} s windows after {args.warm:g} s of warm-up; one "
+          "simulator process serves every device; CPU is the process's own (all threads), % of one core\n")
+    print("| load | peer | reads/s | CPU % of a core | CPU µs a read | RSS MB | errors (window) | notes |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    for load, _devices, _interval in loads:
+        for name in names:
+            figs = results[(load, name)]
+            notes = ""
+            if name.startswith("Node-RED"):
+                notes = f"'Queue full' rejections since start: {max(f.extra['queue_full'] for f in figs):,.0f}"
+            if name == "the daemon":
+                notes = (f"event-loop lag p99 (last 30 s) {med(figs, 'lag_p99_ms'):.1f} ms; stored readings "
+                         f"missing vs polls × 10: {sum(f.extra['missing'] for f in figs):,.0f}; STALE samples "
+                         f"of the tick, apart: {sum(f.extra['stale'] for f in figs):,.0f}")
+            print(f"| {load} | {name} | {med(figs, 'reads_per_s'):,.0f} | {med(figs, 'cpu_pct'):.1f} | "
+                  f"{med(figs, 'us_per_read'):.0f} | {med(figs, 'rss_mb'):.0f} | "
+                  f"{sum(f.errors for f in figs):,} | {notes} |")
+    print()
+    ratios(results, names, loads)
+    print(f"\n| command start, median of {args.starts} | wall s | CPU s (user + system) |\n|---|---:|---:|")
+    for cmd, secs, cpu in starts:
+        print(f"| `{cmd}` | {secs:.3f} | {cpu:.3f} |")
+    print(f"\nslowest start: {max(s for _, s, _ in starts):.3f} s wall, {max(c for _, _, c in starts):.3f} s CPU "
+          "(goal < 0.4 s; wall time waits for the shared cores, CPU time does not)")
+
+
+def ratios(results: dict[tuple[str, str], list[Figures]], names: list[str],
+           loads: list[tuple[str, int, float]]) -> None:
+    def value(load: str, name: str, attr: str) -> float | None:
+        figs = results.get((load, name))
+        return med(figs, attr) if figs else None
+
+    flat, small, large = (load for load, _, _ in loads)
+    rows: list[tuple[str, float | None, float | None, str]] = [
+        ("daemon CPU / Node-RED default CPU, " + small, value(small, "the daemon", "cpu_pct"),
+         value(small, "Node-RED default", "cpu_pct"), "≤ 0.5"),
+        ("daemon CPU / Node-RED queue-off CPU, " + small, value(small, "the daemon", "cpu_pct"),
+         value(small, "Node-RED, queue off", "cpu_pct"), "≤ 1"),
+        ("daemon reads/s / Node-RED default reads/s, " + flat, value(flat, "the daemon", "reads_per_s"),
+         value(flat, "Node-RED default", "reads_per_s"), "≥ 2"),
+        ("daemon reads/s / bare pymodbus reads/s, " + flat, value(flat, "the daemon", "reads_per_s"),
+         value(flat, "bare pymodbus", "reads_per_s"), "≥ 0.7"),
+    ]
+    print("| ratio (medians, same run) | value | goal |\n|---|---:|---|")
+    for label, a, b, goal in rows:
+        shown = f"{a / b:.2f}" if a is not None and b else "not measured"
+        print(f"| {label} | {shown} | {goal} |")
+    rss = value(small, "the daemon", "rss_mb")
+    cpu_large = value(large, "the daemon", "cpu_pct")
+    lag = value(large, "the daemon", "lag_p99_ms")
+    print(f"| daemon RSS, {small} | {rss:.0f} MB | ≤ 60 MB |" if rss is not None else "")
+    print(f"| daemon CPU, {large} | {cpu_large:.1f} % | < 25 % |" if cpu_large is not None else "")
+    print(f"| daemon event-loop lag p99, {large} | {lag:.1f} ms | < 20 ms |" if lag is not None else "")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
