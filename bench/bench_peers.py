@@ -224,7 +224,7 @@ def run_node_red(workdir: Path, ports: list[int], interval: float, seconds: floa
     url = f"http://127.0.0.1:{port}/bench/counts"
 
     def counter() -> tuple[float, int, int]:
-        with urllib.request.urlopen(url, timeout=5) as r:
+        with urllib.request.urlopen(url, timeout=60) as r:
             d = json.loads(r.read())
         return d["time"] / 1000, d["reads"], d["errors"]
 
@@ -244,7 +244,7 @@ def run_node_red(workdir: Path, ports: list[int], interval: float, seconds: floa
 
 
 def counter_queue_full(url: str) -> float:
-    with urllib.request.urlopen(url, timeout=5) as r:
+    with urllib.request.urlopen(url, timeout=60) as r:
         return float(json.loads(r.read())["queue_full"])
 
 
@@ -295,6 +295,7 @@ def main() -> int:
         peers = [("Node-RED default", lambda *a: run_node_red(*a, buffer_commands=True)),
                  ("Node-RED, queue off", lambda *a: run_node_red(*a, buffer_commands=False)), *peers]
     results: dict[tuple[str, str], list[Figures]] = {}
+    failed: dict[tuple[str, str], str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         for load, devices, interval in loads:
@@ -304,7 +305,13 @@ def main() -> int:
                 for run in range(args.runs):
                     for name, fn in peers:
                         wanted = FLAT if (interval == 0 and name == "the daemon") else interval
-                        fig = fn(workdir, ports, wanted, args.seconds, args.warm)
+                        try:
+                            fig = fn(workdir, ports, wanted, args.seconds, args.warm)
+                        except (RuntimeError, OSError) as exc:  # one peer failing must not lose the others
+                            failed[(load, name)] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                            print(f"run {run + 1}, {load}, {name}: FAILED {failed[(load, name)]}",
+                                  file=sys.stderr, flush=True)
+                            continue
                         results.setdefault((load, name), []).append(fig)
                         print(f"run {run + 1}, {load}, {name}: {fig.reads_per_s:,.0f} reads/s, "
                               f"{fig.cpu_pct:.1f} % CPU, {fig.us_per_read:.0f} µs a read, {fig.rss_mb:.0f} MB, "
@@ -312,7 +319,7 @@ def main() -> int:
             finally:
                 stop(sim)
         starts = command_starts(write_site(workdir, free_ports(args.small), 1.0), args.starts)
-    report(args, results, [name for name, _ in peers], loads, starts, versions, load_before)
+    report(args, results, failed, [name for name, _ in peers], loads, starts, versions, load_before)
     return 0
 
 
@@ -321,7 +328,8 @@ def med(figs: list[Figures], attr: str) -> float:
     return statistics.median(f.extra[attr] if attr in f.extra else getattr(f, attr) for f in figs)
 
 
-def report(args: argparse.Namespace, results: dict[tuple[str, str], list[Figures]], names: list[str],
+def report(args: argparse.Namespace, results: dict[tuple[str, str], list[Figures]],
+           failed: dict[tuple[str, str], str], names: list[str],
            loads: list[tuple[str, int, float]], starts: list[tuple[str, float, float]], versions: str,
            load_before: tuple[float, float, float]) -> None:
     load_after = os.getloadavg()
@@ -336,12 +344,15 @@ def report(args: argparse.Namespace, results: dict[tuple[str, str], list[Figures
     print("|---|---|---:|---:|---:|---:|---:|---|")
     for load, _devices, _interval in loads:
         for name in names:
-            figs = results[(load, name)]
-            notes = ""
+            figs = results.get((load, name))
+            if not figs:
+                print(f"| {load} | {name} | failed | | | | | {failed.get((load, name), '')} |")
+                continue
+            notes = f"failed once: {failed[(load, name)]}" if (load, name) in failed else ""
             if name.startswith("Node-RED"):
-                notes = f"'Queue full' rejections since start: {max(f.extra['queue_full'] for f in figs):,.0f}"
+                notes += f"'Queue full' rejections since start: {max(f.extra['queue_full'] for f in figs):,.0f}"
             if name == "the daemon":
-                notes = (f"event-loop lag p99 (last 30 s) {med(figs, 'lag_p99_ms'):.1f} ms; stored readings "
+                notes += (f"event-loop lag p99 (last 30 s) {med(figs, 'lag_p99_ms'):.1f} ms; stored readings "
                          f"missing vs polls × 10: {sum(f.extra['missing'] for f in figs):,.0f}; STALE samples "
                          f"of the tick, apart: {sum(f.extra['stale'] for f in figs):,.0f}")
             print(f"| {load} | {name} | {med(figs, 'reads_per_s'):,.0f} | {med(figs, 'cpu_pct'):.1f} | "
