@@ -4,7 +4,8 @@
 endpoint                           operator    industry           enforcement
 =================================  ==========  =================  ===========
 GET  /api/me, /api/sites           yes         its company's      yes
-GET  /api/alarms, /api/journal     all sites   its sites          all sites
+GET  /api/alarms, /api/journal,    all sites   its sites          all sites
+     /api/alarm-summary
 POST /api/alarms/{id}/ack          yes         its sites' alarms  403
 POST /api/alarms/{id}/shelve,      yes         403                403
      unshelve, reset
@@ -127,6 +128,17 @@ def alarm_list(request: Request, site: str | None = None, include_normal: bool =
     return rows if include_normal else [r for r in rows if r["tier"] < 4]
 
 
+@router.get("/alarm-summary")
+def alarm_summary(request: Request) -> list[dict[str, Any]]:
+    """The caller's alarms that are not normal, as the live follower holds them (no database read): what
+    the header on every page counts per priority."""
+    c, s = console_of(request), session_of(request)
+    wanted = allowed_sites(c, s)
+    rows = [r for r in c.hub.rows.values() if r["site"] in wanted and r["tier"] < 4]
+    return [{"alarm": r["alarm"], "priority": r["priority"], "state": r["state"]}
+            for r in sorted(rows, key=queries.alarm_sort_key)]
+
+
 @router.post("/alarms/{site}/{channel}/{rule}/{action}")
 async def act(request: Request, site: str, channel: str, rule: str, action: str) -> JSONResponse:
     """Queue an operator action for the daemon and answer with its outcome (see `monitor.console.actions`)."""
@@ -169,7 +181,7 @@ def journal(request: Request, alarm: str | None = None, limit: int = Query(50, g
     if conn is None:
         return []
     try:
-        return queries.journal(conn, sites=wanted, alarm=alarm, limit=limit)
+        return queries.journal(conn, sites=wanted, alarm=alarm, limit=limit, config=c.config)
     finally:
         conn.close()
 

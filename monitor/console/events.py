@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from config.schema import SiteConfig
-from monitor.console.queries import JOURNAL_KINDS, alarm_sort_key, alarms, connect, has_table, reading
+from monitor.console.queries import JOURNAL_KINDS, alarm_sort_key, alarms, connect, has_table, reading, spoken
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ class Hub:
         for seq, t, kind, text in conn.execute(
                 f"SELECT seq, time, kind, payload FROM journal WHERE seq > ? AND kind IN ({marks}) ORDER BY seq",
                 (self._journal_seq, *JOURNAL_KINDS)):
-            out.append({**json.loads(text), "seq": seq, "record": kind, "time": t})
+            out.append(spoken({**json.loads(text), "seq": seq, "record": kind, "time": t}, self.config))
             self._journal_seq = seq
         return out
 

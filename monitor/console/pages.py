@@ -57,7 +57,9 @@ def render(c: Console, s: Session, *, page: str, title: str, script: str, data: 
     nav = ['<a href="/">Alarms</a>']
     nav += [f'<a href="/sites/{html.escape(x.id)}">{html.escape(x.name)}</a>' for x in visible_sites(s.user, c.config)]
     nav += ['<a href="/history">History</a>', '<a href="/health">Health</a>']
-    attrs = " ".join(f'data-{k}="{html.escape(v)}"' for k, v in (data or {}).items())
+    zones = {x.timezone for x in visible_sites(s.user, c.config)}  # times in the sites' zone, else UTC, named
+    data = {"timezone": zones.pop() if len(zones) == 1 else "UTC", **(data or {})}
+    attrs = " ".join(f'data-{k}="{html.escape(v)}"' for k, v in data.items())
     text = template("base.html").substitute(
         title=html.escape(title), csrf=html.escape(s.csrf), user=html.escape(s.user.name),
         role=html.escape(s.user.role.value), company=html.escape(s.user.company), page=page, data=attrs,
@@ -89,7 +91,8 @@ def site_page(request: Request, site: str) -> Response:
             return forbidden(c, s, f"Site {site!r} is not one of {s.user.company}'s sites.")
         return render(c, s, page="error", title="Not found", script="common.js", status=404,
                       heading="404 Not found", message=f"There is no site {site!r} in this site file.")
-    return render(c, s, page="site", title=chosen.name, script="site.js", data={"site": chosen.id},
+    return render(c, s, page="site", title=chosen.name, script="site.js",
+                  data={"site": chosen.id, "timezone": chosen.timezone},
                   name=chosen.name)
 
 

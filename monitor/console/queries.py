@@ -15,23 +15,25 @@ import sqlite3
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from alarms.model import State
 from config.rules import DATA_QUALITY_RULES
 from config.schema import ChannelKind, Site, SiteConfig
 from monitor.alarms_cli import alarm_rows
+from monitor.console import alarm_view
 from monitor.exceedances import NO_READING_PEAK
+from monitor.logtext import local_time
 from monitor.stores.historian_db import QUALITY_BY_CODE
 
-# Display order (ISA-18.2 practice): what needs the operator first. Active and unacknowledged, then other
-# unacknowledged (returned to normal or latched), then acknowledged but still active or latched, then
-# suppressed (shelved, out of service), then normal. Within a tier: priority, then newest first.
+# How far an alarm needs the operator: 0 active and unacknowledged, 1 other unacknowledged (returned to
+# normal or latched), 2 acknowledged but still active or latched, 3 suppressed (shelved, out of service),
+# 4 normal. Counts use it ("active": tier < 3); the display order is `alarm_view.sort_key`.
 TIER: dict[str, int] = {
     State.ACTIVE_UNACKED.value: 0, State.LATCHED_UNACKED.value: 1, State.RTN_UNACKED.value: 1,
     State.ACTIVE_ACKED.value: 2, State.LATCHED_ACKED.value: 2, State.SHELVED.value: 3,
     State.OUT_OF_SERVICE.value: 3, State.NORMAL.value: 4,
 }
-PRIORITY_RANK: dict[str, int] = {"critical": 0, "high": 1, "medium": 2, "low": 3, "diagnostic": 4}
 JOURNAL_KINDS = ("transition", "action", "refusal")
 
 
@@ -51,8 +53,8 @@ def has_table(conn: sqlite3.Connection, name: str) -> bool:
 # ---- alarms ----------------------------------------------------------------------------------------------
 
 def alarm_sort_key(row: dict[str, Any]) -> tuple[int, int, float, str]:
-    return (TIER.get(row["state"], 5), PRIORITY_RANK.get(row["priority"], 5), -(row["since"] or 0.0),
-            row["alarm"])
+    """Unacknowledged first, then priority, then newest (`monitor.console.alarm_view`)."""
+    return alarm_view.sort_key(row)
 
 
 def alarms(conn: sqlite3.Connection, config: SiteConfig, sites: Collection[str]) -> list[dict[str, Any]]:
@@ -64,16 +66,19 @@ def alarms(conn: sqlite3.Connection, config: SiteConfig, sites: Collection[str])
         site, channel, rule = r["alarm"].split("/")
         if site not in sites:
             continue
-        out.append({**r, "site": site, "channel": channel, "rule": rule, "site_name": names.get(site, site),
-                    "unit": units.get((site, channel), ""), "tier": TIER.get(r["state"], 5)})
+        row = {**r, "site": site, "channel": channel, "rule": rule, "site_name": names.get(site, site),
+               "unit": units.get((site, channel), ""), "tier": TIER.get(r["state"], 5)}
+        out.append(alarm_view.enrich(conn, config, row))
     out.sort(key=alarm_sort_key)
     return out
 
 
 def journal(conn: sqlite3.Connection, *, sites: Collection[str], alarm: str | None = None,
-            limit: int = 50) -> list[dict[str, Any]]:
+            limit: int = 50, config: SiteConfig | None = None) -> list[dict[str, Any]]:
     """The latest transition, action and refusal records of ``alarm`` (or of every alarm of ``sites``),
-    newest first, each as its payload plus ``seq``, ``kind`` and ``time``."""
+    newest first, each as its payload plus ``seq``, ``kind`` and ``time``; with ``config``, also
+    ``time_text`` and the daemon's explanation ``why_text`` in the site's local time
+    (`alarm_view.explain`)."""
     if not has_table(conn, "journal"):
         return []
     marks = ",".join("?" * len(JOURNAL_KINDS))
@@ -88,10 +93,21 @@ def journal(conn: sqlite3.Connection, *, sites: Collection[str], alarm: str | No
         payload = json.loads(text)
         if str(payload.get("alarm", "")).split("/")[0] not in sites:
             continue
-        out.append({**payload, "seq": seq, "record": kind, "time": t})
+        out.append(spoken({**payload, "seq": seq, "record": kind, "time": t}, config))
         if len(out) >= limit:
             break
     return out
+
+
+def spoken(record: dict[str, Any], config: SiteConfig | None) -> dict[str, Any]:
+    if config is None:
+        return record
+    zones = {s.id: s.timezone for s in config.sites}
+    zone = ZoneInfo(zones.get(str(record.get("alarm", "")).split("/")[0], "UTC"))
+    record["time_text"] = local_time(record["time"], zone)
+    if record.get("who") == "system" and record.get("why"):
+        record["why_text"] = alarm_view.explain(str(record["why"]), zone)
+    return record
 
 
 # ---- a site's current values -----------------------------------------------------------------------------

@@ -88,21 +88,18 @@ def test_operator_sees_a_scenario_ph_alarm_live_and_acknowledges_it(browser: Any
     assert page.evaluate("location.href") == loaded  # live, no reload
     assert seen - raised.time < 1.5, f"shown {seen - raised.time:.2f} s after the transition"
     cells = page.inner_text(row)
-    assert "HIGH" in cells and "pH / 5 pH" in cells and "§ 112-5A(1)(c)" in cells
+    assert "▲2 High" in cells and "pH low" in cells and "pH / limit 5 pH" in cells and "§ 112-5A(1)(c)" in cells
     page.screenshot(path=str(artifacts / "console-alarm-list.png"), full_page=True)
 
-    page.click(f'{row} button[data-action="ack"]')
-    page.fill("#act-note", "called ACME: acid dump, neutralising")
-    page.click("#act-submit")
-    page.wait_for_selector("#act-result.ok", timeout=15000)
-    assert "ack by op (active-unacknowledged → active-acknowledged), journal record" in page.inner_text("#act-result")
-    page.click("#act-cancel")
+    page.click(f'{row} button[data-action="ack"]')  # one click: no dialog, no note asked
+    page.wait_for_selector("#act-status.ok", timeout=15000)
+    assert page.is_hidden("#act-dialog")
+    assert "Acknowledged: ACME Plating Co. — MH-1 · ph · pH low (journal record" in page.inner_text("#act-status")
     page.wait_for_selector(f'{row}[data-state="active-acknowledged"]')
     page.wait_for_selector("#journal li.j-action")
-    assert f"{ACME_PH_LOW} ack requested by op: called ACME" in page.inner_text("#journal")
+    assert "ACME Plating Co. — MH-1 · ph · pH low: ack requested by op" in page.inner_text("#journal")
     acks = [a for a in _journal(env["db"], "action") if a["alarm"] == ACME_PH_LOW]
-    assert [(a["action"], a["user"], a["note"]) for a in acks] == [
-        ("ack", "op", "called ACME: acid dump, neutralising")]
+    assert [(a["action"], a["user"], a["note"]) for a in acks] == [("ack", "op", "")]
     page.close()
 
 
@@ -113,7 +110,8 @@ def test_new_critical_alarm_gives_a_visual_and_audible_cue(browser: Any, env: di
     assert page.is_hidden("#cue")
     env["plant"].value(ACME, "lel", 14.0)  # lel_single: critical
     page.wait_for_selector("#cue:not([hidden])", timeout=15000)
-    assert "acme-plating/lel/lel_single" in page.inner_text("#cue-text")
+    assert "◆1 ACME Plating Co. — MH-1 · lel · Explosive vapour (single): 14 %LEL (limit 10 %LEL)" == page.inner_text(
+        "#cue-text")
     assert page.evaluate("window.__cues") >= 1
     # the vapour is gone at once (the scenario's LEL is normal): latched until an operator resets it
     lel = 'tr[data-alarm="acme-plating/lel/lel_single"]'

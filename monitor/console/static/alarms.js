@@ -1,82 +1,286 @@
 // The alarm list: a snapshot and then live changes from /api/events; actions go to the daemon's queue.
+// Order: unacknowledged first, then priority, then newest (the server's `alarm_view.sort_key`, repeated here
+// for live changes). Acknowledge is one click; a critical reset and a shelve ask in the dialog; filters are
+// kept in the URL; keys: j/k move, x select, a acknowledge, A acknowledge selected (or all shown), Esc.
 "use strict";
 (() => {
-  const { api, el, num, time, duration, stream, cue } = PT;
-  const TIER = { "active-unacknowledged": 0, "latched-unacknowledged": 1, "returned-to-normal-unacknowledged": 1,
-    "active-acknowledged": 2, "latched-acknowledged": 2, "shelved": 3, "out-of-service": 3, "normal": 4 };
-  const RANK = { critical: 0, high: 1, medium: 2, low: 3, diagnostic: 4 };
-  const UNACKED = new Set(["active-unacknowledged", "latched-unacknowledged", "returned-to-normal-unacknowledged"]);
+  const { api, el, num, time, duration, stream, cue, PRIORITIES, UNACKED, badge, header } = PT;
+  const RANK = Object.fromEntries(PRIORITIES.map((p, i) => [p.id, i]));
+  const ACKED = new Set(["active-acknowledged", "latched-acknowledged"]);
+  const SUPPRESSED = new Set(["shelved", "out-of-service"]);
+  const STATE_LABEL = { "active-unacknowledged": "Active, unacknowledged", "latched-unacknowledged": "Latched, unacknowledged",
+    "returned-to-normal-unacknowledged": "Returned to normal, unacknowledged", "active-acknowledged": "Active, acknowledged",
+    "latched-acknowledged": "Latched, acknowledged", shelved: "Shelved", "out-of-service": "Out of service", normal: "Normal" };
   const LABEL = { ack: "Acknowledge", shelve: "Shelve", unshelve: "Unshelve", reset: "Reset" };
+  const DONE = { ack: "Acknowledged", shelve: "Shelved", unshelve: "Unshelved", reset: "Reset" };
+  const FILTERS = ["site", "priority", "state", "rule"];
   const rows = new Map();
+  const selected = new Set();
+  const busy = new Set();
   let actions = new Set();
   let pending = null;
+  let shown = [];
+  let focused = null;
 
-  function key(r) { return [TIER[r.state] ?? 5, RANK[r.priority] ?? 5, -(r.since || 0), r.alarm]; }
+  function group(state) {
+    if (UNACKED.has(state)) return 0;
+    if (ACKED.has(state)) return 1;
+    if (SUPPRESSED.has(state)) return 2;
+    return state === "normal" ? 3 : 4;
+  }
+  function key(r) { return [group(r.state), RANK[r.priority] ?? 5, -(r.since || 0), r.alarm]; }
   function compare(a, b) {
     const x = key(a), y = key(b);
     for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return x[i] < y[i] ? -1 : 1;
     return 0;
   }
+  function name(id) {
+    const r = rows.get(id);
+    return r ? `${r.site_name} · ${r.channel} · ${r.rule_label}` : id;
+  }
 
+  // ---- filters, kept in the URL ----
+  const filter = () => Object.fromEntries(FILTERS.map((f) => [f, document.getElementById("f-" + f).value]));
+  function keep(r, f) {
+    if (f.site && r.site !== f.site) return false;
+    if (f.priority && r.priority !== f.priority) return false;
+    if (f.rule && r.rule !== f.rule) return false;
+    if (f.state === "unacked") return UNACKED.has(r.state);
+    if (f.state === "active") return r.state.startsWith("active") || r.state.startsWith("latched");
+    if (f.state === "suppressed") return SUPPRESSED.has(r.state);
+    return document.getElementById("show-normal").checked || r.state !== "normal";
+  }
+  function toUrl() {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(filter())) if (v) q.set(k, v);
+    if (document.getElementById("show-normal").checked) q.set("normal", "1");
+    history.replaceState(null, "", q.toString() ? "?" + q : location.pathname);
+  }
+  function option(select, value, text) {
+    if (![...select.options].some((o) => o.value === value)) select.append(el("option", { value }, text));
+  }
+  function fromUrl(sites) {
+    const q = new URLSearchParams(location.search);
+    for (const s of sites) option(document.getElementById("f-site"), s.id, s.name);
+    for (const p of PRIORITIES) option(document.getElementById("f-priority"), p.id, `${p.symbol} ${p.label}`);
+    for (const f of FILTERS) {
+      const v = q.get(f) || "", select = document.getElementById("f-" + f);
+      if (v) option(select, v, v);  // a rule's label arrives with the rows
+      select.value = v;
+    }
+    document.getElementById("show-normal").checked = q.get("normal") === "1";
+  }
+  function ruleOptions() {
+    const select = document.getElementById("f-rule");
+    for (const r of rows.values()) {
+      const o = [...select.options].find((x) => x.value === r.rule);
+      if (o) o.textContent = r.rule_label; else select.append(el("option", { value: r.rule }, r.rule_label));
+    }
+  }
+
+  // ---- rows ----
   function possible(r) {
     const out = [];
     if (actions.has("ack") && UNACKED.has(r.state)) out.push("ack");
     if (actions.has("reset") && r.state.startsWith("latched")) out.push("reset");
     if (actions.has("unshelve") && r.state === "shelved") out.push("unshelve");
-    if (actions.has("shelve") && r.state !== "shelved" && r.state !== "out-of-service") out.push("shelve");
+    if (actions.has("shelve") && !SUPPRESSED.has(r.state)) out.push("shelve");
     return out;
   }
-
   function note(r) {
-    if (r.state === "shelved" || r.state === "out-of-service") {
-      return `${r.state}${r.until ? " until " + time(r.until) : ""} by ${r.by}: ${r.reason}`;
-    }
+    if (SUPPRESSED.has(r.state)) return `${r.state_label}${r.until ? " until " + (r.until_text || time(r.until, r.timezone)) : ""} by ${r.by}: ${r.reason}`;
     return r.configured ? r.citation : `${r.citation} (no longer configured)`;
   }
-
+  function valueCell(r) {
+    const value = r.value_text || (r.value === null || r.value === undefined ? "–" : num(r.value));
+    return r.limit_text ? `${value} / limit ${r.limit_text}` : value;
+  }
+  function peakCell(r) {
+    if (!r.peak_text) return "";
+    return el("span", {}, el("b", {}, r.peak_text), el("br"), el("span", { class: "hint" }, "at " + r.peak_time_text));
+  }
+  function onsetCell(r) {
+    const since = r.since ? el("span", { class: "dur", "data-since": r.since }, duration(Date.now() / 1000 - r.since)) : "";
+    const at = r.onset_text || r.since_text;
+    return el("span", {}, at ? el("span", { class: "t" }, at) : "", at ? el("br") : "", since ? "for " : "", since);
+  }
   function rowElement(r) {
-    const unit = r.unit ? " " + r.unit : "";
-    const value = r.value === null || r.value === undefined ? "–" : num(r.value) + unit;
-    const limit = r.limit === null || r.limit === undefined ? "" : ` / ${num(r.limit)}${unit}`;
-    const buttons = possible(r).map((a) => el("button", { type: "button", class: "act", "data-action": a,
-      onclick: () => openDialog(r, a) }, LABEL[a]));
-    return el("tr", { class: `tier${TIER[r.state] ?? 5} prio-${r.priority || "none"}`, "data-alarm": r.alarm,
-      "data-state": r.state },
-      el("td", { class: "prio" }, r.priority || ""),
-      el("td", { class: "state" }, r.state),
-      el("td", {}, el("a", { href: "/sites/" + encodeURIComponent(r.site) }, r.site)),
-      el("td", {}, r.channel), el("td", {}, r.rule),
-      el("td", { class: "num" }, value + limit),
-      el("td", { class: "dur", "data-since": r.since ?? "" }, r.since ? duration(Date.now() / 1000 - r.since) : ""),
-      el("td", { class: "note" }, note(r)),
+    const g = group(r.state), abnormal = g < 3;
+    const buttons = possible(r).map((a) => el("button", { type: "button", class: "act" + (a === "ack" ? " primary" : ""),
+      "data-action": a, disabled: busy.has(r.alarm), onclick: () => act(r, a) }, a === "ack" ? "Ack" : LABEL[a]));
+    const box = el("input", { type: "checkbox", class: "pick", "aria-label": "select " + name(r.alarm),
+      onchange: (ev) => { if (ev.target.checked) selected.add(r.alarm); else selected.delete(r.alarm); bulkButtons(); } });
+    box.checked = selected.has(r.alarm);
+    return el("tr", { class: `g${g} ${abnormal ? "p-" + r.priority : "p-normal"}${focused === r.alarm ? " focus" : ""}`,
+      "data-alarm": r.alarm, "data-state": r.state, "data-priority": r.priority || "", tabindex: "-1",
+      onclick: (ev) => { if (ev.target.tagName !== "INPUT" && ev.target.tagName !== "BUTTON" && ev.target.tagName !== "A") focus(r.alarm); } },
+      el("td", { class: "sel" }, box),
+      el("td", { class: "prio", "data-label": "Priority" }, badge(r.priority, abnormal)),
+      el("td", { class: "state", "data-label": "State" }, r.state_label || r.state),
+      el("td", { class: "site", "data-label": "Site" }, el("a", { href: "/sites/" + encodeURIComponent(r.site) }, r.site_name || r.site)),
+      el("td", { "data-label": "Channel" }, r.channel),
+      el("td", { class: "rule", "data-label": "Rule", title: r.rule }, r.rule_label || r.rule),
+      el("td", { class: "num value", "data-label": "Value / limit" }, valueCell(r)),
+      el("td", { class: "num peak", "data-label": "Peak" }, peakCell(r)),
+      el("td", { class: "onset", "data-label": "Onset" }, onsetCell(r)),
+      el("td", { class: "note", "data-label": "Citation" }, note(r)),
       el("td", { class: "actions" }, ...buttons));
   }
 
   function render() {
     pending = null;
-    const showNormal = document.getElementById("show-normal").checked;
-    const list = [...rows.values()].filter((r) => showNormal || r.state !== "normal").sort(compare);
-    const body = document.getElementById("alarm-rows");
+    const f = filter();
+    shown = [...rows.values()].filter((r) => keep(r, f)).sort(compare);
+    const ids = new Set(shown.map((r) => r.alarm));
+    for (const a of [...selected]) if (!ids.has(a)) selected.delete(a);
     const frag = document.createDocumentFragment();
-    for (const r of list) frag.append(rowElement(r));
-    if (!list.length) frag.append(el("tr", {}, el("td", { colspan: 9, class: "empty" }, "No alarms.")));
-    body.replaceChildren(frag);
+    for (const r of shown) frag.append(rowElement(r));
+    if (!shown.length) frag.append(el("tr", {}, el("td", { colspan: 11, class: "empty" }, "No alarms.")));
+    document.getElementById("alarm-rows").replaceChildren(frag);
     const all = [...rows.values()];
-    const active = all.filter((r) => (TIER[r.state] ?? 5) < 3).length;
-    const unacked = all.filter((r) => UNACKED.has(r.state)).length;
-    document.getElementById("counts").textContent = `${active} active or unacknowledged · ${unacked} unacknowledged`;
+    document.getElementById("counts").textContent =
+      `${shown.length} shown · ${all.filter((r) => UNACKED.has(r.state)).length} unacknowledged`;
+    header(all);
+    ruleOptions();
+    bulkButtons();
     window.__alarmsRendered = performance.now();
     window.__renders = (window.__renders || 0) + 1;
   }
   function schedule() { if (!pending) pending = setTimeout(render, 30); }
+  const ackable = (list) => list.filter((r) => actions.has("ack") && UNACKED.has(r.state));
+  function bulkButtons() {
+    const sel = ackable(shown.filter((r) => selected.has(r.alarm))), vis = ackable(shown);
+    const a = document.getElementById("ack-selected"), b = document.getElementById("ack-visible");
+    a.disabled = !sel.length; a.textContent = `Acknowledge selected (${sel.length})`;
+    b.disabled = !vis.length; b.textContent = `Acknowledge all shown (${vis.length})`;
+    a.hidden = b.hidden = !actions.has("ack");
+    document.getElementById("select-all").checked = shown.length > 0 && shown.every((r) => selected.has(r.alarm));
+  }
 
+  // ---- actions: one click for ack, unshelve and a non-critical reset; the dialog otherwise ----
+  async function send(alarm, action, body = {}) {
+    const [site, channel, rule] = alarm.split("/");
+    const path = `/api/alarms/${[site, channel, rule, action].map(encodeURIComponent).join("/")}`;
+    busy.add(alarm); schedule();
+    try {
+      return await api(path, { method: "POST", body: JSON.stringify({ note: "", until: "", reason: "", ...body }) });
+    } finally { busy.delete(alarm); schedule(); }
+  }
+  function status(text, ok) {
+    const s = document.getElementById("act-status");
+    s.textContent = text; s.className = "result " + (ok ? "ok" : "bad");
+  }
+  function outcome(alarm, action, resp) {
+    const d = resp.data;
+    if (resp.ok) return [true, `${DONE[action]}: ${name(alarm)} (journal record ${d.transitions.map((t) => t.seq).join(", ")})`];
+    return [false, `${LABEL[action]} ${name(alarm)} refused: ${d.detail || d.reason || d.status || resp.status}`];
+  }
+  async function act(r, action) {
+    if (action === "shelve" || (action === "reset" && r.priority === "critical")) { openDialog(action, [r]); return; }
+    const resp = await send(r.alarm, action);
+    const [ok, text] = outcome(r.alarm, action, resp);
+    status(text, ok);
+  }
+  async function ackMany(list) {
+    let done = 0;
+    const failed = [];
+    for (const r of list) {
+      const resp = await send(r.alarm, "ack");
+      if (resp.ok) done += 1; else failed.push(outcome(r.alarm, "ack", resp)[1]);
+    }
+    status(`Acknowledged ${done} of ${list.length} alarm${list.length === 1 ? "" : "s"}.${failed.length ? " " + failed.join("; ") : ""}`, !failed.length);
+    selected.clear(); schedule();
+  }
+
+  // ---- the dialog: a shelve, a critical reset, or acknowledging several alarms; each shows only its fields ----
+  let target = null;
+  function openDialog(mode, list) {
+    target = { mode, list };
+    const one = list[0];
+    const title = mode === "ack-many" ? `Acknowledge ${list.length} alarm${list.length === 1 ? "" : "s"}?`
+      : mode === "reset" ? "Reset a latched CRITICAL alarm?" : "Shelve alarm";
+    document.getElementById("act-title").textContent = title;
+    document.getElementById("act-alarm").textContent = mode === "ack-many" ? "" : `${name(one.alarm)} · ${one.state_label || one.state}`;
+    const warning = document.getElementById("act-warning");
+    warning.hidden = mode !== "reset";
+    warning.textContent = mode === "reset" ? "The alarm clears and will not sound again until the condition returns. " +
+      `Peak ${one.peak_text || "–"}${one.peak_time_text ? " at " + one.peak_time_text : ""}. A note is required.` : "";
+    const items = document.getElementById("act-list");
+    items.hidden = mode !== "ack-many";
+    items.replaceChildren(...(mode === "ack-many" ? list.map((r) => el("li", {}, badge(r.priority), " ", name(r.alarm))) : []));
+    document.getElementById("act-note-label").hidden = mode !== "reset";
+    document.getElementById("act-note").required = mode === "reset";
+    document.getElementById("act-until-label").hidden = mode !== "shelve";
+    document.getElementById("act-reason-label").hidden = mode !== "shelve";
+    for (const id of ["act-note", "act-until", "act-reason"]) document.getElementById(id).value = "";
+    document.getElementById("act-result").textContent = "";
+    const submit = document.getElementById("act-submit");
+    submit.disabled = false;
+    submit.textContent = mode === "ack-many" ? "Acknowledge" : mode === "reset" ? "Reset" : "Shelve";
+    document.getElementById("act-dialog").showModal();
+  }
+  async function submit(ev) {
+    ev.preventDefault();
+    const dialog = document.getElementById("act-dialog");
+    if (ev.submitter && ev.submitter.value === "cancel") { dialog.close(); return; }
+    const result = document.getElementById("act-result");
+    const button = document.getElementById("act-submit");
+    if (target.mode === "reset" && !document.getElementById("act-note").value.trim()) {
+      result.textContent = "Write a note: why is it safe to reset?"; result.className = "result bad"; return;
+    }
+    button.disabled = true;
+    if (target.mode === "ack-many") { dialog.close(); await ackMany(target.list); return; }
+    result.textContent = "Sent to the daemon, waiting for its answer…"; result.className = "result";
+    const alarm = target.list[0].alarm;
+    const resp = await send(alarm, target.mode, { note: document.getElementById("act-note").value,
+      until: document.getElementById("act-until").value, reason: document.getElementById("act-reason").value });
+    const [ok, text] = outcome(alarm, target.mode, resp);
+    if (ok) { dialog.close(); status(text, true); } else { result.textContent = text; result.className = "result bad"; button.disabled = false; }
+  }
+
+  // ---- keyboard ----
+  function focus(alarm) {
+    focused = alarm;
+    for (const tr of document.querySelectorAll("#alarm-rows tr.focus")) tr.classList.remove("focus");
+    const tr = document.querySelector(`#alarm-rows tr[data-alarm="${CSS.escape(alarm)}"]`);
+    if (tr) { tr.classList.add("focus"); tr.focus({ preventScroll: false }); }
+  }
+  function move(step) {
+    if (!shown.length) return;
+    const i = shown.findIndex((r) => r.alarm === focused);
+    focus(shown[Math.max(0, Math.min(shown.length - 1, i < 0 ? 0 : i + step))].alarm);
+  }
+  function onKey(ev) {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey || document.getElementById("act-dialog").open) return;
+    if (["INPUT", "SELECT", "TEXTAREA", "BUTTON"].includes(ev.target.tagName) && ev.key !== "Escape") return;
+    const r = focused ? rows.get(focused) : null;
+    if (ev.key === "j" || ev.key === "ArrowDown") move(1);
+    else if (ev.key === "k" || ev.key === "ArrowUp") move(-1);
+    else if ((ev.key === "x" || ev.key === " ") && r) {
+      if (selected.has(r.alarm)) selected.delete(r.alarm); else selected.add(r.alarm);
+      render(); focus(r.alarm);
+    } else if (ev.key === "a" && r && possible(r).includes("ack")) act(r, "ack");
+    else if (ev.key === "A") ackButton(selected.size ? "selected" : "visible");
+    else if (ev.key === "Escape") { selected.clear(); render(); }
+    else return;
+    ev.preventDefault();
+  }
+  function ackButton(which) {
+    const list = ackable(which === "selected" ? shown.filter((r) => selected.has(r.alarm)) : shown);
+    if (list.length) openDialog("ack-many", list);
+  }
+
+  // ---- journal ----
   function journalItem(j) {
     let text;
-    if (j.record === "transition") text = `${j.alarm} ${j.kind.toUpperCase()} ${j.from} → ${j.to} by ${j.who}${j.why ? ": " + j.why : ""}`;
-    else if (j.record === "action") text = `${j.alarm} ${j.action} requested by ${j.user}${j.note ? ": " + j.note : ""}${j.reason ? ": " + j.reason : ""}`;
-    else text = `${j.alarm} ${j.action} by ${j.user} refused: ${j.reason}`;
-    return el("li", { class: "j-" + j.record, "data-seq": j.seq }, el("span", { class: "t" }, time(j.time)), " ",
-      el("span", { class: "seq" }, "#" + j.seq), " ", text);
+    const why = j.why_text || j.why;
+    if (j.record === "transition") {
+      text = `${name(j.alarm)}: ${j.kind} ${STATE_LABEL[j.from] || j.from} → ${STATE_LABEL[j.to] || j.to} by ${j.who}${why ? ": " + why : ""}`;
+    } else if (j.record === "action") {
+      text = `${name(j.alarm)}: ${j.action} requested by ${j.user}${j.note ? ": " + j.note : ""}${j.reason ? ": " + j.reason : ""}`;
+    } else text = `${name(j.alarm)}: ${j.action} by ${j.user} refused: ${j.reason}`;
+    return el("li", { class: "j-" + j.record, "data-seq": j.seq, "data-alarm": j.alarm }, el("span", { class: "t" },
+      j.time_text || time(j.time)), " ", el("span", { class: "seq" }, "#" + j.seq), " ", text);
   }
   function addJournal(j, atTop) {
     const list = document.getElementById("journal");
@@ -85,67 +289,51 @@
     while (list.children.length > 200) list.lastChild.remove();
   }
 
-  // ---- the action dialog ----
-  let target = null;
-  function openDialog(r, action) {
-    target = { alarm: r.alarm, action };
-    document.getElementById("act-title").textContent = `${LABEL[action]} alarm`;
-    document.getElementById("act-alarm").textContent = `${r.alarm} · ${r.state}`;
-    document.getElementById("act-note-label").hidden = action === "shelve";
-    document.getElementById("act-until-label").hidden = action !== "shelve";
-    document.getElementById("act-reason-label").hidden = action !== "shelve";
-    for (const id of ["act-note", "act-until", "act-reason"]) document.getElementById(id).value = "";
-    document.getElementById("act-result").textContent = "";
-    document.getElementById("act-submit").disabled = false;
-    document.getElementById("act-dialog").showModal();
-  }
-
-  async function submit(ev) {
-    ev.preventDefault();
-    if (ev.submitter && ev.submitter.value === "cancel") { document.getElementById("act-dialog").close(); return; }
-    const result = document.getElementById("act-result");
-    const button = document.getElementById("act-submit");
-    button.disabled = true;
-    result.textContent = "Sent to the daemon, waiting for its answer…";
-    const body = { note: document.getElementById("act-note").value, until: document.getElementById("act-until").value,
-      reason: document.getElementById("act-reason").value };
-    const [site, channel, rule] = target.alarm.split("/");
-    const path = `/api/alarms/${[site, channel, rule, target.action].map(encodeURIComponent).join("/")}`;
-    const resp = await api(path, { method: "POST", body: JSON.stringify(body) });
-    const d = resp.data;
-    if (resp.ok) {
-      result.textContent = "Done: " + d.transitions.map((t) => `${t.kind} by ${t.who} (${t.from} → ${t.to}), journal record ${t.seq}`).join("; ");
-      result.className = "result ok";
-    } else {
-      result.textContent = `${d.status || resp.status}: ${d.detail || JSON.stringify(d)}`;
-      result.className = "result bad";
-      button.disabled = false;
-    }
+  let journalLoaded = false;
+  async function loadJournal() {
+    const recent = await api("/api/journal?limit=50");
+    if (recent.ok) for (const j of recent.data) addJournal(j, false);
   }
 
   async function start() {
     const me = await api("/api/me");
     actions = new Set(me.data.actions);
+    fromUrl(me.data.sites);
     document.getElementById("act-form").addEventListener("submit", submit);
-    document.getElementById("show-normal").addEventListener("change", render);
-    const recent = await api("/api/journal?limit=50");
-    if (recent.ok) for (const j of recent.data) addJournal(j, false);
+    for (const id of ["show-normal", ...FILTERS.map((f) => "f-" + f)]) {
+      document.getElementById(id).addEventListener("change", () => { toUrl(); render(); });
+    }
+    document.getElementById("f-clear").addEventListener("click", () => {
+      for (const f of FILTERS) document.getElementById("f-" + f).value = "";
+      toUrl(); render();
+    });
+    document.getElementById("select-all").addEventListener("change", (ev) => {
+      for (const r of shown) if (ev.target.checked) selected.add(r.alarm); else selected.delete(r.alarm);
+      render();
+    });
+    document.getElementById("ack-selected").addEventListener("click", () => ackButton("selected"));
+    document.getElementById("ack-visible").addEventListener("click", () => ackButton("visible"));
+    document.addEventListener("keydown", onKey);
     stream("/api/events", {
-      snapshot: (d) => { rows.clear(); for (const r of d.alarms) rows.set(r.alarm, r); render(); },
+      snapshot: (d) => {
+        rows.clear(); for (const r of d.alarms) rows.set(r.alarm, r); render();
+        if (!journalLoaded) { journalLoaded = true; loadJournal(); }  // after the rows: it names alarms by them
+      },
       alarm: (r) => { rows.set(r.alarm, r); schedule(); },
       "alarm-gone": (d) => { rows.delete(d.alarm); schedule(); },
       journal: (j) => {
         addJournal(j, true);
         if (j.record === "transition" && j.kind === "raise" && j.priority === "critical") {
-          cue(`${j.alarm}: value ${num(j.value)} limit ${num(j.limit)}`);
+          const r = rows.get(j.alarm), unit = r && r.unit ? " " + r.unit : "";
+          cue(`◆1 ${name(j.alarm)}: ${num(j.value)}${unit} (limit ${num(j.limit)}${unit})`);
         }
       },
     });
     setInterval(() => {
       const now = Date.now() / 1000;
-      for (const td of document.querySelectorAll("#alarm-rows td.dur")) {
-        const since = parseFloat(td.dataset.since);
-        if (!Number.isNaN(since)) td.textContent = duration(now - since);
+      for (const s of document.querySelectorAll("#alarm-rows .dur")) {
+        const since = parseFloat(s.dataset.since);
+        if (!Number.isNaN(since)) s.textContent = duration(now - since);
       }
     }, 1000);
   }

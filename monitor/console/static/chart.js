@@ -15,11 +15,17 @@ const PTChart = (() => {
     return out;
   }
 
+  // Tick labels in the page's zone (<body data-timezone>, the site's), never the browser's.
   function timeLabel(t, span) {
-    const d = new Date(t * 1000), p = (x) => String(x).padStart(2, "0");
-    const hm = `${p(d.getHours())}:${p(d.getMinutes())}`;
-    if (span <= 2 * 86400) return span <= 600 ? `${hm}:${p(d.getSeconds())}` : hm;
-    return `${p(d.getMonth() + 1)}-${p(d.getDate())} ${hm}`;
+    const d = PT.parts(t), p = (x) => String(x).padStart(2, "0");
+    const hm = `${p(d.hour)}:${p(d.minute)}`;
+    if (span <= 2 * 86400) return span <= 600 ? `${hm}:${p(d.second)}` : hm;
+    return `${p(d.month)}-${p(d.day)} ${hm}`;
+  }
+  // Seconds the zone is ahead of UTC at t (so ticks fall on local round hours and midnights).
+  function offset(t) {
+    const d = PT.parts(t);
+    return Date.UTC(d.year, d.month - 1, d.day, d.hour, d.minute, d.second) / 1000 - Math.floor(t);
   }
 
   function yRange(data) {
@@ -60,10 +66,12 @@ const PTChart = (() => {
     const steps = [60, 300, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800];
     const xs = steps.find((s) => span / s <= 8) || 172800;
     g.textAlign = "center"; g.textBaseline = "top";
-    for (let t = Math.ceil(data.start / xs) * xs; t <= data.end; t += xs) {
+    const off = offset(data.start);
+    for (let t = Math.ceil((data.start + off) / xs) * xs - off; t <= data.end; t += xs) {
       g.beginPath(); g.moveTo(X(t), M.t); g.lineTo(X(t), M.t + ph); g.stroke();
       g.fillText(timeLabel(t, span), X(t), M.t + ph + 6);
     }
+    g.textAlign = "left"; g.fillText(PT.parts(data.end).zoneName, 2, M.t + ph + 6);  // "EST": whose clock
     g.save(); g.beginPath(); g.rect(M.l, M.t, pw, ph); g.clip();
     // episodes, then data-quality gaps
     g.fillStyle = COLORS.episode;

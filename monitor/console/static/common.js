@@ -37,9 +37,29 @@ const PT = (() => {
     return Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(digits)));
   }
 
-  const timeFmt = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "2-digit", day: "2-digit",
-    hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false, timeZoneName: "short" });
-  function time(t) { return t === null || t === undefined ? "" : timeFmt.format(new Date(t * 1000)); }
+  // Times are shown in a site's zone, named (EST/EDT), never silently in the browser's: a page about one site
+  // sets <body data-timezone>; elsewhere each caller passes the row's zone, and without one the time is UTC.
+  const formats = new Map();
+  function fmt(zone) {
+    const z = zone || body.dataset.timezone || "UTC";
+    if (!formats.has(z)) {
+      formats.set(z, new Intl.DateTimeFormat("en-US", { year: "numeric", month: "2-digit", day: "2-digit",
+        hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short", timeZone: z }));
+    }
+    return formats.get(z);
+  }
+  // "2026-12-01 16:04:05 EST"
+  function time(t, zone) {
+    if (t === null || t === undefined) return "";
+    const p = Object.fromEntries(fmt(zone).formatToParts(new Date(t * 1000)).map((x) => [x.type, x.value]));
+    return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second} ${p.timeZoneName}`;
+  }
+  // The parts of a time in a zone (for chart ticks): { hour, minute, second, month, day, zoneName }
+  function parts(t, zone) {
+    const p = Object.fromEntries(fmt(zone).formatToParts(new Date(t * 1000)).map((x) => [x.type, x.value]));
+    return { year: +p.year, month: +p.month, day: +p.day, hour: +p.hour, minute: +p.minute, second: +p.second,
+      zoneName: p.timeZoneName };
+  }
   function iso(t) { return t === null || t === undefined ? "" : new Date(t * 1000).toISOString(); }
 
   function duration(s) {
@@ -93,5 +113,60 @@ const PT = (() => {
     if (dismiss) dismiss.addEventListener("click", () => { document.getElementById("cue").hidden = true; });
   });
 
-  return { me, api, el, num, time, iso, duration, stream, cue };
+  // ---- priorities: one colour and one symbol with a number each, the same on every page ----
+  const PRIORITIES = [
+    { id: "critical", symbol: "◆1", label: "Critical" }, { id: "high", symbol: "▲2", label: "High" },
+    { id: "medium", symbol: "■3", label: "Medium" }, { id: "low", symbol: "●4", label: "Low" },
+    { id: "diagnostic", symbol: "○5", label: "Diagnostic" }];
+  const BY_ID = Object.fromEntries(PRIORITIES.map((p) => [p.id, p]));
+  const UNACKED = new Set(["active-unacknowledged", "latched-unacknowledged", "returned-to-normal-unacknowledged"]);
+  const STANDING = new Set(["active-unacknowledged", "latched-unacknowledged", "active-acknowledged",
+    "latched-acknowledged"]);
+  function badge(priority, abnormal = true) {
+    const p = BY_ID[priority];
+    if (!p) return el("span", { class: "badge none" }, "–");
+    return el("span", { class: `badge ${abnormal ? "p-" + p.id : "p-normal"}`, title: p.label, "data-priority": p.id },
+      el("span", { class: "sym", "aria-hidden": "true" }, p.symbol), " ", p.label);
+  }
+  // Counts per priority of unacknowledged and of active (or latched) alarms.
+  function counts(rows) {
+    const out = Object.fromEntries(PRIORITIES.map((p) => [p.id, { unacked: 0, active: 0 }]));
+    for (const r of rows) {
+      const c = out[r.priority];
+      if (!c) continue;
+      if (UNACKED.has(r.state)) c.unacked += 1;
+      if (STANDING.has(r.state)) c.active += 1;
+    }
+    return out;
+  }
+  // The header on every page, and the tab title: "◆1×2 ▲2×1 · Alarms · pretreat-monitor".
+  const baseTitle = document.title;
+  function header(rows) {
+    const box = document.getElementById("alarm-header");
+    if (!box) return;
+    const c = counts(rows);
+    box.replaceChildren(...PRIORITIES.map((p) => {
+      const n = c[p.id], abnormal = n.unacked + n.active > 0;
+      return el("a", { class: `hcount ${abnormal ? "p-" + p.id : "p-normal"}`, href: "/?priority=" + p.id,
+        "data-priority": p.id, "data-unacked": n.unacked, "data-active": n.active,
+        title: `${p.label}: ${n.unacked} unacknowledged, ${n.active} active` },
+        el("span", { class: "sym", "aria-hidden": "true" }, p.symbol), ` ${p.label} `,
+        el("b", { class: "unacked" }, String(n.unacked)), " unack · ", el("b", { class: "active" }, String(n.active)),
+        " active");
+    }));
+    const flagged = PRIORITIES.filter((p) => c[p.id].unacked).map((p) => `${p.symbol}×${c[p.id].unacked}`);
+    document.title = flagged.length ? `${flagged.join(" ")} · ${baseTitle}` : baseTitle;
+  }
+  // Pages other than the alarm list keep the header current from the alarm summary.
+  async function pollHeader() {
+    const resp = await api("/api/alarm-summary");
+    if (resp.ok) header(resp.data);
+  }
+  document.addEventListener("DOMContentLoaded", () => {
+    if (body.dataset.page !== "alarms" && document.getElementById("alarm-header")) {
+      pollHeader(); setInterval(pollHeader, 5000);
+    }
+  });
+
+  return { me, api, el, num, time, parts, iso, duration, stream, cue, PRIORITIES, UNACKED, badge, counts, header };
 })();

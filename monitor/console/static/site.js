@@ -77,6 +77,35 @@
     PTChart.draw(c.canvas, c.data);
   }
 
+  // Alarms of this site: a banner while any is not normal, and each channel's value takes its worst alarm's
+  // priority colour and symbol (the same as the alarm list and the header).
+  const RANK = Object.fromEntries(PT.PRIORITIES.map((p, i) => [p.id, i]));
+  function showAlarms(list) {
+    const live = list.filter((r) => r.state !== "normal" && r.state !== "shelved" && r.state !== "out-of-service");
+    const banner = document.getElementById("site-alarms");
+    banner.hidden = !live.length;
+    banner.replaceChildren(...(live.length ? [el("strong", {}, `${live.length} alarm${live.length === 1 ? "" : "s"} at this site: `),
+      ...live.map((r) => el("span", { class: "site-alarm", "data-alarm": r.alarm }, PT.badge(r.priority), " ",
+        `${r.channel} · ${r.rule_label} ${r.value_text}${r.limit_text ? " / limit " + r.limit_text : ""} (${r.state_label})`)),
+      el("a", { href: "/?site=" + encodeURIComponent(site) }, "open in the alarm list")] : []));
+    for (const node of document.querySelectorAll(".value-alarm")) node.remove();
+    const worst = new Map();
+    for (const r of live) {
+      const w = worst.get(r.channel);
+      if (!w || (RANK[r.priority] ?? 9) < (RANK[w.priority] ?? 9)) worst.set(r.channel, r);
+    }
+    for (const [ch, r] of worst) {
+      for (const node of document.querySelectorAll(`.value[data-channel="${CSS.escape(ch)}"]`)) {
+        node.classList.add("in-alarm", "p-" + r.priority);
+        node.after(el("span", { class: "value-alarm" }, PT.badge(r.priority)));
+      }
+    }
+  }
+  async function loadAlarms() {
+    const resp = await api(`/api/alarms?site=${encodeURIComponent(site)}&include_normal=false`);
+    if (resp.ok) showAlarms(resp.data);
+  }
+
   async function start() {
     const resp = await api(`/api/sites/${encodeURIComponent(site)}`);
     if (!resp.ok) { document.getElementById("channels").textContent = resp.data.detail || "not available"; return; }
@@ -95,8 +124,10 @@
       });
     }
     document.getElementById("zoom-reset").addEventListener("click", () => { zoom = null; loadAll(); });
+    document.getElementById("site-zone").textContent = `Times in ${s.timezone} (${PT.parts(Date.now() / 1000).zoneName}).`;
     await loadAll();
-    stream(`/api/events?site=${encodeURIComponent(site)}`, { readings: onReadings });
+    await loadAlarms();
+    stream(`/api/events?site=${encodeURIComponent(site)}`, { readings: onReadings, alarm: loadAlarms });
   }
   start();
 })();

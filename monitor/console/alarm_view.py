@@ -1,0 +1,152 @@
+"""What one row of the console's alarm list shows, beyond `monitor.alarms_cli.alarm_rows`: the display order,
+the priority's symbol, friendly names, the episode's onset and peak, and every time as the site's local time.
+
+Display order (ISA-18.2 practice, and what an operator needs at 3 a.m.): every unacknowledged alarm first
+(active, latched or returned to normal alike), then acknowledged alarms that are still active or latched,
+then suppressed ones (shelved, out of service), then normal ones; within a group by priority (critical >
+high > medium > low > diagnostic), then newest first. An unacknowledged critical alarm is never below a
+low one.
+
+Each priority has a colour *and* a symbol with a number (colour-blind safe): ◆1 critical, ▲2 high,
+■3 medium, ●4 low, ○5 diagnostic. The console uses the same pair in its header, the table, the site page and
+the tab title.
+
+The peak is the extreme good reading of the alarm's latest episode (from its start record to its end
+record, or to now while it lasts): the highest for a high-side limit, the lowest for a low-side one; rules
+whose value is not a reading (durations, data quality) have none. Times are epoch seconds UTC in the data
+and ``*_text`` strings in the site's zone with its abbreviation (``2026-12-01 16:04:05 EST``), so the browser's
+own zone is never used.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from alarms.model import State
+from config.schema import SiteConfig
+from monitor.checks.events import DURATION_RULES
+from monitor.exceedances import NO_READING_PEAK
+from monitor.logtext import duration, local_time, number
+from monitor.reports.compliance import RULE_LABELS
+
+UNACKED = frozenset({State.ACTIVE_UNACKED.value, State.LATCHED_UNACKED.value, State.RTN_UNACKED.value})
+ACKED_STANDING = frozenset({State.ACTIVE_ACKED.value, State.LATCHED_ACKED.value})
+SUPPRESSED = frozenset({State.SHELVED.value, State.OUT_OF_SERVICE.value})
+PRIORITY_RANK: dict[str, int] = {"critical": 0, "high": 1, "medium": 2, "low": 3, "diagnostic": 4}
+SYMBOLS: dict[str, str] = {"critical": "◆1", "high": "▲2", "medium": "■3", "low": "●4", "diagnostic": "○5"}
+STATE_LABELS: dict[str, str] = {
+    State.ACTIVE_UNACKED.value: "Active, unacknowledged", State.LATCHED_UNACKED.value: "Latched, unacknowledged",
+    State.RTN_UNACKED.value: "Returned to normal, unacknowledged", State.ACTIVE_ACKED.value: "Active, acknowledged",
+    State.LATCHED_ACKED.value: "Latched, acknowledged", State.SHELVED.value: "Shelved",
+    State.OUT_OF_SERVICE.value: "Out of service", State.NORMAL.value: "Normal",
+}
+_EPOCH = re.compile(r"(?<![\d.])(1\d{9}(?:\.\d+)?)(?![\d.])")
+_SECONDS = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?) s\b")
+
+
+def group(state: str) -> int:
+    """0 unacknowledged, 1 acknowledged but standing, 2 suppressed, 3 normal (4: a state not known)."""
+    if state in UNACKED:
+        return 0
+    if state in ACKED_STANDING:
+        return 1
+    if state in SUPPRESSED:
+        return 2
+    return 3 if state == State.NORMAL.value else 4
+
+
+def sort_key(row: dict[str, Any]) -> tuple[int, int, float, str]:
+    return (group(row["state"]), PRIORITY_RANK.get(row["priority"], 5), -(row["since"] or 0.0), row["alarm"])
+
+
+def explain(text: str, zone: ZoneInfo) -> str:
+    """An alarm explanation as journaled ("condition started at 1796153103.788", "after 900 s") with epoch
+    seconds as the site's local time and seconds as a duration."""
+    text = _EPOCH.sub(lambda m: local_time(float(m.group(1)), zone), text)
+    return _SECONDS.sub(lambda m: duration(float(m.group(1))), text)
+
+
+def amount(value: float | None, unit: str, decimals: int | None = None) -> str:
+    if value is None:
+        return ""
+    text = number(value, decimals)
+    return f"{text} {unit}" if unit else text
+
+
+def enrich(conn: sqlite3.Connection, config: SiteConfig, row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` (an `alarm_rows` row with site, channel, rule) with the names, texts, onset and peak shown."""
+    site_id, channel, rule = row["site"], row["channel"], row["rule"]
+    site = next((s for s in config.sites if s.id == site_id), None)
+    zone = ZoneInfo(site.timezone if site is not None else "UTC")
+    ch = next((c for c in site.channels if c.id == channel), None) if site is not None else None
+    unit = ch.unit if ch is not None else ""
+    decimals = ch.decimals if ch is not None else None
+
+    def when(t: float | None) -> str:
+        return local_time(t, zone) if t is not None else ""
+
+    out = {**row, "group": group(row["state"]), "symbol": SYMBOLS.get(row["priority"], ""),
+           "rule_label": RULE_LABELS.get(rule, rule.replace("_", " ")), "state_label": STATE_LABELS.get(
+               row["state"], row["state"]), "timezone": zone.key, "since_text": when(row["since"]),
+           "until_text": when(row["until"]), "value_text": amount(row["value"], unit, decimals),
+           "limit_text": _limit(row["limit"], unit, rule), "onset": None, "onset_text": "", "end": None,
+           "peak": None, "peak_time": None, "peak_text": "", "peak_time_text": ""}
+    if row["state"] == State.NORMAL.value:
+        return out
+    ep = _episode(conn, site_id, channel, rule)
+    if ep is None:
+        return out
+    onset, end, start_value, limit = ep
+    out.update(onset=onset, onset_text=when(onset), end=end)
+    if rule in NO_READING_PEAK or rule in DURATION_RULES:
+        return out
+    low = start_value is not None and limit is not None and start_value < limit
+    peak = _peak(conn, site_id, channel, onset, end, low=low)
+    if peak is not None:
+        out.update(peak=peak[1], peak_time=peak[0], peak_text=amount(peak[1], unit, decimals),
+                   peak_time_text=when(peak[0]))
+    return out
+
+
+def _limit(value: float | None, unit: str, rule: str) -> str:
+    if value is None:
+        return ""
+    return duration(value) if rule in DURATION_RULES else amount(value, unit)
+
+
+def _episode(conn: sqlite3.Connection, site: str, channel: str,
+             rule: str) -> tuple[float, float | None, float | None, float | None] | None:
+    """(onset, end or None while it lasts, value at onset, limit) of the rule's latest episode."""
+    try:
+        start = conn.execute("SELECT time, value, limit_value FROM episode_events WHERE site = ? AND channel = ? "
+                             "AND rule = ? AND event = 'start' ORDER BY time DESC LIMIT 1",
+                             (site, channel, rule)).fetchone()
+        if start is None:
+            return None
+        end = conn.execute("SELECT time FROM episode_events WHERE site = ? AND channel = ? AND rule = ? "
+                           "AND event = 'end' AND time >= ? ORDER BY time LIMIT 1",
+                           (site, channel, rule, start[0])).fetchone()
+    except sqlite3.OperationalError:  # no episode store yet
+        return None
+    return float(start[0]), None if end is None else float(end[0]), start[1], start[2]
+
+
+def _peak(conn: sqlite3.Connection, site: str, channel: str, start: float, end: float | None, *,
+          low: bool) -> tuple[float, float] | None:
+    """(time, value) of the extreme good reading over [start, end] (to the newest while ``end`` is None)."""
+    try:
+        ids = [int(r[0]) for r in conn.execute("SELECT id FROM channels WHERE site = ? AND channel = ?",
+                                               (site, channel))]
+    except sqlite3.OperationalError:
+        return None
+    if not ids:
+        return None
+    marks = ",".join("?" * len(ids))
+    order = "ASC" if low else "DESC"
+    row = conn.execute(f"SELECT time, value FROM readings WHERE channel_id IN ({marks}) AND time >= ? "
+                       f"AND time <= ? AND quality = 0 AND value IS NOT NULL ORDER BY value {order}, time LIMIT 1",
+                       (*ids, start, end if end is not None else float("inf"))).fetchone()
+    return None if row is None else (float(row[0]), float(row[1]))
