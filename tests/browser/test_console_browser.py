@@ -116,7 +116,7 @@ def test_new_critical_alarm_gives_a_visual_and_audible_cue(browser: Any, env: di
     # the vapour is gone at once (the scenario's LEL is normal): latched until an operator resets it
     lel = 'tr[data-alarm="acme-plating/lel/lel_single"]'
     page.wait_for_selector(f'{lel}[data-state="latched-unacknowledged"]')
-    assert "prio-critical" in page.get_attribute(lel, "class")
+    assert "p-critical" in page.get_attribute(lel, "class").split()
     assert page.query_selector(f'{lel} button[data-action="reset"]') is not None
     page.close()
 

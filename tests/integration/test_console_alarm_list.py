@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from config.schema import SiteConfig
 from monitor.sample import Quality, Sample
 from tests.browser.harness import (
     ACME,
@@ -48,29 +49,36 @@ def local(t: float) -> str:
     return datetime.fromtimestamp(t, NY).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
+def stage(plant: Plant, config: SiteConfig) -> dict[str, float]:
+    """BOLT's pH high first (the oldest); then ACME's critical LEL event, 12 %, 14 %, 1.095 %: latched and
+    unacknowledged (lel_single, and lel_successive: two readings above 5 %); then a LOW sensor fault and a
+    HIGH pH at ACME, both newer than the LEL event. Returns the LEL event's times (onset, peak, back)."""
+    raised = lambda alarm: lambda: any(t.alarm_id == alarm for t in plant.transitions)  # noqa: E731
+    plant.value(BOLT, "ph", 9.9)
+    wait(raised(BOLT_PH_HIGH))
+    t0 = time.time() - 10.0  # past, as readings are (the history ends a minute ago)
+    times = {"onset": t0, "peak": t0 + 1.0, "back": t0 + 2.0}
+    for key, v in (("onset", 12.0), ("peak", 14.0), ("back", 1.095)):
+        plant.value(ACME, "lel", v, t=times[key])
+    wait(lambda: any(t.alarm_id == LEL and t.to_state.value == "latched-unacknowledged" for t in plant.transitions))
+    unit = config.site(ACME).channel("sampler_temperature").unit
+    plant.feed([Sample.bad(time=t0 + 3.0, site=ACME, channel="sampler_temperature", unit=unit,
+                           quality=Quality.OUT_OF_RANGE, reason="-40 degC is below the valid range")])
+    wait(raised(FAULT))
+    plant.value(ACME, "ph", 9.5, t=t0 + 4.0)
+    wait(raised(ACME_HIGH))
+    return times
+
+
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """`stage`, then the operator acknowledges BOLT's pH high."""
     folder = tmp_path_factory.mktemp("console-alarm-list")
     config = load(write_site(folder))
     users = write_users(folder / "users.toml")
     with Plant(config) as plant:
         plant.feed(sorted(history(config, ACME, hours=1) + history(config, BOLT, hours=1), key=lambda s: s.time))
-        raised = lambda alarm: lambda: any(t.alarm_id == alarm for t in plant.transitions)  # noqa: E731
-        # BOLT pH high first (the oldest), acknowledged below; then ACME's critical LEL event: 12 %, 14 %, then
-        # 1.095 %: latched, unacknowledged; then a LOW sensor fault and a HIGH pH, both newer than the LEL
-        plant.value(BOLT, "ph", 9.9)
-        wait(raised(BOLT_PH_HIGH))
-        t0 = time.time()
-        times = {"onset": t0, "peak": t0 + 1.0, "back": t0 + 2.0}
-        for key, v in (("onset", 12.0), ("peak", 14.0), ("back", 1.095)):
-            plant.value(ACME, "lel", v, t=times[key])
-        wait(lambda: any(t.alarm_id == LEL and t.to_state.value == "latched-unacknowledged" for t in plant.transitions))
-        unit = config.site(ACME).channel("sampler_temperature").unit
-        plant.feed([Sample.bad(time=t0 + 3.0, site=ACME, channel="sampler_temperature", unit=unit,
-                               quality=Quality.OUT_OF_RANGE, reason="-40 degC is below the valid range")])
-        wait(raised(FAULT))
-        plant.value(ACME, "ph", 9.5, t=t0 + 4.0)
-        wait(raised(ACME_HIGH))
+        times = stage(plant, config)
         with console(config, users) as (base, _app):
             op = login(base, "op")
             r = op.post(f"/api/alarms/{BOLT_PH_HIGH}/ack", json={"note": ""}, headers={"X-CSRF-Token": csrf(op)})

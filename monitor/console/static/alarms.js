@@ -209,7 +209,6 @@
     items.hidden = mode !== "ack-many";
     items.replaceChildren(...(mode === "ack-many" ? list.map((r) => el("li", {}, badge(r.priority), " ", name(r.alarm))) : []));
     document.getElementById("act-note-label").hidden = mode !== "reset";
-    document.getElementById("act-note").required = mode === "reset";
     document.getElementById("act-until-label").hidden = mode !== "shelve";
     document.getElementById("act-reason-label").hidden = mode !== "shelve";
     for (const id of ["act-note", "act-until", "act-reason"]) document.getElementById(id).value = "";

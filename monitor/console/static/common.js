@@ -150,9 +150,9 @@ const PT = (() => {
       return el("a", { class: `hcount ${abnormal ? "p-" + p.id : "p-normal"}`, href: "/?priority=" + p.id,
         "data-priority": p.id, "data-unacked": n.unacked, "data-active": n.active,
         title: `${p.label}: ${n.unacked} unacknowledged, ${n.active} active` },
-        el("span", { class: "sym", "aria-hidden": "true" }, p.symbol), ` ${p.label} `,
-        el("b", { class: "unacked" }, String(n.unacked)), " unack · ", el("b", { class: "active" }, String(n.active)),
-        " active");
+        el("span", { class: "sym", "aria-hidden": "true" }, p.symbol), el("span", { class: "lbl" }, ` ${p.label}`), " ",
+        el("b", { class: "unacked" }, String(n.unacked)), el("span", { class: "lbl" }, " unack"), " · ",
+        el("b", { class: "active" }, String(n.active)), el("span", { class: "lbl" }, " active"));
     }));
     const flagged = PRIORITIES.filter((p) => c[p.id].unacked).map((p) => `${p.symbol}×${c[p.id].unacked}`);
     document.title = flagged.length ? `${flagged.join(" ")} · ${baseTitle}` : baseTitle;

@@ -81,7 +81,8 @@
   // priority colour and symbol (the same as the alarm list and the header).
   const RANK = Object.fromEntries(PT.PRIORITIES.map((p, i) => [p.id, i]));
   function showAlarms(list) {
-    const live = list.filter((r) => r.state !== "normal" && r.state !== "shelved" && r.state !== "out-of-service");
+    const live = list.filter((r) => r.state !== "normal" && r.state !== "shelved" && r.state !== "out-of-service")
+      .sort((a, b) => (RANK[a.priority] ?? 9) - (RANK[b.priority] ?? 9));
     const banner = document.getElementById("site-alarms");
     banner.hidden = !live.length;
     banner.replaceChildren(...(live.length ? [el("strong", {}, `${live.length} alarm${live.length === 1 ? "" : "s"} at this site: `),
