@@ -104,7 +104,7 @@ def enrich(conn: sqlite3.Connection, config: SiteConfig, row: dict[str, Any]) ->
     if rule in NO_READING_PEAK or rule in DURATION_RULES:
         return out
     low = start_value is not None and limit is not None and start_value < limit
-    peak = _peak(conn, site_id, channel, onset, end, low=low)
+    peak = _peak(conn, (site_id, channel, rule, onset), end, low=low)
     if peak is not None:
         out.update(peak=peak[1], peak_time=peak[0], peak_text=amount(peak[1], unit, decimals),
                    peak_time_text=when(peak[0]))
@@ -134,19 +134,39 @@ def _episode(conn: sqlite3.Connection, site: str, channel: str,
     return float(start[0]), None if end is None else float(end[0]), start[1], start[2]
 
 
-def _peak(conn: sqlite3.Connection, site: str, channel: str, start: float, end: float | None, *,
+# Peaks already found, per episode (site, channel, rule, onset): (read up to, peak or None). The console
+# rebuilds the whole list on every alarm change, and an episode may last days of 1 s readings, so each
+# episode's readings are read once, then only the newer ones. (A reading stored later with an older
+# timestamp is not seen until the console restarts.)
+_PEAKS: dict[tuple[str, str, str, float], tuple[float, tuple[float, float] | None]] = {}
+_PEAKS_KEPT = 10_000
+
+
+def _peak(conn: sqlite3.Connection, key: tuple[str, str, str, float], end: float | None, *,
           low: bool) -> tuple[float, float] | None:
-    """(time, value) of the extreme good reading over [start, end] (to the newest while ``end`` is None)."""
+    """(time, value) of the extreme good reading over [onset, end] (to the newest while ``end`` is None):
+    the lowest for a low-side limit, else the highest; ties: the earliest."""
+    site, channel, _rule, onset = key
+    read_to, best = _PEAKS.get(key, (onset, None))
+    if end is not None and read_to >= end and key in _PEAKS:
+        return best
     try:
         ids = [int(r[0]) for r in conn.execute("SELECT id FROM channels WHERE site = ? AND channel = ?",
                                                (site, channel))]
-    except sqlite3.OperationalError:
+        marks = ",".join("?" * len(ids))
+        order = "ASC" if low else "DESC"
+        upper = end if end is not None else float("inf")
+        row = conn.execute(f"SELECT time, value FROM readings WHERE channel_id IN ({marks}) AND time >= ? "
+                           f"AND time <= ? AND quality = 0 AND value IS NOT NULL ORDER BY value {order}, time "
+                           "LIMIT 1", (*ids, read_to, upper)).fetchone() if ids else None
+        newest = conn.execute(f"SELECT MAX(time) FROM readings WHERE channel_id IN ({marks}) AND time <= ?",
+                              (*ids, upper)).fetchone()[0] if ids else None
+    except sqlite3.OperationalError:  # no historian tables yet
         return None
-    if not ids:
-        return None
-    marks = ",".join("?" * len(ids))
-    order = "ASC" if low else "DESC"
-    row = conn.execute(f"SELECT time, value FROM readings WHERE channel_id IN ({marks}) AND time >= ? "
-                       f"AND time <= ? AND quality = 0 AND value IS NOT NULL ORDER BY value {order}, time LIMIT 1",
-                       (*ids, start, end if end is not None else float("inf"))).fetchone()
-    return None if row is None else (float(row[0]), float(row[1]))
+    found = None if row is None else (float(row[0]), float(row[1]))
+    if found is not None and (best is None or (found[1] < best[1] if low else found[1] > best[1])):
+        best = found
+    if len(_PEAKS) >= _PEAKS_KEPT:
+        _PEAKS.clear()
+    _PEAKS[key] = (max(read_to, float(newest)) if newest is not None else read_to, best)
+    return best

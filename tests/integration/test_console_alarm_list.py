@@ -136,3 +136,16 @@ def test_journal_explanations_are_local_times_not_epoch_seconds(env: dict[str, A
     assert lel["why_text"] == f"condition started at {local(env['times']['onset'])}"
     assert lel["time_text"].endswith(("EST", "EDT"))
     assert not any(re.search(r"\b1\d{9}(\.\d+)?\b", j.get("why_text", "")) for j in raises)
+
+
+def test_the_peak_of_an_ongoing_episode_follows_new_readings(env: dict[str, Any]) -> None:
+    def peak() -> Any:
+        return next(r for r in env["op"].get("/api/alarms").json() if r["alarm"] == ACME_HIGH)
+
+    assert peak()["peak"] == 9.5
+    t = time.time()
+    env["plant"].value(ACME, "ph", 9.8, t=t)
+    env["plant"].value(ACME, "ph", 9.6, t=t + 0.5)
+    row = wait(lambda: (r := peak())["peak"] != 9.5 and r)  # the alarm's value is its raise's: 9.5
+    assert (row["peak"], row["peak_text"]) == (9.8, "9.8 pH") and row["peak_time"] == pytest.approx(t, abs=1e-3)
+    assert row["value"] == 9.5 and row["onset"] < t
