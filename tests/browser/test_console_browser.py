@@ -88,7 +88,7 @@ def test_operator_sees_a_scenario_ph_alarm_live_and_acknowledges_it(browser: Any
     assert page.evaluate("location.href") == loaded  # live, no reload
     assert seen - raised.time < 1.5, f"shown {seen - raised.time:.2f} s after the transition"
     cells = page.inner_text(row)
-    assert "▲2 High" in cells and "pH low" in cells and "pH / limit 5 pH" in cells and "§ 112-5A(1)(c)" in cells
+    assert "▲2 High" in cells and "pH low" in cells and "pH\n/ limit 5 pH" in cells and "§ 112-5A(1)(c)" in cells
     page.screenshot(path=str(artifacts / "console-alarm-list.png"), full_page=True)
 
     page.click(f'{row} button[data-action="ack"]')  # one click: no dialog, no note asked

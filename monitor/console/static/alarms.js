@@ -93,7 +93,7 @@
   }
   function valueCell(r) {
     const value = r.value_text || (r.value === null || r.value === undefined ? "–" : num(r.value));
-    return r.limit_text ? `${value} / limit ${r.limit_text}` : value;
+    return r.limit_text ? el("span", {}, value, el("span", { class: "lim" }, ` / limit ${r.limit_text}`)) : value;
   }
   function peakCell(r) {
     if (!r.peak_text) return "";
