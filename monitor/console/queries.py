@@ -5,7 +5,8 @@ nothing here knows about HTTP or users (the API filters by the caller's sites be
 rows are `monitor.alarms_cli.alarm_rows` (the rows `pretreat alarms list` prints) with the site, channel,
 rule, unit and sort tier added, so the console and the CLI can never disagree about an alarm.
 
-Times are epoch seconds UTC throughout; the browser formats them.
+Times are epoch seconds UTC throughout; alarm rows and journal records also carry them as text in the
+site's zone (``*_text``, `alarm_view`), so no page falls back on the browser's zone.
 """
 
 from __future__ import annotations
