@@ -27,6 +27,7 @@ from tests.browser.harness import (
     write_users,
 )
 from tests.integration.test_console_alarm_list import ACME_HIGH, FAULT, LEL, SUCCESSIVE, local, stage, wait
+from tests.support import PATIENCE
 
 WIDE = {"width": 1400, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -57,7 +58,7 @@ def _login(browser: Any, base: str, viewport: dict[str, int], path: str = "/") -
     return page
 
 
-def _until(page: Any, expression: str, timeout: float = 20.0) -> None:
+def _until(page: Any, expression: str, timeout: float = PATIENCE) -> None:
     """Wait until ``expression`` is true in the page (the console's CSP forbids wait_for_function's eval)."""
     wait(lambda: page.evaluate(expression), timeout)
 
@@ -121,7 +122,7 @@ def test_one_click_ack_and_dialogs_show_only_their_fields(browser: Any, env: dic
     row = f'#alarm-rows tr[data-alarm="{ACME_HIGH}"]'
     page.wait_for_selector(f'{row}[data-state="active-unacknowledged"]')
     page.click(f'{row} button[data-action="ack"]')
-    page.wait_for_selector(f'{row}[data-state="active-acknowledged"]', timeout=10000)
+    page.wait_for_selector(f'{row}[data-state="active-acknowledged"]', timeout=PATIENCE * 1000)
     assert page.is_hidden("#act-dialog")
     assert "Acknowledged: ACME Plating Co. — MH-1 · ph · pH high" in page.inner_text("#act-status")
     _until(page, f"document.querySelector('#alarm-rows tr[data-alarm=\"{ACME_HIGH}\"]').rowIndex > "
@@ -142,7 +143,7 @@ def test_one_click_ack_and_dialogs_show_only_their_fields(browser: Any, env: dic
     page.wait_for_selector("#act-dialog[open]")
     page.fill("#act-note", "vapour gone, sewer ventilated, checked with a hand-held meter")
     page.click("#act-submit")
-    page.wait_for_selector(successive, state="detached", timeout=10000)  # normal: not listed
+    page.wait_for_selector(successive, state="detached", timeout=PATIENCE * 1000)  # normal: not listed
     assert page.is_hidden("#act-dialog") and "Reset: ACME Plating Co. — MH-1 · lel" in page.inner_text("#act-status")
     resets = [a for a in _actions(env["db"]) if a["action"] == "reset"]
     assert [(a["alarm"], a["user"], a["note"]) for a in resets] == [
@@ -196,7 +197,7 @@ def test_phone_layout_keyboard_and_acknowledge_all_with_one_confirmation(browser
     assert page.inner_text("#act-title") == f"Acknowledge {unacked} alarms?"
     page.click("#act-submit")  # one confirmation for all of them
     _until(page, "!document.querySelector('#alarm-rows tr[data-state$=\"-unacknowledged\"]')",
-                           timeout=20.0)
+                           timeout=PATIENCE)
     assert f"Acknowledged {unacked} of {unacked} alarms." in page.inner_text("#act-status")
     _until(page, "document.title === 'Alarms · pretreat-monitor'")
     page.close()

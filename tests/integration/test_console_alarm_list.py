@@ -29,6 +29,7 @@ from tests.browser.harness import (
     write_site,
     write_users,
 )
+from tests.support import PATIENCE, wait_until
 
 NY = ZoneInfo("America/New_York")
 LEL = f"{ACME}/lel/lel_single"
@@ -37,11 +38,16 @@ FAULT = f"{ACME}/sampler_temperature/sensor_fault"
 ACME_HIGH = f"{ACME}/ph/ph_high"
 
 
-def wait(cond: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (got := cond()):
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
+def wait(cond: Callable[[], Any], within: float = PATIENCE) -> Any:
+    """`tests.support.wait_until`, giving back what ``cond`` found."""
+    got: Any = None
+
+    def check() -> Any:
+        nonlocal got
+        got = cond()
+        return got
+
+    assert wait_until(check, within), "condition not met in time"
     return got
 
 
