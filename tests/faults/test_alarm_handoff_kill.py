@@ -22,7 +22,7 @@ import pytest
 from config.loader import load_config
 from tests.faults.harness import ROOT, SITE, DaemonProcess, channel, mqtt_notify, site_file, tcp_instrument
 from tests.notify_servers import MqttProbe, Received
-from tests.support import Mosquitto, free_port
+from tests.support import Mosquitto, free_port, wait_until
 
 EVENTS = "pretreat/faults/events"
 PH_LOW = f"{SITE}/ph/ph_low"
@@ -79,8 +79,8 @@ def test_a_kill_between_state_change_and_outbox_loses_no_notification(tmp_path: 
         raise_seq = int(child.stdout.split()[0])
         daemon.start()
         daemon.wait_ready()
-        heard = probe.wait_until(lambda: any(_event(m)["alarm"] == PH_LOW and _event(m)["kind"] == "clear"
-                                             for m in probe.messages(EVENTS)), 30)
+        heard = wait_until(lambda: any(_event(m)["alarm"] == PH_LOW and _event(m)["kind"] == "clear"
+                                       for m in probe.messages(EVENTS)))
         assert daemon.stop() == 0, daemon.output()[-3000:]
     finally:
         daemon.kill()
