@@ -112,7 +112,7 @@ class Daemon:
         self.engine = CheckEngine.for_config(config)
         self.alarming = Alarming(config=config, now=self.clock(), influx=self.influx)
         self.guard = RecordGuard(db=config.daemon.historian, alarming=self.alarming, clock=self.clock,
-                                 seal_after=getattr(config.daemon, "seal_after", SEAL_AFTER))
+                                 seal_after=SEAL_AFTER)
         self.polled: list[PolledDriver]
         self.polled, self._links = build_modbus_drivers(config)  # type: ignore[assignment]
         self.streaming: list[StreamingDriver] = list(build_mqtt_drivers(config))
