@@ -1,8 +1,9 @@
 """Fetch the `uv` installer's binary from the Python package index, for `make demo` and `make test`.
 
 Why: on this project's 2-core reference machine, from a fresh clone with an empty cache, `python3 -m venv` plus
-`pip install -e .` took 137 s, `uv venv` plus `uv pip install -e .` 21 s, at load average 8 to 10 (uv resolves and downloads in parallel
-and needs no pip inside the venv). The time from a fresh clone to the demo's first reading is mostly that install.
+`pip install -e .` took 137 s, `uv venv` plus `uv pip install -e .` 21 s, at load average 8 to 10 (uv resolves and
+downloads in parallel and needs no pip inside the venv). The time from a fresh clone to the demo's first reading is
+mostly that install.
 
 How: the wheel of a pinned uv release for this machine is looked up in the index's JSON simple API (PEP 691),
 downloaded, checked against the index's sha256, and the one binary it holds (`uv-VERSION.data/scripts/uv`) is
