@@ -97,7 +97,7 @@ test-slow: $(TEST_STAMP) test-deps
 	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]  # 5 = no slow tests collected
 
 lint: $(TEST_STAMP)
-	$(VENV)/bin/ruff check monitor drivers alarms config simulators tests bench
+	$(VENV)/bin/ruff check monitor drivers alarms config simulators scripts tests bench
 	$(VENV)/bin/mypy
 
 bench: $(TEST_STAMP) test-deps
