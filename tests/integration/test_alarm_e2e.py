@@ -157,8 +157,15 @@ def test_sigkill_mid_episode_no_duplicate_raise_and_the_clear_arrives(
         stop(daemon)
         stop(sim)
         probe.stop()
-    events = [(a, k) for a, k, _ in kinds(probe) if a == PH_LOW]
-    assert events.count((PH_LOW, "raise")) == 1, events
-    assert events.count((PH_LOW, "clear")) == 1, events
-    seqs = [s for _, _, s in kinds(probe)]
-    assert seqs == sorted(seqs) and len(seqs) == len(set(seqs))  # in order, none twice
+    # Delivery is at-least-once (README, alarms/dispatcher.py): a kill between the broker's PUBACK and the outbox's
+    # commit sends that notice again, with the same seq, and the receiver de-duplicates on it as SCADA would.
+    # What must hold after that: one raise and one clear (never a second alarm), and journal order.
+    heard = kinds(probe)
+    first = {}
+    for alarm, kind, seq in heard:
+        assert first.setdefault(seq, (alarm, kind)) == (alarm, kind), f"seq {seq} carried two events: {heard}"
+    events = [(a, k) for a, k in first.values() if a == PH_LOW]
+    assert events.count((PH_LOW, "raise")) == 1, heard
+    assert events.count((PH_LOW, "clear")) == 1, heard
+    seqs = list(first)
+    assert seqs == sorted(seqs), heard  # in journal order, once the repeats are set aside
