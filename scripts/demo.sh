@@ -49,12 +49,21 @@ EOF
 echo "== checking the site file"
 "$BIN/pretreat" check-config "$SITE"
 
+# The console's users, one per role (the console itself starts with the daemon).
+add_user() {  # name role password [--company C]
+  echo "$3" | "$BIN/pretreat" --log-level WARNING user add --config "$SITE" --users "$USERS" --name "$1" \
+    --role "$2" "${@:4}" --password-stdin >/dev/null
+}
+add_user operator operator demo-operator-pass
+add_user enforcement enforcement demo-enforcement-pass
+add_user industry industry demo-industry-pass --company "ACME Plating Co."
+
 # The seeded history ends half an hour ago (simulated time); the live part goes on from there: at the wall's pace for
 # $SETTLE s while every process starts, then $SPEED times faster until it meets the present (monitor/clock.py).
 now0=$(date +%s)
 seed_end=$(( now0 - SCENARIO_SECONDS ))
 echo "== recording the history the slug baseline needs: simulated normal operation up to $(date -d "@$seed_end" +%H:%M)"
-"$BIN/pretreat" seed --config "$SITE" --days 1 --interval 4 --scenario demo --until "$seed_end"
+"$BIN/pretreat" seed --config "$SITE" --days 1 --interval 15 --scenario demo --until "$seed_end"
 now1=$(date +%s)
 export PRETREAT_DEMO_CLOCK="$(( now1 + SETTLE )),$(( seed_end + SETTLE )),$SPEED"
 live_wall=$(( SETTLE + (SCENARIO_SECONDS - SETTLE) / SPEED + 3 ))
@@ -63,6 +72,8 @@ echo "== the live part (~${live_wall} s): simulated time from $(date -d "@$seed_
 "$BIN/pretreat" --log-level WARNING sim --config "$SITE" --scenario demo --no-broker --tick 0.04 >"$RUN/sim.log" 2>&1 & pids+=($!)
 "$BIN/pretreat" --log-level WARNING run --config "$SITE" 2> >(sed -u 's/^/[daemon] /' >&2) & daemon=$!
 pids=("$daemon" "${pids[@]}")  # stopped first
+"$BIN/pretreat" --log-level WARNING console --config "$SITE" --users "$USERS" --port "$PORT" \
+  >"$RUN/console.log" 2>&1 & pids+=($!)
 started=$(date +%s)
 until [ -s "$RUN/pretreat.sqlite.health.json" ] || [ $(( $(date +%s) - now1 )) -ge $SETTLE ]; do sleep 0.5; done
 if [ -s "$RUN/pretreat.sqlite.health.json" ]; then
@@ -71,16 +82,6 @@ else
   echo "== the daemon took longer than ${SETTLE} s to start (a busy machine?): the first events may be missed"
 fi
 
-# The console, with one demo user per role.
-add_user() {  # name role password [--company C]
-  echo "$3" | "$BIN/pretreat" --log-level WARNING user add --config "$SITE" --users "$USERS" --name "$1" \
-    --role "$2" "${@:4}" --password-stdin >/dev/null
-}
-add_user operator operator demo-operator-pass
-add_user enforcement enforcement demo-enforcement-pass
-add_user industry industry demo-industry-pass --company "ACME Plating Co."
-"$BIN/pretreat" --log-level WARNING console --config "$SITE" --users "$USERS" --port "$PORT" \
-  >"$RUN/console.log" 2>&1 & pids+=($!)
 cat <<EOF
 == the operator console: http://127.0.0.1:$PORT/
    users (name / password):  operator / demo-operator-pass    industry / demo-industry-pass (ACME Plating Co.)
