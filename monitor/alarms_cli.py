@@ -36,7 +36,6 @@ import re
 import sqlite3
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -44,19 +43,20 @@ from alarms.commands import ACTIONS, CommandQueue, Status
 from alarms.model import AlarmKey, State
 from config.errors import ConfigErrors
 from config.loader import load_config
-from config.schema import SiteConfig
 from monitor.exceedances_render import iso
-from monitor.export import UsageError, open_database, parse_time
-
-ACTIVE = frozenset({State.ACTIVE_UNACKED, State.ACTIVE_ACKED, State.LATCHED_UNACKED, State.LATCHED_ACKED})
-FILTERS: dict[str, Callable[[State], bool]] = {
-    "active": lambda s: s in ACTIVE,
-    "unacked": lambda s: s.unacknowledged,
-    "shelved": lambda s: s is State.SHELVED,
-    "out-of-service": lambda s: s is State.OUT_OF_SERVICE,
-}
-_DURATION = re.compile(r"^\+?((?:\d+(?:\.\d+)?[smhd])+)$")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+from monitor.read.alarms import (
+    FILTERS,
+    alarm_rows,
+    configured_alarms,
+    has_journal,
+    journal_end,
+    select_alarms,
+    transitions_after,
+    transitions_start,
+)
+from monitor.read.source import open_record
+from monitor.read.times import UsageError, parse_until
+from monitor.stores.readonly import connect_readonly
 
 
 def _source(p: argparse.ArgumentParser) -> None:
@@ -132,41 +132,13 @@ def _fail(args: argparse.Namespace, message: str, code: int) -> int:
     return code
 
 
-def _readonly(db: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
-
-
-def configured_alarms(config: SiteConfig) -> dict[str, tuple[str, str]]:
-    """alarm id -> (site id, citation) of every alarm the daemon creates: one per rule binding of a site."""
-    return {AlarmKey(b.site, b.channel, b.rule).id: (s.id, b.citation) for s in config.sites for b in s.checks}
-
-
 # ---- list ------------------------------------------------------------------------------------------------
-
-def alarm_rows(conn: sqlite3.Connection, config: SiteConfig | None) -> list[dict[str, Any]]:
-    """Every alarm: the configured ones (normal if the engine never stored a row for them) and any stored."""
-    stored: dict[str, tuple[str, str, str]] = {}
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'alarm_state'").fetchone():
-        stored = {r[0]: (r[1], r[2], r[3]) for r in
-                  conn.execute("SELECT alarm_id, state, priority, record FROM alarm_state")}
-    known = configured_alarms(config) if config is not None else {}
-    out = []
-    for alarm_id in sorted(set(known) | set(stored)):
-        state, priority, text = stored.get(alarm_id, (State.NORMAL.value, "", "{}"))
-        rec: dict[str, Any] = json.loads(text)
-        out.append({"alarm": alarm_id, "state": state, "priority": priority, "since": rec.get("changed"),
-                    "value": rec.get("value"), "limit": rec.get("limit"),
-                    "citation": rec.get("citation") or known.get(alarm_id, ("", ""))[1],
-                    "until": rec.get("mode_until"), "by": rec.get("mode_by", ""),
-                    "reason": rec.get("mode_reason", ""), "configured": alarm_id in known or config is None})
-    return out
-
 
 def _list(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     try:
-        config, db = open_database(args)
-        conn = _readonly(db)
+        config, db = open_record(args.config, args.db)
+        conn = connect_readonly(db)
         try:
             rows = alarm_rows(conn, config)
         finally:
@@ -175,8 +147,7 @@ def _list(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return _fail(args, str(exc), 2)
     except sqlite3.Error as exc:
         return _fail(args, f"cannot read the alarm state: {exc}", 1)
-    keep = FILTERS.get(args.state or "", lambda _s: True)
-    rows = [r for r in rows if (not args.site or r["alarm"].split("/")[0] == args.site) and keep(State(r["state"]))]
+    rows = select_alarms(rows, site=args.site, state=args.state)
     if args.format == "json":
         out.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
         return 0
@@ -204,18 +175,10 @@ def _num(v: float | None) -> str:
 
 # ---- ack, shelve, reset … ---------------------------------------------------------------------------------
 
-def parse_until(text: str, now: float) -> float:
-    """An ISO 8601 time with offset (or a date, midnight UTC), or a duration from ``now``: 30m, 2h, 1h30m."""
-    m = _DURATION.match(text.strip())
-    if m:
-        return now + sum(float(n) * _UNIT[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([smhd])", m.group(1)))
-    return parse_time(text)
-
-
 def _act(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     try:
-        config, db = open_database(args)
+        config, db = open_record(args.config, args.db)
         AlarmKey.parse(args.alarm_id)
         if config is not None and args.alarm_id not in configured_alarms(config):
             raise UsageError(f"{args.alarm_id} is not an alarm of {args.config} "
@@ -264,15 +227,15 @@ def _submit_and_wait(args: argparse.Namespace, queue: CommandQueue, until: float
 def _watch(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     try:
-        _config, db = open_database(args)
-        conn = _readonly(db)
+        _config, db = open_record(args.config, args.db)
+        conn = connect_readonly(db)
     except UsageError as exc:
         return _fail(args, str(exc), 2)
     except sqlite3.Error as exc:
         return _fail(args, f"cannot read the journal: {exc}", 1)
     deadline = time.monotonic() + args.duration if args.duration > 0 else float("inf")
     try:
-        after = _start_seq(conn, args.last)
+        after = transitions_start(conn, args.last)
         while True:
             after = _show(conn, after, args.format, out)
             if time.monotonic() >= deadline:
@@ -286,27 +249,12 @@ def _watch(args: argparse.Namespace, out: TextIO | None = None) -> int:
         conn.close()
 
 
-def _has_journal(conn: sqlite3.Connection) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'journal'").fetchone() is not None
-
-
-def _start_seq(conn: sqlite3.Connection, last: int) -> int:
-    if not _has_journal(conn):
-        return 0
-    if last <= 0:
-        return int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM journal").fetchone()[0])
-    row = conn.execute("SELECT MIN(seq) FROM (SELECT seq FROM journal WHERE kind = 'transition' "
-                       "ORDER BY seq DESC LIMIT ?)", (last,)).fetchone()
-    return int(row[0]) - 1 if row[0] is not None else 0
-
-
 def _show(conn: sqlite3.Connection, after: int, fmt: str, out: TextIO) -> int:
-    if not _has_journal(conn):
+    """Write the transitions journaled after record ``after``; returns the newest record number seen."""
+    if not has_journal(conn):
         return after
-    for seq, payload in conn.execute("SELECT seq, payload FROM journal WHERE seq > ? AND kind = 'transition' "
-                                     "ORDER BY seq", (after,)).fetchall():
+    for seq, t in transitions_after(conn, after):
         after = seq
-        t = json.loads(payload)
         if fmt == "json":
             out.write(json.dumps({**t, "seq": seq}, ensure_ascii=False) + "\n")
             continue
@@ -314,7 +262,7 @@ def _show(conn: sqlite3.Connection, after: int, fmt: str, out: TextIO) -> int:
         out.write(f"{iso(t['time'])}  #{seq}  {t['alarm']}  {t['kind'].upper()}  {t['from']} -> {t['to']}  "
                   f"[{t['priority']}]  {t['who']}: {t['why']}{cond}\n")
     out.flush()
-    return max(after, int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM journal").fetchone()[0]))
+    return max(after, journal_end(conn))
 
 
 # ---- journal verify, gateway map ------------------------------------------------------------------------
@@ -335,14 +283,14 @@ def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 anchors = read_anchors(Path(args.anchor))
             else:
                 raise UsageError(f"--anchor {args.anchor!r}: expected SEQ:HASH (64 hex digits) or an anchor file")
-        _config, db = open_database(args)
-        conn = _readonly(db)
+        _config, db = open_record(args.config, args.db)
+        conn = connect_readonly(db)
     except UsageError as exc:
         return _fail(args, str(exc), 2)
     except (sqlite3.Error, OSError) as exc:
         return _fail(args, f"cannot read {args.anchor if args.anchor else args.db or args.config}: {exc}", 1)
     try:
-        if not _has_journal(conn):
+        if not has_journal(conn):
             return _fail(args, f"no journal in {db} (nothing journaled yet, or the table was removed)", 1)
         check = check_record(conn, anchors=anchors, path=db, jobs=max(1, args.jobs))
     except sqlite3.Error as exc:

@@ -3,7 +3,7 @@
 Times are ISO 8601 UTC with ``Z`` (milliseconds only when fractional), as `pretreat readings` and `pretreat
 replay` write them; numbers are written with up to 10 significant digits in CSV and the table, as JSON
 numbers in JSON; an unknown value is an empty CSV field and ``null`` in JSON, never a made-up number.
-See `monitor.exceedances` for what the columns mean.
+See `monitor.read.episodes` for what the columns mean.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from monitor.exceedances import Episode
+    from monitor.read.episodes import Episode
 
 CSV_COLUMNS = ["n", "site", "channel", "rule", "status", "start", "end", "duration_s", "start_value",
                "end_value", "peak", "limit", "unit", "readings_good", "readings_expected", "completeness_pct",
@@ -80,19 +80,29 @@ _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # json.dum
 def write_json(out: TextIO, episodes: Iterable[tuple[int, Episode]], *, evidence: bool) -> None:
     """JSON Lines with the CSV's keys; numbers as numbers, null where CSV has an empty field."""
     for n, e in episodes:
-        pct = e.completeness
-        obj: dict[str, Any] = {
-            "n": n, "site": e.site, "channel": e.channel, "rule": e.rule, "status": e.status,
-            "start": iso(e.start) or None, "end": iso(e.end) or None, "duration_s": e.duration,
-            "start_value": e.start_value, "end_value": e.end_value, "peak": e.peak, "limit": e.limit,
-            "unit": e.unit, "readings_good": e.good, "readings_expected": e.expected,
-            "completeness_pct": None if pct is None else round(pct, 1), "citation": e.citation,
-            "end_reason": e.end_reason, "measured_s": e.measured, "unmeasured_s": e.unmeasured,
-            "censored": e.censored}
-        if evidence:
-            obj["evidence"] = [{"channel": ch, "time": iso(t), "value": v, "quality": q, "reason": why}
-                               for ch, t, v, q, why in e.evidence or ()]
-        out.write(_JSON(obj) + "\n")
+        out.write(json_line(episode_record(n, e, evidence=evidence)))
+
+
+def json_line(obj: dict[str, Any]) -> str:
+    """One JSON Lines line (NaN refused: an unknown value is null, never a made-up number)."""
+    return _JSON(obj) + "\n"
+
+
+def episode_record(n: int, e: Episode, *, evidence: bool) -> dict[str, Any]:
+    """One episode as its JSON object (the console's history adds its ``episode_id`` to it)."""
+    pct = e.completeness
+    obj: dict[str, Any] = {
+        "n": n, "site": e.site, "channel": e.channel, "rule": e.rule, "status": e.status,
+        "start": iso(e.start) or None, "end": iso(e.end) or None, "duration_s": e.duration,
+        "start_value": e.start_value, "end_value": e.end_value, "peak": e.peak, "limit": e.limit,
+        "unit": e.unit, "readings_good": e.good, "readings_expected": e.expected,
+        "completeness_pct": None if pct is None else round(pct, 1), "citation": e.citation,
+        "end_reason": e.end_reason, "measured_s": e.measured, "unmeasured_s": e.unmeasured,
+        "censored": e.censored}
+    if evidence:
+        obj["evidence"] = [{"channel": ch, "time": iso(t), "value": v, "quality": q, "reason": why}
+                           for ch, t, v, q, why in e.evidence or ()]
+    return obj
 
 
 def _end_text(e: Episode) -> str:

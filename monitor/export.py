@@ -29,21 +29,14 @@ import argparse
 import contextlib
 import os
 import sys
-from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TextIO
 
 from config.errors import ConfigErrors
 from config.loader import load_config
-from config.schema import SiteConfig
 from monitor.export_render import CSV_HEADER, ExportPlan, render
+from monitor.read.times import TIME_HELP, UsageError, parse_time
 from monitor.stores.historian_db import HistorianError, list_channels, open_for_reading, series_of
-
-_TIME_HELP = "ISO 8601 with Z or an offset, e.g. 2026-01-31T05:00:00Z; a date alone is midnight UTC"
-
-
-class UsageError(Exception):
-    """A mistake in the request (exit 2); the message says what was expected."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,46 +45,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     source.add_argument("--db", metavar="PATH", help="historian SQLite file (instead of --config)")
     p.add_argument("--site", required=True, help="site id")
     p.add_argument("--channel", required=True, help="channel id")
-    p.add_argument("--from", dest="start", metavar="T", help=f"first time, inclusive ({_TIME_HELP})")
-    p.add_argument("--to", dest="end", metavar="T", help=f"end time, exclusive ({_TIME_HELP})")
+    p.add_argument("--from", dest="start", metavar="T", help=f"first time, inclusive ({TIME_HELP})")
+    p.add_argument("--to", dest="end", metavar="T", help=f"end time, exclusive ({TIME_HELP})")
     p.add_argument("--format", choices=("csv", "json"), default="csv",
                    help="csv (default) or json (JSON Lines)")
     p.add_argument("--output", "-o", metavar="FILE", help="write here instead of standard output")
     p.add_argument("--jobs", type=int, default=0, metavar="N",
                    help="worker processes for long ranges (default: one per idle CPU, at most 4; 1: none)")
     p.set_defaults(func=run)
-
-
-def parse_time(text: str) -> float:
-    """Epoch seconds of an ISO 8601 time with offset or ``Z``, or of a date's midnight UTC."""
-    text = text.strip()
-    with contextlib.suppress(ValueError):
-        d = date.fromisoformat(text)
-        return datetime(d.year, d.month, d.day, tzinfo=UTC).timestamp()
-    try:
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        raise UsageError(f"{text!r} is not a time: expected {_TIME_HELP}") from None
-    if dt.tzinfo is None:
-        raise UsageError(f"{text!r} has no UTC offset: add Z (UTC) or the offset, e.g. {text}-05:00")
-    return dt.timestamp()
-
-
-def open_database(args: argparse.Namespace) -> tuple[SiteConfig | None, Path]:
-    """The site file (if given) and the daemon's SQLite file, for the commands that read it: `--db PATH`, or the
-    historian named by `--config FILE`. Raises `UsageError` with what to give instead."""
-    if not args.config and not args.db:
-        raise UsageError("give --config FILE (or --db PATH)")
-    config = None
-    if args.config:
-        try:
-            config = load_config(args.config)
-        except ConfigErrors as exc:
-            raise UsageError(f"invalid site file:\n{exc}") from None
-    db = Path(args.db) if args.db else config.daemon.historian  # type: ignore[union-attr]
-    if not db.is_file():
-        raise UsageError(f"no database at {db}: has the daemon run with this site file?")
-    return config, db
 
 
 def auto_jobs() -> int:

@@ -23,7 +23,6 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from config.errors import ConfigErrors
 from config.influx import InfluxSettings, TokenError
 from config.loader import load_config
 from drivers.backoff import retries
+from monitor.read.times import UsageError, parse_time
 from monitor.stores.historian import Historian, HistorianError
 from monitor.stores.influx import instruments_of
 from monitor.stores.influx_lines import SampleFormatter
@@ -52,21 +52,14 @@ class BackfillReport:
     quarantined: list[tuple[bytes, str]] = field(default_factory=list)  # (line, server's reason)
 
 
-def parse_time(text: str) -> float:
-    """ISO 8601 with an offset or Z → epoch seconds; a bare date is midnight UTC. Naive times are refused:
-    a compliance record must not depend on the zone of the machine that runs the command."""
+def time_arg(text: str) -> float:
+    """``--from``/``--to`` as argparse reads them: `monitor.read.times.parse_time`, its mistakes as usage
+    errors. Naive times are refused: a compliance record must not depend on the zone of the machine that
+    runs the command."""
     try:
-        if len(text) == 10:
-            d = date.fromisoformat(text)
-            return datetime(d.year, d.month, d.day, tzinfo=UTC).timestamp()
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an ISO 8601 time (e.g. 2025-11-30, 2025-11-30T06:00:00Z, "
-            "2025-11-30T01:00:00-05:00)") from None
-    if dt.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"{text!r} has no time zone: add Z or an offset such as -05:00")
-    return dt.timestamp()
+        return parse_time(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def backfill(*, settings: InfluxSettings, instruments: Mapping[tuple[str, str], tuple[str, Any]],
@@ -149,9 +142,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        description="Re-send a period of recorded readings from the historian to InfluxDB. "
                                    "Same lines as the live sink: re-running overwrites, never duplicates.")
     b.add_argument("--config", required=True, metavar="FILE", help="site file with an [influx] table")
-    b.add_argument("--from", dest="start", required=True, type=parse_time, metavar="T",
+    b.add_argument("--from", dest="start", required=True, type=time_arg, metavar="T",
                    help="first instant, inclusive (ISO 8601 with Z or offset; a date = 00:00 UTC)")
-    b.add_argument("--to", dest="end", required=True, type=parse_time, metavar="T", help="end, exclusive")
+    b.add_argument("--to", dest="end", required=True, type=time_arg, metavar="T", help="end, exclusive")
     b.add_argument("--site", help="only this site")
     b.add_argument("--channel", action="append", metavar="C", help="only this channel (repeatable)")
     b.add_argument("--db", type=Path, metavar="PATH", help="historian file (default: [daemon].historian)")

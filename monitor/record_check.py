@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from alarms.journal import VerifyResult, verify_connection
+from monitor.stores.readonly import connect_readonly
 from monitor.stores.seal_verify import Finding, SealReport, check_tail, verify_seals
 
 STARTUP_SEALS = 200  # seals re-checked at start (the last ones: the days most recently sealed)
@@ -44,14 +45,10 @@ def check_record(conn: sqlite3.Connection, *, anchors: Sequence[tuple[int, str]]
                        tail=check_tail(conn, anchors))
 
 
-def readonly(db: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
-
-
 def startup_check(db: Path, anchors: Sequence[tuple[int, str]]) -> RecordCheck:
     """The daemon's check at start: the whole chain, its end against ``alarm_state`` and the anchor file,
     and the last `STARTUP_SEALS` seals."""
-    conn = readonly(db)
+    conn = connect_readonly(db)
     try:
         return check_record(conn, anchors=anchors[-1:], last_seals=STARTUP_SEALS)
     finally:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from config.errors import ConfigErrors
 from config.loader import load_config
 from monitor import clock
-from monitor.stores.historian import Historian
+from monitor.read.readings import readings_since
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,14 +48,9 @@ def _tail(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_new(db: object, since: dict[tuple[str, str], float], shown: dict[tuple[str, str], tuple[float, str]],
+def _show_new(db: Path, since: dict[tuple[str, str], float], shown: dict[tuple[str, str], tuple[float, str]],
               every: float) -> None:
-    rows = []
-    for (site, channel), t in since.items():
-        for s in Historian.read(path=db, site=site, channel=channel, start=t):  # type: ignore[arg-type]
-            rows.append(s)
-            since[(site, channel)] = s.time + 1e-6
-    for s in sorted(rows, key=lambda s: s.time):
+    for s in readings_since(db, since):
         key, state = (s.site, s.channel), f"{s.quality.value}:{s.reason}"
         last = shown.get(key)
         if every and last is not None and last[1] == state and s.time - last[0] < every:

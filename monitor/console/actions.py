@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from alarms.commands import CommandQueue, Status
-from monitor.alarms_cli import parse_until
-from monitor.export import UsageError
+from monitor.read.times import UsageError, parse_until
 
 DEFAULT_WAIT = 5.0  # s: the daemon applies commands on every clock tick (1 s by default)
 

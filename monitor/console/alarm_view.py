@@ -1,4 +1,4 @@
-"""What one row of the console's alarm list shows, beyond `monitor.alarms_cli.alarm_rows`: the display order,
+"""What one row of the console's alarm list shows, beyond `monitor.read.alarms.alarm_rows`: the display order,
 the priority's symbol, friendly names, the episode's onset and peak, and every time as the site's local time.
 
 Display order (ISA-18.2 practice, and what an operator needs at 3 a.m.): every unacknowledged alarm first
@@ -28,8 +28,8 @@ from zoneinfo import ZoneInfo
 from alarms.model import State
 from config.schema import SiteConfig
 from monitor.checks.events import DURATION_RULES
-from monitor.exceedances import NO_READING_PEAK
 from monitor.logtext import duration, local_time, number
+from monitor.read.episodes import NO_READING_PEAK
 from monitor.reports.compliance import RULE_LABELS
 
 UNACKED = frozenset({State.ACTIVE_UNACKED.value, State.LATCHED_UNACKED.value, State.RTN_UNACKED.value})

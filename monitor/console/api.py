@@ -27,7 +27,6 @@ that does not exist). POST requests need the session's CSRF token in ``X-CSRF-To
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import sqlite3
@@ -39,60 +38,24 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from alarms.commands import ACTIONS
 from alarms.model import AlarmKey
-from config.schema import Site
 from monitor import clock
-from monitor.alarms_cli import configured_alarms
 from monitor.console import queries
 from monitor.console.actions import carry_out
 from monitor.console.app import Console
-from monitor.console.auth import SESSION_COOKIE, Session, may_act, site_ids, visible_sites
+from monitor.console.auth import may_act, site_ids, visible_sites
+from monitor.console.requests import allowed_sites, check_csrf, console_of, open_db, session_of, site_for
 from monitor.console.trends import trend
 from monitor.console.users import Role
-from monitor.exceedances import annotate, details, find_episodes
-from monitor.exceedances_render import write_csv, write_json
-from monitor.export import UsageError, parse_time
+from monitor.exceedances_render import episode_record, json_line, write_csv, write_json
+from monitor.read import episodes
+from monitor.read.alarms import configured_alarms
+from monitor.read.readings import limits, site_summary
+from monitor.read.status import stale_channels
+from monitor.read.times import UsageError, time_range
+from monitor.stores.readonly import has_table
 
 router = APIRouter(prefix="/api")
 HEARTBEAT = 15.0  # s between comments on an idle stream (keeps proxies from closing it)
-
-
-def console_of(request: Request) -> Console:
-    c: Console = request.app.state.console
-    return c
-
-
-def session_of(request: Request) -> Session:
-    """The caller's live session; 401 without one."""
-    c = console_of(request)
-    s = c.sessions.get(request.cookies.get(SESSION_COOKIE), c.users.get)
-    if s is None:
-        raise HTTPException(401, "log in first")
-    return s
-
-
-def allowed_sites(c: Console, s: Session) -> frozenset[str]:
-    return site_ids(visible_sites(s.user, c.config))
-
-
-def site_for(c: Console, s: Session, site_id: str) -> Site:
-    """The site if the caller may see it: 403 if not (or if it does not exist, for industry users)."""
-    if site_id not in allowed_sites(c, s):
-        if s.user.role is Role.INDUSTRY:
-            raise HTTPException(403, f"site {site_id!r} is not one of {s.user.company}'s sites")
-        raise HTTPException(404, f"no site {site_id!r}")
-    return c.config.site(site_id)
-
-
-def check_csrf(request: Request, s: Session) -> None:
-    if not s.csrf_ok(request.headers.get("x-csrf-token")):
-        raise HTTPException(403, "missing or wrong CSRF token: reload the page")
-
-
-def _conn(c: Console) -> sqlite3.Connection | None:
-    try:
-        return queries.connect(c.db)
-    except sqlite3.Error as exc:
-        raise HTTPException(503, f"the daemon's database cannot be read: {exc}") from exc
 
 
 @router.get("/me")
@@ -118,7 +81,7 @@ def sites(request: Request) -> list[dict[str, Any]]:
 def alarm_list(request: Request, site: str | None = None, include_normal: bool = True) -> list[dict[str, Any]]:
     c, s = console_of(request), session_of(request)
     wanted = allowed_sites(c, s) if site is None else frozenset({site_for(c, s, site).id})
-    conn = _conn(c)
+    conn = open_db(c)
     if conn is None:
         return []
     try:
@@ -177,7 +140,7 @@ def journal(request: Request, alarm: str | None = None, limit: int = Query(50, g
     wanted = allowed_sites(c, s)
     if alarm is not None:
         site_for(c, s, alarm.split("/")[0])
-    conn = _conn(c)
+    conn = open_db(c)
     if conn is None:
         return []
     try:
@@ -190,10 +153,10 @@ def journal(request: Request, alarm: str | None = None, limit: int = Query(50, g
 def site_view(request: Request, site: str) -> dict[str, Any]:
     c, s = console_of(request), session_of(request)
     chosen = site_for(c, s, site)
-    stale = _stale(c)
-    conn = _conn(c)
+    stale = stale_channels(c.db)
+    conn = open_db(c)
     try:
-        return queries.site_summary(conn, c.config, chosen, now=clock.wall(), stale=stale)
+        return site_summary(conn, c.config, chosen, now=clock.wall(), stale=stale)
     finally:
         if conn is not None:
             conn.close()
@@ -209,7 +172,7 @@ def site_trend(request: Request, site: str, channel: str, start: float | None = 
     now = clock.wall()
     end = now if end is None else end
     start = end - 86400.0 if start is None else start
-    conn = _conn(c)
+    conn = open_db(c)
     try:
         return trend(conn, c.config, chosen, channel, start=start, end=end, buckets=buckets, now=now)
     except ValueError as exc:
@@ -228,22 +191,28 @@ def history(request: Request, site: str | None = None, rule: str | None = None, 
     c, s = console_of(request), session_of(request)
     wanted = allowed_sites(c, s) if site is None else frozenset({site_for(c, s, site).id})
     try:
-        t0 = parse_time(start) if start else None
-        t1 = parse_time(end) if end else None
+        t0, t1 = time_range(start, end, names=("'from'", "'to'"))
     except UsageError as exc:
         raise HTTPException(400, str(exc)) from exc
-    if t0 is not None and t1 is not None and t0 >= t1:
-        raise HTTPException(400, "'from' must be before 'to'")
-    args = argparse.Namespace(rule=rule or None, channel=channel or None, data_quality=data_quality,
-                              evidence=evidence, limit=limit, format=format)
     out = io.StringIO()
     total = 0
-    conn = _conn(c)
+    conn = open_db(c)
     if conn is not None:
         try:
-            total = _history(conn, c, None if wanted == _all(c) else wanted, args, t0, t1, out, ids=not download)
+            found = episodes.history(
+                conn, config=c.config, now=clock.wall(), sites=(None,) if wanted == _all(c) else sorted(wanted),
+                rule=rule or None, channel=channel or None, start=t0, end=t1, data_quality=data_quality,
+                evidence=evidence, limit=limit or 0)
         finally:
             conn.close()
+        total = found.total
+        if format == "csv":
+            write_csv(out, found.numbered(), evidence=evidence)
+        elif download:
+            write_json(out, found.numbered(), evidence=evidence)
+        else:  # the rows also carry the episode's record id, for the link to its page
+            out.writelines(json_line({**episode_record(n, e, evidence=evidence), "episode_id": i})
+                           for (n, e), i in zip(found.numbered(), found.record_ids(), strict=True))
     elif format == "csv":
         write_csv(out, [], evidence=evidence)
     media = "text/csv; charset=utf-8" if format == "csv" else "application/x-ndjson; charset=utf-8"
@@ -257,72 +226,46 @@ def _all(c: Console) -> frozenset[str]:
     return frozenset(x.id for x in c.config.sites)
 
 
-def _history(conn: sqlite3.Connection, c: Console, sites: frozenset[str] | None, args: argparse.Namespace,
-             t0: float | None, t1: float | None, out: io.StringIO, *, ids: bool) -> int:
-    """`monitor.exceedances.report`'s steps (find, keep the latest ``limit``, details, annotate, write) over
-    a set of sites (it takes one site or all), with the same writers. ``ids``: JSON rows also carry
-    ``episode_id`` (the start record's id, else the end's) for the episode page link."""
-    now = clock.wall()
-    found = sorted(f for site in (sites if sites is not None else [None]) for f in find_episodes(
-        conn, now=now, site=site, rule=args.rule, channel=args.channel, start=t0, end=t1,
-        data_quality=args.data_quality))
-    first = max(0, len(found) - args.limit) if args.limit else 0
-    shown = details(conn, found[first:])
-    annotate(conn, shown, c.config, evidence=args.evidence)
-    numbered = list(enumerate(shown, start=first + 1))
-    if args.format == "csv":
-        write_csv(out, numbered, evidence=args.evidence)
-    elif not ids:
-        write_json(out, numbered, evidence=args.evidence)
-    else:
-        buf = io.StringIO()
-        write_json(buf, numbered, evidence=args.evidence)
-        for line, f in zip(buf.getvalue().splitlines(), found[first:], strict=True):
-            out.write(json.dumps({**json.loads(line), "episode_id": f[5] if f[5] is not None else f[6]},
-                                 ensure_ascii=False) + "\n")
-    return len(found)
-
-
 @router.get("/episodes/{event_id}")
 def episode(request: Request, event_id: int) -> dict[str, Any]:
     """One episode (named by the id of its start or end record) and the window for its chart."""
     c, s = console_of(request), session_of(request)
-    conn = _conn(c)
-    if conn is None or not queries.has_table(conn, "episode_events"):
+    conn = open_db(c)
+    if conn is None:
         raise HTTPException(404, "no episodes recorded")
     try:
-        row = conn.execute("SELECT site, channel, rule FROM episode_events WHERE id = ?", (event_id,)).fetchone()
-        if row is None:
+        if not has_table(conn, "episode_events"):
+            raise HTTPException(404, "no episodes recorded")
+        key = episodes.episode_key(conn, event_id)
+        if key is None:
             if s.user.role is Role.INDUSTRY:
                 raise HTTPException(403, "not one of your company's episodes")
             raise HTTPException(404, f"no episode record {event_id}")
-        chosen = site_for(c, s, row[0])
-        found = [f for f in find_episodes(conn, now=clock.wall(), site=row[0], channel=row[1], rule=row[2],
-                                          data_quality=True) if event_id in (f[5], f[6])]
-        shown = details(conn, found)
-        annotate(conn, shown, c.config)
-        out = io.StringIO()
-        write_json(out, list(enumerate(shown, start=1)), evidence=False)
+        site, channel, rule = key
+        chosen = site_for(c, s, site)
+        shown = episodes.episode_by_record(conn, event_id, config=c.config, now=clock.wall())
     finally:
         conn.close()
-    ep = json.loads(out.getvalue().splitlines()[0])
-    at, until = shown[0].at, shown[0].until if shown[0].until is not None else shown[0].at
+    if shown is None:
+        raise HTTPException(404, f"no episode record {event_id}")
+    at, until = shown.at, shown.until if shown.until is not None else shown.at
     margin = max(3600.0, 0.25 * (until - at))
-    return {"episode": ep, "site": row[0], "site_name": chosen.name, "channel": row[1], "rule": row[2],
-            "limits": queries.limits(chosen, row[1]), "window": {"start": at - margin, "end": until + margin},
-            "channel_known": row[1] in {ch.id for ch in chosen.channels}}
+    return {"episode": episode_record(1, shown, evidence=False), "site": site, "site_name": chosen.name,
+            "channel": channel, "rule": rule, "limits": limits(chosen, channel),
+            "window": {"start": at - margin, "end": until + margin},
+            "channel_known": channel in {ch.id for ch in chosen.channels}}
 
 
 @router.get("/health")
 def health(request: Request) -> dict[str, Any]:
-    """`pretreat status`'s report (monitor.status.collect), trimmed to the caller's sites.
+    """`pretreat status`'s report (`monitor.read.status.collect`), trimmed to the caller's sites.
 
     For an industry user the report is rebuilt from its own sites only: the instruments, stale channels and
     alarms kept are those whose (site, instrument), (site, channel) or site the site file gives its
     company, compared whole, and its problems are recomputed from that trimmed report (`status.problems`),
     without the daemon's own queues. Never by searching message texts for a site id: ``acme`` is part of
     ``acme-plating``."""
-    from monitor.status import collect, problems
+    from monitor.read.status import collect, problems
 
     c, s = console_of(request), session_of(request)
     try:
@@ -342,16 +285,6 @@ def health(request: Request) -> dict[str, Any]:
         rep.snapshot = {k: v for k, v in snap.items() if k in ("time", "uptime_s")} if rep.snapshot else None
         rep.problems = problems(rep) if rep.running else []
     return rep.to_dict()
-
-
-def _stale(c: Console) -> list[str]:
-    from monitor.health import health_path
-
-    try:
-        snap = json.loads(health_path(c.db).read_text())
-        return list(snap.get("stale_channels", []))
-    except (OSError, ValueError, AttributeError):
-        return []
 
 
 @router.get("/events")

@@ -35,7 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from config.schema import SiteConfig
-from monitor.console.queries import JOURNAL_KINDS, alarm_sort_key, alarms, connect, has_table, reading, spoken
+from monitor.console.queries import alarm_sort_key, alarms, connect, spoken
+from monitor.read.alarms import JOURNAL_KINDS
+from monitor.read.readings import reading
+from monitor.stores.readonly import has_table
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from monitor.console import queries
 from monitor.console.app import Console
 from monitor.console.auth import LOGIN_CSRF_COOKIE, SESSION_COOKIE, Session, visible_sites
+from monitor.console.requests import console_of, session_or_none
 from monitor.console.users import Role
+from monitor.read.episodes import episode_key
 
 router = APIRouter()
 PAGES = Path(__file__).parent / "pages"
@@ -33,16 +35,6 @@ PAGES = Path(__file__).parent / "pages"
 @cache
 def template(name: str) -> Template:
     return Template((PAGES / name).read_text(encoding="utf-8"))
-
-
-def _console(request: Request) -> Console:
-    c: Console = request.app.state.console
-    return c
-
-
-def _session(request: Request) -> Session | None:
-    c = _console(request)
-    return c.sessions.get(request.cookies.get(SESSION_COOKIE), c.users.get)
 
 
 def _login_redirect(request: Request) -> RedirectResponse:
@@ -74,7 +66,7 @@ def forbidden(c: Console, s: Session, message: str) -> HTMLResponse:
 
 @router.get("/", response_model=None)
 def alarms_page(request: Request) -> Response:
-    c, s = _console(request), _session(request)
+    c, s = console_of(request), session_or_none(request)
     if s is None:
         return _login_redirect(request)
     return render(c, s, page="alarms", title="Alarms", script="alarms.js")
@@ -82,7 +74,7 @@ def alarms_page(request: Request) -> Response:
 
 @router.get("/sites/{site}", response_model=None)
 def site_page(request: Request, site: str) -> Response:
-    c, s = _console(request), _session(request)
+    c, s = console_of(request), session_or_none(request)
     if s is None:
         return _login_redirect(request)
     chosen = next((x for x in visible_sites(s.user, c.config) if x.id == site), None)
@@ -98,7 +90,7 @@ def site_page(request: Request, site: str) -> Response:
 
 @router.get("/history", response_model=None)
 def history_page(request: Request) -> Response:
-    c, s = _console(request), _session(request)
+    c, s = console_of(request), session_or_none(request)
     if s is None:
         return _login_redirect(request)
     return render(c, s, page="history", title="Exceedance history", script="history.js")
@@ -106,7 +98,7 @@ def history_page(request: Request) -> Response:
 
 @router.get("/episodes/{event_id}", response_model=None)
 def episode_page(request: Request, event_id: int) -> Response:
-    c, s = _console(request), _session(request)
+    c, s = console_of(request), session_or_none(request)
     if s is None:
         return _login_redirect(request)
     site = _episode_site(c, event_id)
@@ -123,10 +115,8 @@ def _episode_site(c: Console, event_id: int) -> str | None:
     if conn is None:
         return None
     try:
-        if not queries.has_table(conn, "episode_events"):
-            return None
-        row = conn.execute("SELECT site FROM episode_events WHERE id = ?", (event_id,)).fetchone()
-        return None if row is None else str(row[0])
+        key = episode_key(conn, event_id)
+        return None if key is None else key[0]
     except sqlite3.Error:
         return None
     finally:
@@ -135,7 +125,7 @@ def _episode_site(c: Console, event_id: int) -> str | None:
 
 @router.get("/health", response_model=None)
 def health_page(request: Request) -> Response:
-    c, s = _console(request), _session(request)
+    c, s = console_of(request), session_or_none(request)
     if s is None:
         return _login_redirect(request)
     return render(c, s, page="health", title="Health", script="health.js")
@@ -163,14 +153,14 @@ def _login_page(c: Console, *, next_path: str, message: str = "", status: int = 
 
 @router.get("/login", response_model=None)
 def login_form(request: Request) -> Response:
-    return _login_page(_console(request), next_path=request.query_params.get("next", "/"))
+    return _login_page(console_of(request), next_path=request.query_params.get("next", "/"))
 
 
 @router.post("/login", response_model=None)
 async def login(request: Request) -> Response:
     import anyio.to_thread
 
-    c = _console(request)
+    c = console_of(request)
     form = urllib.parse.parse_qs((await request.body()).decode("utf-8", "replace"), keep_blank_values=True)
     name, password, token, next_path = (form.get(k, [""])[0] for k in ("username", "password", "csrf", "next"))
     cookie = request.cookies.get(LOGIN_CSRF_COOKIE, "")
@@ -198,7 +188,7 @@ async def login(request: Request) -> Response:
 
 @router.post("/logout", response_model=None)
 async def logout(request: Request) -> Response:
-    c, s = _console(request), _session(request)
+    c, s = console_of(request), session_or_none(request)
     if s is not None:
         form = urllib.parse.parse_qs((await request.body()).decode("utf-8", "replace"))
         if not s.csrf_ok(form.get("csrf", [""])[0] or request.headers.get("x-csrf-token")):

@@ -3,8 +3,9 @@
 The daemon's scheduled jobs (`monitor.reports.schedule`) write daily summaries and periodic compliance reports
 into its reports folder (`schedule.reports_dir`: ``reports/`` beside the historian, the same for the daemon and
 for ``pretreat console --config`` with the same site file); the console only reads it. Role rules are those of
-every other endpoint (`monitor.console.api`): an industry user sees its company's sites' reports only, and a
-site outside them answers 403 (also when it does not exist), operators and enforcement see every site's.
+every other endpoint (`monitor.console.api`, `monitor.console.requests`): an industry user sees its company's
+sites' reports only, and a site outside them answers 403 (also when it does not exist), operators and
+enforcement see every site's.
 
 A download is named by three components, site, kind and file name, each checked against a strict pattern and
 then looked up among the files `schedule.list_reports` finds: no path is ever built from what the client sent.
@@ -22,9 +23,9 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse
 
-from monitor.console.api import allowed_sites, console_of, session_of, site_for
 from monitor.console.app import Console
 from monitor.console.auth import Session
+from monitor.console.requests import allowed_sites, console_of, session_of, site_for
 from monitor.reports.schedule import ReportFile, list_reports
 
 router = APIRouter(prefix="/api/reports")

@@ -9,7 +9,7 @@ slice with readings but no good one is drawn as a data-quality gap; a slice with
 The aggregation is one SQL statement per series over the clustered (channel_id, time) key of ``readings``:
 a sequential range read (see bench/bench_console.py for the cost of a week).
 
-Episodes overlapping the window come from `monitor.exceedances.find_episodes` and `details` (the pairing
+Episodes overlapping the window come from `monitor.read.episodes.find_episodes` and `details` (the pairing
 `pretreat exceedances` uses), so shaded spans match the history page exactly.
 """
 
@@ -19,8 +19,8 @@ import sqlite3
 from typing import Any
 
 from config.schema import Site, SiteConfig
-from monitor.console.queries import completeness, limits, series
-from monitor.exceedances import details, find_episodes
+from monitor.read.episodes import details, find_episodes
+from monitor.read.readings import completeness, limits, series
 
 MAX_BUCKETS = 4000
 MAX_SPAN = 31 * 86400.0  # a month: more than the zoom-out the site view offers (a week)

@@ -1,7 +1,5 @@
-"""`pretreat exceedances`: the exceedance history enforcement staff pull, one row per episode.
-
-    pretreat exceedances (--config FILE | --db PATH) [--site S] [--rule R] [--channel C] [--from T] [--to T]
-                         [--format table|csv|json] [--evidence] [--data-quality] [--limit N]
+"""The exceedance history enforcement staff pull, one row per episode: what `pretreat exceedances` writes
+and the console's history and episode pages show (`history`).
 
 Episodes come from the episode store (``episode_events`` in the daemon's SQLite file): per (site, channel,
 rule), in time then recording order, each ``start`` is paired with the ``end`` that follows it. Nothing is
@@ -36,38 +34,23 @@ citations, completeness and computed peaks are read only for the rows output; co
 per episode over the clustered (channel_id, time) key of ``readings``, so it costs in proportion to the
 readings inside those episodes. The table therefore shows the latest ``--limit`` episodes (default 500, and
 says how many it left out); csv and json write every episode unless ``--limit`` is given.
-
-Output: ``table`` for people; ``csv`` (RFC 4180, header row); ``json`` (JSON Lines, one object per episode).
-``--evidence`` adds the raw readings (good and bad, with quality and reason) from 1 hour before the start to
-1 hour after the end: nested under ``evidence`` in json, one CSV row per reading (the episode's columns
-repeated, then ``evidence_*`` columns), indented under each episode in the table. Formats are written by
-`monitor.exceedances_render`.
-
-Exit codes: 0 done (also when nothing matched), 1 the file cannot be read, 2 bad usage.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import heapq
 import math
-import os
 import sqlite3
-import sys
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any
 
 from config.rules import DATA_QUALITY_RULES
 from config.schema import SiteConfig
-from monitor.exceedances_render import write_csv, write_json, write_table
-from monitor.export import UsageError, open_database, parse_time
 from monitor.stores.historian_db import QUALITY_BY_CODE
+from monitor.stores.readonly import has_table
 
 EVIDENCE_MARGIN = 3600.0  # s of readings shown before and after an episode with --evidence
-TABLE_LIMIT = 500
 NO_READING_PEAK = frozenset({"ph_excursion_duration", "ph_monthly_excursion", "sampler_interval",
                              *DATA_QUALITY_RULES})
 
@@ -130,7 +113,7 @@ def find_episodes(conn: sqlite3.Connection, *, now: float, site: str | None = No
     and no sort; they are merged here. Details (values, citation) are read for the rows shown only
     (`details`).
     """
-    if not _has_table(conn, "episode_events"):
+    if not has_table(conn, "episode_events"):
         return []
     where, args = ["1"], []
     for column, value in (("site", site), ("rule", rule), ("channel", channel)):
@@ -211,11 +194,6 @@ def _coverage_columns(conn: sqlite3.Connection) -> str:
     return "NULL, NULL, NULL, 0"
 
 
-def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                        (name,)).fetchone() is not None
-
-
 # ---- completeness, peaks, evidence -----------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +266,7 @@ def _peak(plan: _Channel, lo: float | None, hi: float | None) -> float | None:
 
 def _range_counts(conn: sqlite3.Connection, todo: list[tuple[int, int, int, float, float, int]]
                   ) -> dict[tuple[int, int], tuple[int, Any, Any]]:
-    if not todo or not _has_table(conn, "readings"):
+    if not todo or not has_table(conn, "readings"):
         return {}
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS exceedance_ranges "
                  "(n INTEGER, part INTEGER, cid INTEGER, lo REAL, hi REAL, want_peak INTEGER)")
@@ -305,7 +283,7 @@ def _range_counts(conn: sqlite3.Connection, todo: list[tuple[int, int, int, floa
 
 def _series(conn: sqlite3.Connection) -> dict[tuple[str, str], list[int]]:
     """(site, channel) -> ids of its historian series (one per unit it was recorded in)."""
-    if not _has_table(conn, "channels"):
+    if not has_table(conn, "channels"):
         return {}
     out: dict[tuple[str, str], list[int]] = {}
     for cid, s, c in conn.execute("SELECT id, site, channel FROM channels ORDER BY id"):
@@ -357,69 +335,57 @@ def _evidence(conn: sqlite3.Connection, e: Episode, plan: _Channel, series: dict
         yield ch, t, value, quality, reason
 
 
-# ---- the command -----------------------------------------------------------------------------------------
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="FILE", help="site file (TOML); its [daemon].historian is read")
-    p.add_argument("--db", metavar="PATH", help="the daemon's SQLite file (default: from --config)")
-    p.add_argument("--site", help="only this site")
-    p.add_argument("--rule", help="only this rule (e.g. ph_high)")
-    p.add_argument("--channel", help="only this channel")
-    p.add_argument("--from", dest="start", metavar="T", help="episodes overlapping from T (ISO 8601 with Z/offset)")
-    p.add_argument("--to", dest="end", metavar="T", help="episodes overlapping until T, exclusive")
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="default table")
-    p.add_argument("--evidence", action="store_true", help="add the readings from 1 h before to 1 h after")
-    p.add_argument("--data-quality", action="store_true", help="include data-quality episodes (stale ...)")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
-                   help=f"only the latest N episodes (table default {TABLE_LIMIT}; csv/json: all; 0: all)")
-    p.set_defaults(func=run)
+def episode_key(conn: sqlite3.Connection, record_id: int) -> tuple[str, str, str] | None:
+    """(site, channel, rule) of the episode whose start or end record is ``record_id``; None if none is."""
+    if not has_table(conn, "episode_events"):
+        return None
+    row = conn.execute("SELECT site, channel, rule FROM episode_events WHERE id = ?", (record_id,)).fetchone()
+    return None if row is None else (str(row[0]), str(row[1]), str(row[2]))
 
 
-def run(args: argparse.Namespace, *, out: TextIO | None = None, now: float | None = None) -> int:
-    out = sys.stdout if out is None else out
-    try:
-        config, db = open_database(args)
-        start = parse_time(args.start) if args.start else None
-        end = parse_time(args.end) if args.end else None
-        if start is not None and end is not None and start >= end:
-            raise UsageError("--from must be before --to")
-        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
-    except UsageError as exc:
-        print(f"pretreat exceedances: {exc}", file=sys.stderr)
-        return 2
-    except sqlite3.Error as exc:
-        print(f"pretreat exceedances: cannot read {args.db or args.config}: {exc}", file=sys.stderr)
-        return 1
-    try:
-        report(conn, out, config=config, args=args, start=start, end=end,
-               now=time.time() if now is None else now)
-    except sqlite3.Error as exc:
-        print(f"pretreat exceedances: cannot read {db}: {exc}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        with contextlib.suppress(OSError):  # `| head` has what it wanted: silence the flush at exit
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    finally:
-        conn.close()
-    return 0
+def episode_by_record(conn: sqlite3.Connection, record_id: int, *, config: SiteConfig | None, now: float
+                      ) -> Episode | None:
+    """The episode (data-quality ones included) whose start or end record is ``record_id``, annotated."""
+    key = episode_key(conn, record_id)
+    if key is None:
+        return None
+    site, channel, rule = key
+    found = [f for f in find_episodes(conn, now=now, site=site, channel=channel, rule=rule, data_quality=True)
+             if record_id in (f[5], f[6])]
+    shown = details(conn, found)
+    annotate(conn, shown, config)
+    return shown[0] if shown else None
 
 
-def report(conn: sqlite3.Connection, out: TextIO, *, config: SiteConfig | None, args: argparse.Namespace,
-           start: float | None, end: float | None, now: float) -> int:
-    """Find, annotate and write the episodes; returns how many matched (before ``--limit``)."""
-    found = find_episodes(conn, now=now, site=args.site, rule=args.rule, channel=args.channel, start=start,
-                          end=end, data_quality=args.data_quality)
-    limit = args.limit if args.limit is not None else (TABLE_LIMIT if args.format == "table" else 0)
+# ---- the history, as the command and the console ask for it ----------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """The episodes shown of those that matched: ``total`` matched, ``shown`` are the latest of them (the
+    ``limit``), numbered from ``first`` (1-based, the oldest shown) in the order they were found."""
+
+    total: int
+    first: int
+    found: list[Found]
+    shown: list[Episode]
+
+    def numbered(self) -> list[tuple[int, Episode]]:
+        return list(enumerate(self.shown, start=self.first))
+
+    def record_ids(self) -> list[int]:
+        """Each shown episode's name in the store: the id of its start record, else of its end record."""
+        return [f[5] if f[5] is not None else f[6] for f in self.found]  # type: ignore[misc]
+
+
+def history(conn: sqlite3.Connection, *, config: SiteConfig | None, now: float,
+            sites: Iterable[str | None] = (None,), rule: str | None = None, channel: str | None = None,
+            start: float | None = None, end: float | None = None, data_quality: bool = False,
+            evidence: bool = False, limit: int = 0) -> History:
+    """Find the episodes of ``sites`` (None: every site) overlapping [start, end), keep the latest ``limit``
+    (0: all), read their details and annotate them (completeness, peaks, evidence)."""
+    found = sorted(f for site in sites for f in find_episodes(
+        conn, now=now, site=site, rule=rule, channel=channel, start=start, end=end, data_quality=data_quality))
     first = max(0, len(found) - limit) if limit > 0 else 0
     shown = details(conn, found[first:])
-    annotate(conn, shown, config, evidence=args.evidence)
-    numbered = list(enumerate(shown, start=first + 1))
-    if args.format == "csv":
-        write_csv(out, numbered, evidence=args.evidence)
-    elif args.format == "json":
-        write_json(out, numbered, evidence=args.evidence)
-    else:
-        write_table(out, numbered, total=len(found), evidence=args.evidence)
-    out.flush()
-    return len(found)
+    annotate(conn, shown, config, evidence=evidence)
+    return History(total=len(found), first=first + 1, found=found[first:], shown=shown)

@@ -21,6 +21,8 @@ import sqlite3
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from monitor.stores.readonly import connect_readonly
+
 SCHEMA_VERSION = 1
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS report_daily (
@@ -147,7 +149,7 @@ def connect(path: Path, *, busy_timeout: float = 10.0, readonly: bool = False) -
     if readonly:
         if not Path(path).is_file():
             raise FileNotFoundError(f"no database file at {path}")
-        conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout)
+        conn = connect_readonly(path, timeout=busy_timeout)
         have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if "report_daily" not in have:  # nothing aggregated yet: an empty in-memory view
             conn.close()

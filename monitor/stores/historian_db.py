@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Final
 
 from monitor.sample import Quality, Sample
+from monitor.stores.readonly import connect_readonly
 
 SCHEMA_VERSION: Final = 2  # 2: quality code 8, over_range (a version-1 file is upgraded in place)
 
@@ -185,7 +186,7 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
     if not path.is_file():
         raise HistorianError(f"no historian file at {path}")
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+        conn = connect_readonly(path)
         version = _check_version(conn, path)
     except sqlite3.Error as exc:
         raise HistorianError(f"{path}: cannot read it as a historian ({exc})") from exc

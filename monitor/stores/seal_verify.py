@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from alarms.journal import canonical, head_of
+from monitor.stores.readonly import connect_readonly
 from monitor.stores.seals import (
     DAY,
     EPISODE_COLUMNS,
@@ -121,7 +122,7 @@ def _seal_records(conn: sqlite3.Connection, last: int | None) -> list[tuple[int,
 
 
 def _check_part(path: Path, seals: list[tuple[int, dict[str, Any]]]) -> tuple[list[Finding], int, int]:
-    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+    conn = connect_readonly(path)
     try:
         return _check_seals(conn, seals)
     finally:

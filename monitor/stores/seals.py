@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from alarms.journal import Entry, Journal, append_in_transaction, canonical, head_of
+from monitor.stores.readonly import connect_readonly
 
 log = logging.getLogger(__name__)
 
@@ -283,7 +284,7 @@ class Sealer:
 def _index_job(job: tuple[str, int, float, int]) -> tuple[int, bytes]:
     """In a worker process: (count, minute index) of one channel-day."""
     path, cid, day, seq_max = job
-    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    conn = connect_readonly(path, timeout=30.0)
     try:
         rows = read_day(conn, cid, day, seq_max)
         return len(rows), minute_index(rows, day)
@@ -292,7 +293,7 @@ def _index_job(job: tuple[str, int, float, int]) -> tuple[int, bytes]:
 
 
 def journal_head(path: Path) -> tuple[int, str]:
-    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+    conn = connect_readonly(path)
     try:
         return head_of(conn)
     finally:

@@ -171,7 +171,7 @@ async def test_a_full_disk_is_logged_once_and_status_lists_the_failing_historian
     `pretreat status` could not tell the historian was failing (issue 15). Now: one error an outage, one notice
     when it ends, and the snapshot keeps being rewritten in place, listing the historian's write failures."""
     from monitor.health import health_path
-    from monitor.status import collect
+    from monitor.read.status import collect
 
     instruments = [tcp_instrument("flow-meter", port=free_port(), poll=0.25, timeout=0.2)]
     channels = [channel("flow", instrument="flow-meter", kind="flow", unit="gpm", point="flow_rate",

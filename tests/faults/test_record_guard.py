@@ -19,7 +19,7 @@ from config.loader import load_config
 from config.schema import SiteConfig
 from monitor import cli
 from monitor.health import health_path
-from monitor.status import collect
+from monitor.read.status import collect
 from simulators.runner import SiteSimulator
 from tests.faults.harness import (
     SITE,

@@ -23,6 +23,7 @@ from alarms.engine import AlarmEngine, AlarmSpec
 from alarms.model import AlarmInput, AlarmSettings, Priority, State
 from config.loader import load_config
 from monitor import alarms_cli, cli
+from monitor.read.alarms import alarm_rows
 from tests.support import PATIENCE, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,7 +142,7 @@ def daemon(db: Path, specs: list[AlarmSpec]) -> Callable[..., Daemon]:
 def states(db: Path) -> dict[str, str]:
     conn = sqlite3.connect(db)
     try:
-        return {str(r["alarm"]): str(r["state"]) for r in alarms_cli.alarm_rows(conn, None)}
+        return {str(r["alarm"]): str(r["state"]) for r in alarm_rows(conn, None)}
     finally:
         conn.close()
 

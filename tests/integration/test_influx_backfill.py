@@ -13,7 +13,7 @@ import pytest
 
 from config.influx import InfluxSettings
 from monitor import influx_cli
-from monitor.influx_cli import BackfillError, backfill, parse_time
+from monitor.influx_cli import BackfillError, backfill, time_arg
 from monitor.sample import Quality, Sample
 from monitor.stores.historian import Historian
 from monitor.stores.influx import InfluxSink
@@ -144,14 +144,14 @@ async def test_server_down_gives_up_with_a_clear_error(historian: Path, tmp_path
     assert time.monotonic() - began < 5
 
 
-def test_parse_time() -> None:
-    assert parse_time("2025-11-30") == BASE
-    assert parse_time("2025-11-30T00:00:01Z") == BASE + 1
-    assert parse_time("2025-11-29T19:00:00-05:00") == BASE
-    with pytest.raises(argparse.ArgumentTypeError, match="no time zone"):
-        parse_time("2025-11-30T00:00:00")
-    with pytest.raises(argparse.ArgumentTypeError, match="not an ISO 8601 time"):
-        parse_time("yesterday")
+def test_time_arg() -> None:
+    assert time_arg("2025-11-30") == BASE
+    assert time_arg("2025-11-30T00:00:01Z") == BASE + 1
+    assert time_arg("2025-11-29T19:00:00-05:00") == BASE
+    with pytest.raises(argparse.ArgumentTypeError, match="has no UTC offset"):
+        time_arg("2025-11-30T00:00:00")
+    with pytest.raises(argparse.ArgumentTypeError, match="is not a time"):
+        time_arg("yesterday")
 
 
 def _cli(argv: list[str]) -> int:

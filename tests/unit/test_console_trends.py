@@ -15,6 +15,7 @@ from config.schema import SiteConfig
 from monitor.checks.events import EpisodeEvent
 from monitor.console import queries
 from monitor.console.trends import trend
+from monitor.read.readings import site_summary
 from monitor.sample import Quality, Sample
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
@@ -99,7 +100,7 @@ def test_alarm_display_order() -> None:
 def test_missing_file_reads_as_nothing_recorded(tmp_path: Path) -> None:
     config = load_config(write_site(tmp_path))
     assert queries.connect(config.daemon.historian) is None
-    summary = queries.site_summary(None, config, config.site(ACME), now=T0)
+    summary = site_summary(None, config, config.site(ACME), now=T0)
     assert [c["last"] for c in summary["channels"]] == [None] * 4
     assert summary["sampler"] == {"sampler_temperature": ["sampler_temperature"], "sampler_count": ["sampler_count"]}
     out = trend(None, config, config.site(ACME), "ph", start=T0, end=T0 + 60, buckets=10, now=T0 + 60)

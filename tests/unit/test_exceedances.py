@@ -17,8 +17,9 @@ import pytest
 from config.loader import load_config
 from monitor import cli
 from monitor.checks.events import EpisodeEvent
-from monitor.exceedances import find_episodes, report
+from monitor.exceedances import report
 from monitor.exceedances_render import iso
+from monitor.read.episodes import find_episodes
 from monitor.sample import Quality, Sample
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian

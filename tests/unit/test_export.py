@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monitor.cli import main as cli
-from monitor.export import export_readings, parse_time
+from monitor.export import export_readings
 from monitor.export_render import CSV_HEADER
+from monitor.read.times import parse_time
 from monitor.sample import Quality, Sample
 from monitor.stores.historian import Historian
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from monitor.app import Daemon
 from monitor.health import HealthWriter, health_path
-from monitor.status import collect
+from monitor.read.status import collect
 from tests.browser.harness import ACME, BOLT, load, write_site
 
 

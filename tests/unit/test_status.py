@@ -20,15 +20,15 @@ from config.loader import load_config
 from config.schema import SiteConfig
 from monitor.app import Daemon
 from monitor.health import HealthWriter, health_path
-from monitor.sample import Quality, Sample
-from monitor.status import (
+from monitor.read.status import (
     EXIT_DEGRADED,
     EXIT_HEALTHY,
     EXIT_NOT_RUNNING,
     collect,
     default_max_age,
-    render,
 )
+from monitor.sample import Quality, Sample
+from monitor.status import render
 from monitor.stores.historian import Historian
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from config.loader import load_config
 from monitor.app import Daemon
-from monitor.status import EXIT_DEGRADED, EXIT_HEALTHY, EXIT_NOT_RUNNING, Report, collect, render
+from monitor.read.status import EXIT_DEGRADED, EXIT_HEALTHY, EXIT_NOT_RUNNING, Report, collect
+from monitor.status import render
 from simulators.modbus_server import SimFault
 from simulators.runner import SiteSimulator
 from tests.support import FLOW_METER_SITE, PATIENCE, free_port
