@@ -130,6 +130,16 @@ class Dispatcher:
         """The notifiers, in configuration order (the daemon publishes the journal head on the MQTT ones)."""
         return [lane.notifier for lane in self._lanes.values()]
 
+    def outbox(self, nid: str) -> Outbox:
+        """Channel ``nid``'s durable queue: what it holds, and what it quarantined (notices the channel refused
+        for good, kept for an operator to read)."""
+        return self._lanes[nid].outbox
+
+    def marks(self) -> dict[str, int]:
+        """Per channel, the journal record up to which its notices are queued (-1: none yet); persisted, so a
+        restart catches up from there."""
+        return {nid: lane.mark for nid, lane in self._lanes.items()}
+
     # ---- producer side (the engine's caller) -------------------------------------------------------------
 
     def submit(self, transitions: Iterable[Transition]) -> int:

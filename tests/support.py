@@ -18,9 +18,15 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from config.loader import load_config
+from config.schema import SiteConfig
+
+if TYPE_CHECKING:
+    from monitor.app import Daemon
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -54,6 +60,16 @@ def wait_until(check: Callable[[], Any], within: float = PATIENCE, interval: flo
             return bool(check())
         time.sleep(interval)
     return True
+
+
+async def run_for(daemon: Daemon, seconds: float) -> None:
+    """Run ``daemon`` for ``seconds`` (a scenario's length, not a wait for a condition), then stop it."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(daemon.run(stop))
+    await asyncio.wait_for(daemon.ready.wait(), PATIENCE)
+    await asyncio.sleep(seconds)
+    stop.set()
+    await asyncio.wait_for(task, PATIENCE)
 
 
 def free_port() -> int:
@@ -234,6 +250,37 @@ def demo_site_file(tmp_path: Path, broker_port: int) -> Path:
     text = text.replace("\nmax_gap = 60\n", "\n")
     site = tmp_path / "site.toml"
     site.write_text(text)
+    return site
+
+
+def demo_like(tmp_path: Path, broker_port: int) -> SiteConfig:
+    """The demo site with free loopback ports, the pty in tmp_path, and no historian anywhere shared."""
+    return load_config(demo_site_file(tmp_path, broker_port))
+
+
+def mqtt_only_site(tmp_path: Path, port: int) -> Path:
+    """A site with one MQTT explosion-hazard meter on the broker at ``port`` (``pretreat sim`` publishes it)."""
+    site = tmp_path / "mqtt_site.toml"
+    site.write_text(f"""
+[daemon]
+historian = "h.sqlite"
+[[site]]
+id = "s1"
+timezone = "UTC"
+[[site.instrument]]
+id = "lel-meter"
+driver = "mqtt"
+host = "127.0.0.1"
+port = {port}
+poll_interval = 0.2
+[[site.channel]]
+id = "lel"
+instrument = "lel-meter"
+topic = "s1/lel"
+payload = "number"
+kind = "lel"
+unit = "%LEL"
+""")
     return site
 
 

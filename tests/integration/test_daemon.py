@@ -69,16 +69,6 @@ async def silence_during_run(daemon: Daemon, instrument: str, *, until: Callable
     return silenced
 
 
-async def run_for(daemon: Daemon, seconds: float) -> None:
-    """Run ``daemon`` for ``seconds`` (a scenario's length), then stop it."""
-    stop = asyncio.Event()
-    task = asyncio.create_task(daemon.run(stop))
-    await asyncio.wait_for(daemon.ready.wait(), PATIENCE)
-    await asyncio.sleep(seconds)
-    stop.set()
-    await asyncio.wait_for(task, PATIENCE)
-
-
 async def run_until(daemon: Daemon, condition: Callable[[], bool], what: str) -> None:
     """Run ``daemon`` until ``condition()`` holds (checked on the daemon's own loop), then stop it."""
     stop = asyncio.Event()

@@ -17,8 +17,7 @@ from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
 from simulators.runner import SiteSimulator
 from simulators.scenario import load_scenario
-from tests.integration.test_daemon import run_for
-from tests.support import Mosquitto, demo_site_file, require_binary
+from tests.support import Mosquitto, demo_site_file, require_binary, run_for
 
 SCENARIO = """
 description = "pH below 5.0 for four seconds, LEL over 5 % on successive readings, back to normal"

@@ -135,7 +135,7 @@ async def test_refused_recipient_is_quarantined_a_4xx_is_retried(tmp_path: Path,
         d.submit([tr(1)])
         assert await d.wait_idle(10)
         health = d.health()["smtp"]
-        quarantined = d._lanes["smtp"].outbox.quarantined()
+        quarantined = d.outbox("smtp").quarantined()
     finally:
         await d.stop()
     assert [m["To"] for m in smtp_server.messages] == [OPERATOR]  # after one 451, delivered

@@ -75,7 +75,7 @@ async def test_refused_4xx_is_quarantined_408_and_429_are_retried(tmp_path: Path
         d.submit([tr(1), tr(2)])
         assert await d.wait_idle(10)
         health = d.health()["industry-hook"]
-        quarantined = d._lanes["industry-hook"].outbox.quarantined()
+        quarantined = d.outbox("industry-hook").quarantined()
     finally:
         await d.stop()
     seqs = [r.json()["seq"] for r in http_receiver.received()]

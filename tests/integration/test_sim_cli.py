@@ -13,35 +13,9 @@ import pytest
 from pymodbus.client import ModbusTcpClient
 
 from monitor.cli import main
-from tests.integration.test_sim_runner import demo_like
-from tests.support import PATIENCE, Mosquitto, free_port, require_binary
+from tests.support import PATIENCE, Mosquitto, demo_like, free_port, mqtt_only_site, require_binary
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _mqtt_only_site(tmp_path: Path, port: int) -> Path:
-    site = tmp_path / "mqtt_site.toml"
-    site.write_text(f"""
-[daemon]
-historian = "h.sqlite"
-[[site]]
-id = "s1"
-timezone = "UTC"
-[[site.instrument]]
-id = "lel-meter"
-driver = "mqtt"
-host = "127.0.0.1"
-port = {port}
-poll_interval = 0.2
-[[site.channel]]
-id = "lel"
-instrument = "lel-meter"
-topic = "s1/lel"
-payload = "number"
-kind = "lel"
-unit = "%LEL"
-""")
-    return site
 
 
 def _read_until(proc: subprocess.Popen[str], needle: str, wait: float = PATIENCE) -> list[str]:
@@ -97,7 +71,7 @@ def test_serves_prints_endpoints_and_stops_on_signal(tmp_path: Path, mosquitto: 
 
 def test_duration_in_simulated_seconds_then_exit_0(tmp_path: Path, mosquitto: Mosquitto,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    site = _mqtt_only_site(tmp_path, mosquitto.port)
+    site = mqtt_only_site(tmp_path, mosquitto.port)
     started = time.monotonic()
     assert main(["sim", "--config", str(site), "--speed", "100", "--duration", "30"]) == 0
     assert 0.25 <= time.monotonic() - started < 3.0
@@ -109,7 +83,7 @@ def test_duration_in_simulated_seconds_then_exit_0(tmp_path: Path, mosquitto: Mo
 def test_starts_a_local_broker_when_none_listens(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     require_binary("mosquitto")
     port = free_port()
-    site = _mqtt_only_site(tmp_path, port)
+    site = mqtt_only_site(tmp_path, port)
     assert main(["sim", "--config", str(site), "--speed", "100", "--duration", "20"]) == 0
     assert f"started mosquitto on 127.0.0.1:{port}" in capsys.readouterr().out
     with pytest.raises(OSError):  # and stopped it again
@@ -117,13 +91,13 @@ def test_starts_a_local_broker_when_none_listens(tmp_path: Path, capsys: pytest.
 
 
 def test_no_broker_means_exit_1_with_the_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    site = _mqtt_only_site(tmp_path, free_port())
+    site = mqtt_only_site(tmp_path, free_port())
     assert main(["sim", "--config", str(site), "--no-broker", "--duration", "1"]) == 1
     assert "cannot serve" in capsys.readouterr().err
 
 
 def test_bad_scenario_exit_2_naming_file_and_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    site = _mqtt_only_site(tmp_path, free_port())
+    site = mqtt_only_site(tmp_path, free_port())
     bad = tmp_path / "bad.toml"
     bad.write_text("[[step]]\nat = 1\nkind = 'ph'\nvalue = 4\n")
     assert main(["sim", "--config", str(site), "--no-broker", "--scenario", str(bad)]) == 2

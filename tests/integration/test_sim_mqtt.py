@@ -17,7 +17,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from config.schema import Channel, ChannelKind, DriverKind, Instrument, MqttBroker, PayloadFormat
 from simulators.modbus_server import SimFault
 from simulators.mqtt_publisher import MqttSimInstrument
-from tests.support import Mosquitto, eventually
+from tests.support import Mosquitto, eventually, mqtt_only_site
 
 
 class Subscriber:
@@ -199,9 +199,8 @@ async def test_a_restart_step_reconnects_the_publisher(mosquitto: Mosquitto, tmp
     from config.loader import load_config
     from simulators.runner import SiteSimulator
     from simulators.scenario import load_scenario
-    from tests.integration.test_sim_cli import _mqtt_only_site
 
-    config = load_config(_mqtt_only_site(tmp_path, mosquitto.port))
+    config = load_config(mqtt_only_site(tmp_path, mosquitto.port))
     scenario = tmp_path / "restart.toml"
     scenario.write_text("[[step]]\nat = 5\nkind = 'lel'\nfault = 'restart'\ndown = 0.2\n")
     async with SiteSimulator(config=config, scenario=load_scenario(scenario), clock=False) as sim:

@@ -18,16 +18,10 @@ from pymodbus.client import AsyncModbusSerialClient, AsyncModbusTcpClient
 from pymodbus.exceptions import ModbusException
 from pymodbus.framer import FramerType
 
-from config.loader import load_config
 from config.schema import SiteConfig
 from simulators.runner import SiteSimulator
 from simulators.scenario import load_scenario
-from tests.support import Mosquitto, demo_site_file, eventually, require_binary
-
-
-def demo_like(tmp_path: Path, broker_port: int) -> SiteConfig:
-    """The demo site with free loopback ports, the pty in tmp_path, and no historian anywhere shared."""
-    return load_config(demo_site_file(tmp_path, broker_port))
+from tests.support import Mosquitto, demo_like, eventually, require_binary
 
 
 class Reader:

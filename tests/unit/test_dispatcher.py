@@ -216,7 +216,7 @@ async def test_permanent_refusal_is_quarantined_and_the_queue_moves_on(tmp_path:
         d.submit([tr(1), tr(2), tr(3)])
         assert await d.wait_idle(5)
         health = d.health()["mail"]
-        quarantined = d._lanes["mail"].outbox.quarantined()
+        quarantined = d.outbox("mail").quarantined()
     finally:
         await d.stop()
     assert [n.seq for n in ch["mail"].notices] == [1, 3]
@@ -318,7 +318,7 @@ async def test_ready_event_ends_the_backoff_early(tmp_path: Path) -> None:
 async def test_unreadable_outbox_record_is_quarantined(tmp_path: Path) -> None:
     ch = chans()
     d = make(tmp_path, config([OPERATOR]), **ch)
-    d._lanes["mail"].outbox.append(b'{"v": 99}')
+    d.outbox("mail").append(b'{"v": 99}')
     await d.start()
     try:
         d.submit([tr(1)])
@@ -341,7 +341,7 @@ async def test_a_failing_queue_file_keeps_the_notices_in_memory_and_retries(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ch = chans()
     d = make(tmp_path, config([OPERATOR]), **ch)
-    outbox = d._lanes["mail"].outbox
+    outbox = d.outbox("mail")
     real = outbox.append_many
     calls = {"n": 0}
 
@@ -355,7 +355,7 @@ async def test_a_failing_queue_file_keeps_the_notices_in_memory_and_retries(
     await d.start()
     try:
         assert d.submit([tr(1)]) == 1  # SCADA's queue took it; the mail queue failed
-        assert d.health()["mail"]["queue_errors"] == 1 and d._lanes["mail"].mark == -1
+        assert d.health()["mail"]["queue_errors"] == 1 and d.marks()["mail"] == -1
         d.submit([tr(2)])  # the kept notice goes first, in order
         assert await d.wait_idle(5)
     finally:
@@ -367,11 +367,11 @@ async def test_marks_advance_for_channels_that_get_nothing(tmp_path: Path) -> No
     d = make(tmp_path, config([HOOK]), **chans())
     try:
         d.submit([tr(1, priority=Priority.LOW), tr(2, priority=Priority.LOW)])  # the hook only takes critical
-        assert {nid: lane.mark for nid, lane in d._lanes.items()} == {"scada": 2, "mail": 2, "hook": 2}
+        assert d.marks() == {"scada": 2, "mail": 2, "hook": 2}
     finally:
         await d.stop(drain_timeout=0)
     d2 = make(tmp_path, config([HOOK]), **chans())
     try:
-        assert {nid: lane.mark for nid, lane in d2._lanes.items()} == {"scada": 2, "mail": 2, "hook": 2}
+        assert d2.marks() == {"scada": 2, "mail": 2, "hook": 2}
     finally:
         await d2.stop(drain_timeout=0)
