@@ -1,18 +1,21 @@
 """Fixtures that start real servers on free loopback ports, and the checks every test gets: it leaves no
-thread or child process running and no log handler behind."""
+thread, child process or asyncio task running and no log handler behind."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import Mosquitto, VictoriaMetrics, wait_until
+from tests.support import Mosquitto, VictoriaMetrics, eventually, wait_until
 
 LEAK_GRACE = 10.0
 """Seconds a thread or process a test started may take to end after it (a server's shutdown, a writer's flush)."""
@@ -60,6 +63,34 @@ def nothing_left_running() -> Iterator[None]:
     if not wait_until(lambda: not threads_left() and not children_left(), LEAK_GRACE, 0.05):
         pytest.fail(f"left running by the test: threads {threads_left()}, child processes {children_left()}",
                     pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """An async test that leaves a task of its own running fails (as pymodbus's suite checks): the event loop
+    would cancel it silently at the end, so a driver, sink or daemon task a test forgot to stop, or one that
+    does not end when told, would go unnoticed. Tasks that existed when the test body began (its async
+    fixtures' own) are not the test's; the test's own get `LEAK_GRACE` seconds to end after it returns."""
+    test = getattr(item, "obj", None)
+    if not inspect.iscoroutinefunction(test):
+        return (yield)
+
+    @functools.wraps(test)
+    async def checked(*args: Any, **kwargs: Any) -> None:
+        before = asyncio.all_tasks()
+        await test(*args, **kwargs)
+
+        def tasks_left() -> list[str]:
+            return sorted(t.get_name() for t in asyncio.all_tasks() if t not in before and not t.done())
+
+        if not await eventually(lambda: not tasks_left(), LEAK_GRACE, 0.05):
+            pytest.fail(f"asyncio tasks left running by the test: {tasks_left()}", pytrace=False)
+
+    item.obj = checked  # type: ignore[attr-defined]
+    try:
+        return (yield)
+    finally:
+        item.obj = test  # type: ignore[attr-defined]
 
 
 @pytest.fixture(autouse=True)

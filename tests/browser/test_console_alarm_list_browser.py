@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.browser.alarm_scene import ACME_HIGH, FAULT, LEL, SUCCESSIVE, local, stage, wait
 from tests.browser.harness import (
     ACME,
     BOLT,
@@ -26,7 +27,6 @@ from tests.browser.harness import (
     write_site,
     write_users,
 )
-from tests.integration.test_console_alarm_list import ACME_HIGH, FAULT, LEL, SUCCESSIVE, local, stage, wait
 from tests.support import PATIENCE
 
 WIDE = {"width": 1400, "height": 900}
