@@ -38,8 +38,9 @@ real client behind the proxy. The console adds ``X-Accel-Buffering: no`` to even
 honour it.
 
 Modules: `app` (factory, server), `auth` (sessions, CSRF, rate limit, role rules), `users` (users file),
-`api` (JSON endpoints and the event stream), `reports` (the daemon's generated reports: list and download),
-`events` (the follower behind the stream), `pages` (HTML), `queries`/`trends` (reads), `actions` (the command
-queue), `cli` (commands). Pages are drawn by the scripts in ``static/`` (no CDN, nothing loaded from
-elsewhere; charts drawn on a canvas by ``chart.js``).
+`requests` (session, allowed sites, CSRF and the read-only file, for every handler), `api` (JSON endpoints
+and the event stream), `reports` (the daemon's generated reports: list and download), `events` (the follower
+behind the stream), `pages` (HTML), `queries`/`trends` (the console's views of what `monitor.read` reads),
+`actions` (the command queue), `cli` (commands). Pages are drawn by the scripts in ``static/`` (no CDN,
+nothing loaded from elsewhere; charts drawn on a canvas by ``chart.js``).
 """
