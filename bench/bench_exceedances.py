@@ -49,6 +49,7 @@ from monitor.checks.events import EpisodeEvent  # noqa: E402
 from monitor.exceedances import report  # noqa: E402
 from monitor.stores.episodes import EpisodeStore  # noqa: E402
 from monitor.stores.historian_db import open_for_writing  # noqa: E402
+from monitor.stores.readonly import connect_readonly  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 T0 = 1_735_689_600.0  # 2025-01-01T00:00:00Z
@@ -166,7 +167,7 @@ def scenario(db: Path, config_path: Path | None, **opts: object) -> Callable[[],
     start, end = opts.get("start"), opts.get("end")
 
     def run() -> int:
-        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+        conn = connect_readonly(db)
         sink = io.StringIO()
         try:
             report(conn, sink, config=config, args=args, start=start, end=end,  # type: ignore[arg-type]

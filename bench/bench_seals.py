@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import machine
 from monitor.stores.historian_db import open_for_writing
+from monitor.stores.readonly import connect_readonly
 from monitor.stores.seal_verify import verify_seals
 from monitor.stores.seals import DAY, Sealer
 
@@ -111,7 +111,7 @@ def main() -> None:
         seal_in_thread(vpath, 2)
         verify_times = []
         for _ in range(args.runs):
-            conn = sqlite3.connect(f"{vpath.as_uri()}?mode=ro", uri=True)
+            conn = connect_readonly(vpath)
             report = verify_seals(conn, path=vpath, jobs=2)
             conn.close()
             assert report.ok and report.readings == vn, (report.findings[:3], report.readings)

@@ -35,7 +35,6 @@ import platform
 import random
 import signal
 import socket
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -53,6 +52,7 @@ from alarms.journal import Journal  # noqa: E402
 from config.loader import load_config  # noqa: E402
 from config.schema import SiteConfig  # noqa: E402
 from monitor.health import health_path  # noqa: E402
+from monitor.stores.readonly import connect_readonly  # noqa: E402
 from simulators.broker import LocalBroker  # noqa: E402
 from simulators.modbus_server import SimFault  # noqa: E402
 from simulators.playback import Hold  # noqa: E402
@@ -281,7 +281,7 @@ async def settle(config: SiteConfig, capture: Capture, within: float = 90.0) -> 
 
 
 def _alarm_conditions(config: SiteConfig) -> dict[str, bool]:
-    db = sqlite3.connect(f"{config.daemon.historian.as_uri()}?mode=ro", uri=True, timeout=10)
+    db = connect_readonly(config.daemon.historian, timeout=10)
     try:
         return {a: bool(json.loads(r)["condition"]) for a, r in db.execute("SELECT alarm_id, record FROM alarm_state")}
     finally:
@@ -300,7 +300,7 @@ def verify(config: SiteConfig, history: dict[tuple[str, str], list[Any]], captur
            windows: dict[str, list[tuple[float, float]]], subscribed_at: float,
            stopped_at: float) -> dict[str, Any]:
     """The proof: ground truth (simulators, capture, the daemon's own poll counts) against the record."""
-    db = sqlite3.connect(f"{config.daemon.historian.as_uri()}?mode=ro", uri=True)
+    db = connect_readonly(config.daemon.historian)
     rows = db.execute("SELECT c.channel, r.time, r.value, q.name FROM readings r JOIN channels c "
                       "ON c.id = r.channel_id JOIN qualities q ON q.code = r.quality ORDER BY r.seq").fetchall()
     db.close()

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from config.schema import SiteConfig
 from monitor.app import Daemon
+from monitor.stores.readonly import connect_readonly
 from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,7 +118,7 @@ def recorded(path: Path) -> list[Row]:
     """Every reading in the historian file, in arrival order (read-only; safe beside a running daemon)."""
     if not path.exists():
         return []
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+    conn = connect_readonly(path, timeout=10)
     try:
         rows = conn.execute(
             "SELECT c.site, c.channel, r.time, r.seq, r.value, q.name, r.reason FROM readings r "

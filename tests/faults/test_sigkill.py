@@ -31,6 +31,7 @@ import pytest
 from alarms.journal import Journal
 from config.loader import load_config
 from config.schema import SiteConfig
+from monitor.stores.readonly import connect_readonly
 from simulators.playback import Hold
 from simulators.runner import SiteSimulator
 from tests.faults.harness import (
@@ -88,7 +89,7 @@ def excursions(sims: SimThread) -> Iterator[None]:
 
 
 def alarm_records(config: SiteConfig) -> dict[str, dict[str, Any]]:
-    conn = sqlite3.connect(f"{config.daemon.historian.as_uri()}?mode=ro", uri=True, timeout=10)
+    conn = connect_readonly(config.daemon.historian, timeout=10)
     try:
         return {a: json.loads(r) for a, r in conn.execute("SELECT alarm_id, record FROM alarm_state")}
     except sqlite3.OperationalError:
@@ -175,7 +176,7 @@ def check_record(config: SiteConfig, probe: MqttProbe, served: list[Any], log: P
         assert edges[0] == "raise" and edges[-1] == "clear", (alarm, kinds)
     assert per_alarm[PH_LOW].count("raise") >= raises
 
-    conn = sqlite3.connect(f"{config.daemon.historian.as_uri()}?mode=ro", uri=True)
+    conn = connect_readonly(config.daemon.historian)
     episodes = conn.execute("SELECT site, channel, rule, event, time FROM episode_events ORDER BY time, id")
     per_rule: dict[tuple[str, str, str], list[str]] = {}
     for site, ch, rule, event, _t in episodes:

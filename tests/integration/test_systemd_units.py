@@ -25,6 +25,7 @@ from pathlib import Path
 from config.loader import load_config
 from monitor.cli import build_parser
 from monitor.health import health_path
+from monitor.stores.readonly import connect_readonly
 from tests.support import (
     FLOW_METER_SITE,
     PATIENCE,
@@ -172,7 +173,7 @@ def good_channels(db: Path) -> set[str]:
     if not db.exists():
         return set()
     try:
-        with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True) as conn:
+        with connect_readonly(db) as conn:
             return {c for (c,) in conn.execute("SELECT DISTINCT c.channel FROM readings r JOIN channels c "
                                                "ON c.id = r.channel_id WHERE r.quality = 0")}
     except sqlite3.Error:

@@ -23,6 +23,7 @@ from monitor.read.episodes import find_episodes
 from monitor.sample import Quality, Sample
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
+from monitor.stores.readonly import connect_readonly
 
 T0 = 1_767_571_200.0  # 2026-01-05T00:00:00Z
 SITE = "acme-plating"
@@ -105,7 +106,7 @@ def args(**kw: object) -> argparse.Namespace:
 def run_report(db: Path, site_file: Path | None, now: float, start: float | None = None,
                end: float | None = None, **kw: object) -> str:
     out = io.StringIO()
-    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    conn = connect_readonly(db)
     try:
         report(conn, out, config=load_config(site_file) if site_file else None, args=args(**kw), start=start,
                end=end, now=now)
