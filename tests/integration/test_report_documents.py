@@ -26,7 +26,7 @@ from monitor.reports.render_html import render_html
 from monitor.reports.render_pdf import render_pdf
 from monitor.reports.schedule import list_reports, schedule_reports, write_daily
 from tests.support import require_binary
-from tests.unit.test_report_scenarios import SITE, TZ, record, scenario, site_config
+from tests.unit.report_scenarios import SITE, TZ, record, scenario, site_config
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "report"
 EPISODE = "acme/ph/ph_low@2026-03-02T01:00:00Z"  # 20:00 EST on 1 March

@@ -1,7 +1,7 @@
 """Golden daily summaries: scenario data with known totals, written through the real Historian, the check engine
 and the episode store, aggregated live by DailyAggregator, including the 23- and 25-hour DST days.
 
-The hand-computed figures (see test_report_scenarios for the scenario) for a 24-hour day:
+The hand-computed figures (see tests.unit.report_scenarios for the scenario) for a 24-hour day:
 - totaliser: 1,320 min × 100 gpm + 120 min × 300 gpm = 168,000 gal;
 - integrated rate: the 121 minutes from the last reading before the outage (13:59) to the first after (16:00)
   are a gap longer than the 180 s staleness window, so not integrated: 1,199 × 100 + 120 × 300 = 155,900 gal,
@@ -29,7 +29,7 @@ from monitor.reports.days import day_bounds
 from monitor.reports.plan import compile_plans
 from monitor.sample import Sample
 from monitor.stores.episodes import EpisodeStore
-from tests.unit.test_report_scenarios import CASE, SITE, TZ, record, scenario, site_config
+from tests.unit.report_scenarios import CASE, SITE, TZ, record, scenario, site_config
 
 GOLDEN = CASE / "expected.json"
 FAR_FUTURE = 4_000_000_000.0  # "now" for the summaries: every day is complete

@@ -14,7 +14,7 @@ from monitor.reports.days import next_month
 from monitor.reports.ph_accounting import MonthAccount, monthly_accounts
 from monitor.reports.plan import compile_plans
 from monitor.sample import Sample
-from tests.unit.test_report_scenarios import SITE, TZ, site_config
+from tests.unit.report_scenarios import SITE, TZ, site_config
 
 
 def _at(d: date, hh: int, mm: int = 0) -> float:
