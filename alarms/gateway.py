@@ -61,15 +61,13 @@ import math
 import struct
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from alarms.model import AlarmKey, AlarmState, Priority, State, Transition
-from config.reader import Reader
+from config.gateway import GatewaySettings, check_layout
 from config.schema import SiteConfig
-from monitor.sample import Sample
-from monitor.stores.historian_db import QUALITY_CODES
+from monitor.sample import QUALITY_CODES, Sample
 
 log = logging.getLogger(__name__)
 
@@ -83,76 +81,6 @@ STATE_CODES = {State.NORMAL: 0, State.ACTIVE_UNACKED: 1, State.ACTIVE_ACKED: 2, 
 PRIORITY_CODES = {Priority.DIAGNOSTIC: 1, Priority.LOW: 2, Priority.MEDIUM: 3, Priority.HIGH: 4,
                   Priority.CRITICAL: 5}
 ACTIVE = frozenset({State.ACTIVE_UNACKED, State.ACTIVE_ACKED, State.LATCHED_UNACKED, State.LATCHED_ACKED})
-_KEYS = {"enabled", "host", "port", "first_unit", "units", "word_order"}
-
-
-@dataclass(frozen=True, slots=True)
-class GatewaySettings:
-    """The ``[gateway]`` table. ``host`` defaults to loopback: serving the plant network is a decision
-    (``host = "0.0.0.0"`` or the plant-side address). 502 is the standard Modbus port; binding it needs root
-    or CAP_NET_BIND_SERVICE, hence the default 5020."""
-
-    enabled: bool = True
-    host: str = "127.0.0.1"
-    port: int = 5020
-    first_unit: int = 1
-    units: dict[str, int] = field(default_factory=dict)  # site id -> unit id, overriding first_unit + index
-    word_order: str = "big"
-
-
-def parse_gateway(doc: dict[str, Any], reader: Reader, base: Path) -> GatewaySettings | None:
-    """The ``[gateway]`` table of a site file (None when absent); mistakes go to ``reader``. ``base`` (the
-    site file's folder) is unused today: no gateway setting is a path."""
-    del base
-    if "gateway" not in doc:
-        return None
-    raw = reader.table(doc, "gateway", "")
-    reader.unknown_keys(raw, "gateway", _KEYS)
-    raw_sites = doc.get("site", [])
-    sites = [s.get("id") for s in raw_sites if isinstance(s, dict)] if isinstance(raw_sites, list) else []
-    units_raw = reader.table(raw, "units", "gateway")
-    units: dict[str, int] = {}
-    for site_id in units_raw:
-        if site_id not in sites:
-            reader.error(f"gateway.units.{site_id}", site_id, f"the id of a site of this file {sites}")
-        units[site_id] = reader.integer(units_raw, site_id, "gateway.units", minimum=1, maximum=247)
-    enabled = raw.get("enabled", True)
-    if not isinstance(enabled, bool):
-        reader.error("gateway.enabled", enabled, "true or false")
-    settings = GatewaySettings(
-        enabled=enabled is True,
-        host=reader.str(raw, "host", "gateway", default="127.0.0.1"),
-        port=reader.integer(raw, "port", "gateway", default=5020, minimum=0, maximum=65535),
-        first_unit=reader.integer(raw, "first_unit", "gateway", default=1, minimum=1, maximum=247),
-        units=units,
-        word_order=reader.str(raw, "word_order", "gateway", default="big", check=lambda v: v in ("big", "little"),
-                              expected="'big' (high word first) or 'little'"),
-    )
-    for where, problem in check_layout(sites=[str(s) for s in sites], settings=settings):
-        reader.error(where, problem[0], problem[1])
-    return settings
-
-
-def check_layout(*, sites: list[str], settings: GatewaySettings) -> list[tuple[str, tuple[Any, str]]]:
-    """Unit ids must be distinct and within 1–247 once assigned."""
-    errors: list[tuple[str, tuple[Any, str]]] = []
-    seen: dict[int, str] = {}
-    for i, site in enumerate(sites):
-        unit = settings.units.get(site, settings.first_unit + i)
-        where = f"gateway.units.{site}" if site in settings.units else "gateway.first_unit"
-        if not 1 <= unit <= 247:
-            errors.append((where, (unit, f"a unit id 1–247 for site {site!r}")))
-        elif unit in seen:
-            errors.append((where, (unit, f"a unit id not already given to site {seen[unit]!r}")))
-        seen[unit] = site
-    return errors
-
-
-def gateway_settings(config: SiteConfig) -> GatewaySettings:
-    """The site file's ``[gateway]`` settings once the loader keeps them (``SiteConfig.gateway``), else
-    the defaults."""
-    found = getattr(config, "gateway", None)
-    return found if isinstance(found, GatewaySettings) else GatewaySettings()
 
 
 # ---- the address plan ------------------------------------------------------------------------------------
@@ -323,8 +251,6 @@ class ModbusGateway:
             self.update_alarm(st)
 
     async def start(self) -> None:
-        # pymodbus is imported here, not at module level: the loader imports this module for `parse_gateway`,
-        # and `pretreat check-config` should not pay ~0.6 s for a server it does not start.
         from pymodbus.server import ModbusTcpServer
         from pymodbus.simulator import DataType, SimData, SimDevice
 

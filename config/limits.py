@@ -10,7 +10,7 @@ profile's, each with the permit's own citation; a permit may also adopt federal 
 
 A permit may also state concentration limits for lab-measured pollutants (``[site.permit.pollutants.<name>]``:
 ``max``, ``unit``, ``cite``), which replace the jurisdiction's for that parameter in the reports and the SNC
-screen (`monitor.reports.pollutants`, which owns the parameter vocabulary). Unlike a continuous-rule permit
+screen (`config.pollutants`, which owns the parameter vocabulary). Unlike a continuous-rule permit
 limit, whose citation defaults to "Permit <id>", each must cite the permit's part or condition explicitly.
 """
 
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from config.errors import ConfigError
+from config.pollutants import PARAMETERS, PollutantLimit, accepts_unit, canonical_parameter
 from config.reader import Reader
-from monitor.reports.pollutants import PARAMETERS, PollutantLimit, accepts_unit, canonical_parameter
 
 JURISDICTIONS_DIR = Path(__file__).parent / "jurisdictions"
 FEDERAL = "federal"

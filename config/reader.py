@@ -14,6 +14,10 @@ from config.errors import MISSING, ConfigError
 
 E = TypeVar("E", bound=Enum)
 
+ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+"""An id in a site file or register map (site, instrument, channel, point)."""
+ID_EXPECTED = "an id of letters, digits, '_', '-' or '.' (at most 64 characters)"
+
 
 class Reader:
     """Reads values out of TOML tables, collecting `ConfigError`s with their key paths.

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # config.limits / config.rules import this module at run time
-    from alarms.gateway import GatewaySettings
     from config.alarms import AlarmConfig
+    from config.gateway import GatewaySettings
     from config.influx import InfluxSettings
     from config.limits import Permit
     from config.rules import RuleBinding

@@ -302,7 +302,8 @@ def _verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _gateway_map(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from alarms.gateway import gateway_settings, register_table  # pymodbus: import only for this command
+    from alarms.gateway import register_table  # pymodbus: import only for this command
+    from config.gateway import gateway_settings
 
     out = out or sys.stdout
     try:

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TypeVar, dataclass_transform
+from typing import Final, TypeVar, dataclass_transform
 
 
 class Quality(StrEnum):
@@ -41,6 +41,25 @@ class Quality(StrEnum):
 
 
 GOOD = Quality.GOOD  # for the per-reading paths: ``s.quality is GOOD`` without the class attribute look-up
+
+# Stable codes of each quality, as the historian stores them (`monitor.stores.historian_db`) and the Modbus
+# gateway serves them (`alarms.gateway`). Never renumber: they are in every file already written. Adding a
+# quality needs a new code here and a historian SCHEMA_VERSION bump (older readers would not know the code).
+QUALITY_CODES: Final[dict[Quality, int]] = {
+    Quality.GOOD: 0,
+    Quality.COMM_FAILURE: 1,
+    Quality.DEVICE_EXCEPTION: 2,
+    Quality.DECODE_ERROR: 3,
+    Quality.BAD_VALUE: 4,
+    Quality.OUT_OF_RANGE: 5,
+    Quality.STALE: 6,
+    Quality.DEVICE_FAULT: 7,
+    Quality.OVER_RANGE: 8,
+}
+_missing_codes = set(Quality) - set(QUALITY_CODES)
+if _missing_codes:  # pragma: no cover - guards a future edit of Quality
+    raise RuntimeError(f"historian has no storage code for {_missing_codes}; add one to QUALITY_CODES")
+QUALITY_BY_CODE: Final[dict[int, Quality]] = {c: q for q, c in QUALITY_CODES.items()}
 
 T = TypeVar("T")
 

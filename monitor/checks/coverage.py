@@ -17,11 +17,11 @@ measurement); the interval between the two good readings decides.
 - Rolling statistics weigh each reading by the time to the next one, capped at ``max_gap`` (`weight`), so a
   burst of readings does not outweigh a steady stretch and a reading before a hole does not stand for the hole.
 
-The default ``max_gap`` is `DEFAULT_GAP_INTERVALS` × the instrument's poll interval (for MQTT: its expected
-publishing interval, the same ``poll_interval`` key), never under `MIN_MAX_GAP`: one or two missed polls are
-ordinary (a timeout, a reconnect), three in a row are a hole in the record.
+The default ``max_gap``, set by the loader (`config.instruments.default_max_gap`), is 3 × the instrument's poll
+interval (for MQTT: its expected publishing interval, the same ``poll_interval`` key), never under 5 s: one or
+two missed polls are ordinary (a timeout, a reconnect), three in a row are a hole in the record.
 
-This module is the shared vocabulary (end reasons, defaults, the accounting helpers); the slug rule uses the same
+This module is the shared vocabulary (end reasons, the accounting helpers); the slug rule uses the same
 `Coverage` for its candidate and baseline time.
 """
 
@@ -29,19 +29,10 @@ from __future__ import annotations
 
 import math
 
-DEFAULT_GAP_INTERVALS = 3.0  # poll (or publishing) intervals without a good reading that make a gap
-MIN_MAX_GAP = 5.0  # s: never shorter, so scheduling jitter of a fast poll is never a gap
-MAX_MAX_GAP = 31 * 86400.0  # s: the longest stated max_gap the loader accepts (a calendar month)
-
 END_CLEARED = "cleared"  # a reading back within limits (or, for the sampler interval, a new sample)
 END_GAP = "gap"  # the last reading before a gap in the data: nothing is alleged about the time after it
 END_MONTH = "month_end"  # the first reading at or after the end of the accounting month (40 CFR 401.17(a)(1))
 END_REASONS = (END_CLEARED, END_GAP, END_MONTH)
-
-
-def default_max_gap(poll_interval: float) -> float:
-    """The ``max_gap`` of a channel that does not state one: 3 × its instrument's interval, at least 5 s."""
-    return max(MIN_MAX_GAP, DEFAULT_GAP_INTERVALS * poll_interval)
 
 
 def is_gap(dt: float, max_gap: float) -> bool:

@@ -21,6 +21,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from config.limits import load_profile
+from config.pollutants import limits_for, set_aside
 from config.rules import DATA_QUALITY_RULES, RuleBinding
 from config.schema import ChannelKind, Site, SiteConfig
 from monitor.reports.aggregates_db import connect
@@ -31,7 +32,6 @@ from monitor.reports.labs import LabResult, read_results
 from monitor.reports.periods import Period
 from monitor.reports.ph_accounting import MonthAccount, monthly_accounts
 from monitor.reports.plan import compile_plans
-from monitor.reports.pollutants import limits_for, set_aside
 from monitor.reports.snc import SncScreen, screen, window_ending
 from monitor.stores.episodes import EpisodeStore
 

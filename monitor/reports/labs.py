@@ -26,9 +26,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from config.pollutants import PARAMETERS, canonical_parameter, to_mg_per_litre
 from config.schema import SiteConfig
 from monitor.number_text import excerpt, plain_float
-from monitor.reports.pollutants import PARAMETERS, canonical_parameter, to_mg_per_litre
 
 REQUIRED = ("site", "sample_date", "parameter", "value", "unit")
 OPTIONAL = ("sample_id", "sample_type", "lab")
@@ -50,7 +50,7 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS lab_results (
 class LabResult:
     site: str
     sample_date: date
-    parameter: str  # canonical key (monitor.reports.pollutants.PARAMETERS)
+    parameter: str  # canonical key (config.pollutants.PARAMETERS)
     value: float
     unit: str
     value_std: float

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from fractions import Fraction
 
+from config.pollutants import PARAMETERS, PollutantLimit, limits_for
 from config.schema import SiteConfig
 from monitor.reports.days import add_months
 from monitor.reports.labs import LabResult
-from monitor.reports.pollutants import PARAMETERS, PollutantLimit, limits_for
 
 CHRONIC_SHARE = Fraction(66, 100)
 TRC_SHARE = Fraction(33, 100)

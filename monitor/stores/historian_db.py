@@ -35,28 +35,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from monitor.sample import Quality, Sample
+from monitor.sample import QUALITY_BY_CODE, QUALITY_CODES, Sample
 from monitor.stores.readonly import connect_readonly
 
 SCHEMA_VERSION: Final = 2  # 2: quality code 8, over_range (a version-1 file is upgraded in place)
+# The quality codes stored in the readings table are `monitor.sample.QUALITY_CODES`: adding a quality needs a new
+# code there and a SCHEMA_VERSION bump here (older readers would not know the code).
 
-# Stable codes. Never renumber: they are in every file already written. Adding a quality needs a new code
-# here and a SCHEMA_VERSION bump (older readers would not know the code).
-QUALITY_CODES: Final[dict[Quality, int]] = {
-    Quality.GOOD: 0,
-    Quality.COMM_FAILURE: 1,
-    Quality.DEVICE_EXCEPTION: 2,
-    Quality.DECODE_ERROR: 3,
-    Quality.BAD_VALUE: 4,
-    Quality.OUT_OF_RANGE: 5,
-    Quality.STALE: 6,
-    Quality.DEVICE_FAULT: 7,
-    Quality.OVER_RANGE: 8,
-}
-_missing_codes = set(Quality) - set(QUALITY_CODES)
-if _missing_codes:  # pragma: no cover - guards a future edit of Quality
-    raise RuntimeError(f"historian has no storage code for {_missing_codes}; add one to QUALITY_CODES")
-QUALITY_BY_CODE: Final[dict[int, Quality]] = {c: q for q, c in QUALITY_CODES.items()}
 
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS channels (

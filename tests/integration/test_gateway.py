@@ -14,15 +14,9 @@ import pytest
 from pymodbus.client import AsyncModbusTcpClient
 
 from alarms.engine import AlarmEngine
-from alarms.gateway import (
-    ALARM_BASE,
-    GatewaySettings,
-    ModbusGateway,
-    parse_gateway,
-    plan,
-    register_table,
-)
+from alarms.gateway import ALARM_BASE, ModbusGateway, plan, register_table
 from alarms.model import AlarmInput, AlarmKey, AlarmSettings, AlarmState, Priority, Refusal
+from config.gateway import GatewaySettings, parse_gateway
 from config.loader import load_config
 from config.reader import Reader
 from config.schema import SiteConfig

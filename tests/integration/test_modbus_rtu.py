@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from config.loader import MAPS_DIR, load_config, load_register_map
+from config.loader import load_config
+from config.maps import MAPS_DIR, load_register_map
 from config.schema import Channel, ChannelKind, DriverKind, Instrument, SerialSettings
 from drivers.modbus import ModbusDriver, ModbusLink, build_modbus_drivers
 from monitor.sample import Quality, Sample

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from config.instruments import default_max_gap
 from monitor.alarming import alarm_inputs
-from monitor.checks.coverage import Coverage, TimeWeightedMean, default_max_gap, is_gap, weight
+from monitor.checks.coverage import Coverage, TimeWeightedMean, is_gap, weight
 from monitor.checks.engine import CheckEngine
 from tests.unit.test_checks_helpers import T0, channel, load, samples, site_toml
 

@@ -11,10 +11,10 @@ import pytest
 
 from config.errors import ConfigError, ConfigErrors
 from config.loader import load_config
+from config.pollutants import limits_for
 from config.schema import SiteConfig
 from monitor.cli import main
 from monitor.reports.compliance import permit_limits
-from monitor.reports.pollutants import limits_for
 from monitor.reports.snc import SncScreen
 from tests.unit.test_report_labs import SITE, SITES
 from tests.unit.test_report_snc import screen_imported

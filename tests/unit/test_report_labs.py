@@ -11,10 +11,10 @@ import pytest
 
 from alarms.journal import Journal
 from config.loader import load_config
+from config.pollutants import JURISDICTION_LIMITS, PARAMETERS, canonical_parameter
 from config.schema import SiteConfig
 from monitor.reports.aggregates_db import connect
 from monitor.reports.labs import LabImportError, import_csv, read_results
-from monitor.reports.pollutants import JURISDICTION_LIMITS, PARAMETERS, canonical_parameter
 from tests.support import IN_CI
 from tests.unit.test_jurisdictions import SEEDS, _normalize
 
