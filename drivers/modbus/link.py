@@ -49,7 +49,7 @@ from pymodbus.pdu import ModbusPDU
 
 from config.schema import DriverKind, Instrument, SerialSettings, Table
 from drivers.backoff import retries
-from monitor.logtext import duration
+from monitor.number_text import duration
 from monitor.sample import Quality
 
 log = logging.getLogger(__name__)

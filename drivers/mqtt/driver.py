@@ -53,7 +53,7 @@ from drivers.mqtt.dedupe import RecentReadings
 from drivers.mqtt.loop_binding import LoopBinding
 from drivers.mqtt.payload import Decoded, InstrumentDecoder
 from monitor import clock
-from monitor.logtext import duration
+from monitor.number_text import duration
 from monitor.sample import Quality, Sample
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,23 @@ class _Session:
         self.subscribe_mid: int | None = None
 
 
+@dataclasses.dataclass(slots=True)
+class _Run:
+    """What exists only while `MqttDriver.run` runs, created together at its start: the loop, the paho client
+    and its binding to the loop, the sink, the stop future (its exception: a sink failure), the commit-paced
+    acknowledgements (None: acknowledge once the sink took the samples). ``session`` is the current
+    connection attempt's futures, ``connecting`` paho's blocking connect while it runs in the executor."""
+
+    loop: asyncio.AbstractEventLoop
+    client: mqtt.Client
+    binding: LoopBinding
+    sink: SampleSink
+    stop: asyncio.Future[None]
+    acks: CommitAcks | None
+    session: _Session | None = None
+    connecting: asyncio.Future[MQTTErrorCode] | None = None
+
+
 class MqttDriver:
     """A `drivers.base.StreamingDriver` for one MQTT instrument: ``await run(sink)`` until cancelled."""
 
@@ -89,24 +106,17 @@ class MqttDriver:
         self._channels = tuple(channels)
         self._decoder = InstrumentDecoder(instrument=instrument, channels=channels)
         self._password = _read_password(self._broker, self._name)
-        self.client_id = self._broker.client_id or f"pretreat-{instrument.site}-{instrument.id}"
+        self.client_id = self._broker.client_id  # the loader sets the default and refuses one used twice
         self._connect_timeout = max(instrument.timeout, MIN_CONNECT_TIMEOUT)
         self._backoff = backoff or Backoff()
         self._where = f"{self._broker.host}:{self._broker.port}"
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: mqtt.Client | None = None
-        self._binding: LoopBinding | None = None
-        self._sink: SampleSink | None = None
-        self._session: _Session | None = None
-        self._stop: asyncio.Future[None] | None = None
-        self._connecting: asyncio.Future[MQTTErrorCode] | None = None
+        self._run: _Run | None = None  # while running (and after: a driver runs once)
         self._finished = asyncio.Event()
         self._closed = False
         self._outage_since: float | None = None
         self._outage_attempts = 0
         self._unexpected_topics: set[str] = set()
         self._recent = RecentReadings()
-        self._acks: CommitAcks | None = None
 
     # --- public API -------------------------------------------------------------------------------
 
@@ -118,14 +128,13 @@ class MqttDriver:
         once everything the sink took is durable), a message is acknowledged only after that
         (`drivers.mqtt.acks`); without it, as soon as the sink took its samples.
         """
-        if self._closed or self._loop is not None:
+        if self._closed or self._run is not None:
             raise RuntimeError(f"MQTT driver {self._name} is closed or already running")
-        self._loop = asyncio.get_running_loop()
-        self._sink = sink
-        self._acks = CommitAcks(committed=committed, name=self._name) if committed is not None else None
-        self._stop = self._loop.create_future()
-        self._client = self._new_client()
-        self._binding = LoopBinding(client=self._client, loop=self._loop)
+        loop = asyncio.get_running_loop()
+        client = self._new_client()
+        self._run = _Run(loop=loop, client=client, binding=LoopBinding(client=client, loop=loop), sink=sink,
+                         stop=loop.create_future(),
+                         acks=CommitAcks(committed=committed, name=self._name) if committed is not None else None)
         try:
             await self._supervise()
         finally:
@@ -140,12 +149,19 @@ class MqttDriver:
     async def close(self) -> None:
         """Stop `run` (sending DISCONNECT; the broker keeps the session) and wait until it has. Idempotent."""
         self._closed = True
-        if self._stop is not None and not self._stop.done():
-            self._stop.set_result(None)
-        if self._loop is not None:
+        if self._run is not None:
+            if not self._run.stop.done():
+                self._run.stop.set_result(None)
             await self._finished.wait()
 
     # --- the one reconnect loop -------------------------------------------------------------------
+
+    @property
+    def _r(self) -> _Run:
+        """The run state, for the methods that only ever run inside `run`."""
+        if self._run is None:
+            raise RuntimeError(f"MQTT driver {self._name} is not running")
+        return self._run
 
     async def _supervise(self) -> None:
         failures = 0
@@ -158,13 +174,12 @@ class MqttDriver:
             self._link_lost(reason, was_up=uptime is not None)
             delay = self._backoff.delay(failures)
             failures += 1
-            assert self._stop is not None
-            await asyncio.wait({self._stop}, timeout=delay)
+            await asyncio.wait({self._r.stop}, timeout=delay)
 
     async def _connection(self) -> tuple[float | None, str]:
         """One connection, from attempt to loss: (seconds it was up, or None if never; why it ended)."""
-        assert self._loop is not None and self._client is not None and self._stop is not None
-        session = self._session = _Session(self._loop)
+        r = self._r
+        session = r.session = _Session(r.loop)
         try:
             rc = await self._open_socket()
         except OSError as exc:
@@ -172,7 +187,7 @@ class MqttDriver:
         if rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
             self._force_close()
             return None, f"cannot connect ({mqtt.error_string(rc)})"
-        first: set[asyncio.Future[Any]] = {session.connack, session.lost, self._stop}
+        first: set[asyncio.Future[Any]] = {session.connack, session.lost, r.stop}
         await asyncio.wait(first, timeout=self._connect_timeout, return_when=asyncio.FIRST_COMPLETED)
         if self._stopping():
             return None, "stopping"
@@ -191,10 +206,10 @@ class MqttDriver:
         acking = self._start_acks(session_present)
         try:
             while not (session.lost.done() or self._stopping()):
-                either: set[asyncio.Future[Any]] = {session.lost, self._stop}
+                either: set[asyncio.Future[Any]] = {session.lost, r.stop}
                 await asyncio.wait(either, timeout=MISC_INTERVAL, return_when=asyncio.FIRST_COMPLETED)
                 if not session.lost.done():
-                    self._client.loop_misc()
+                    r.client.loop_misc()
         finally:
             if acking is not None:
                 acking.cancel()
@@ -209,44 +224,45 @@ class MqttDriver:
         return uptime, session.lost.result() if session.lost.done() else "stopping"
 
     def _start_acks(self, session_present: bool) -> asyncio.Task[None] | None:
-        if self._acks is None or self._client is None:
+        r = self._r
+        if r.acks is None:
             return None
         if not session_present:
-            self._acks.session_lost()
-        return asyncio.create_task(self._acks.run(self._client), name=f"mqtt-acks:{self._name}")
+            r.acks.session_lost()
+        return asyncio.create_task(r.acks.run(r.client), name=f"mqtt-acks:{self._name}")
 
     async def _open_socket(self) -> MQTTErrorCode:
         """paho's blocking connect, in the executor. Awaited through `shield` so that a cancellation never
         abandons a half-open socket: `_shutdown` waits for it instead."""
-        assert self._loop is not None and self._client is not None
-        fut = self._connecting = self._loop.run_in_executor(None, self._client.reconnect)
+        r = self._r
+        fut = r.connecting = r.loop.run_in_executor(None, r.client.reconnect)
         try:
             return await asyncio.shield(fut)
         finally:
             if fut.done():
-                self._connecting = None
+                r.connecting = None
 
     def _stopping(self) -> bool:
         """True once `close` was called; re-raises a sink failure recorded by `_on_message`."""
-        assert self._stop is not None
-        if self._stop.done():
-            self._stop.result()
+        stop = self._r.stop
+        if stop.done():
+            stop.result()
             return True
         return False
 
     async def _shutdown(self) -> None:
         """Leave cleanly whatever state `run` ended in: no socket, no executor job, no watched fd left."""
-        assert self._loop is not None and self._client is not None
-        fut, self._connecting = self._connecting, None
+        r = self._r
+        fut, r.connecting = r.connecting, None
         if fut is not None:  # a connect still running in the executor: it may yet open a socket
             await asyncio.wait({fut})  # bounded by the connect timeout; a blocking connect can't be stopped
             if not fut.cancelled():
                 fut.exception()  # retrieved: its OSError needs no report while stopping
-        if self._client.socket() is not None:
-            if self._acks is not None and self.counters.connected:
-                await self._acks.drain(self._client)  # what was committed is acknowledged before DISCONNECT
-            session = self._session = _Session(self._loop)
-            self._client.disconnect()  # queued; written by the writer callback, then paho closes the socket
+        if r.client.socket() is not None:
+            if r.acks is not None and self.counters.connected:
+                await r.acks.drain(r.client)  # what was committed is acknowledged before DISCONNECT
+            session = r.session = _Session(r.loop)
+            r.client.disconnect()  # queued; written by the writer callback, then paho closes the socket
             try:
                 await asyncio.wait({session.lost}, timeout=CLOSE_TIMEOUT)
             finally:  # also when cancelled a second time while waiting
@@ -255,8 +271,8 @@ class MqttDriver:
 
     def _force_close(self) -> None:
         """Close the socket now, through paho (so its state and our fd watches stay consistent)."""
-        assert self._client is not None
-        sock = self._client.socket()
+        client = self._r.client
+        sock = client.socket()
         if sock is None:
             return
         if isinstance(sock, socket.socket):  # plain TCP (paho's SocketLike protocol has no shutdown())
@@ -265,9 +281,9 @@ class MqttDriver:
         # Each loop_read handles one packet; bytes already received are still read (and delivered) before
         # paho reaches EOF, closes the socket and calls on_disconnect.
         for _ in range(100_000):
-            if self._client.socket() is None:
+            if client.socket() is None:
                 return
-            self._client.loop_read()
+            client.loop_read()
         log.error("%s: MQTT socket to %s did not close", self._name, self._where)  # pragma: no cover
 
     # --- state changes: logged once ----------------------------------------------------------------
@@ -292,8 +308,8 @@ class MqttDriver:
                         self._name, self._where, self.client_id)
 
     def _link_lost(self, reason: str, *, was_up: bool) -> None:
-        if self._acks is not None:
-            self._acks.link_lost()
+        if (acks := self._r.acks) is not None:
+            acks.link_lost()
         c = self.counters
         c.connected = c.subscribed = False
         if not was_up:
@@ -318,21 +334,20 @@ class MqttDriver:
     def _deliver(self, samples: Sequence[Sample]) -> bool:
         """Hand samples to the sink. A sink that raises is a daemon bug: `run` stops with its exception
         (re-raised by `_stopping`) rather than the exception vanishing inside a paho callback."""
-        assert self._sink is not None and self._stop is not None
+        r = self._r
         try:
-            self._sink(samples)
+            r.sink(samples)
         except Exception as exc:
-            if self._stop.done():  # already stopping (samples read while closing): can only be logged
+            if r.stop.done():  # already stopping (samples read while closing): can only be logged
                 log.exception("%s: the sample sink failed while the MQTT driver was stopping", self._name)
             else:
-                self._stop.set_exception(exc)
+                r.stop.set_exception(exc)
             return False
         return True
 
     def _subscribe(self, session: _Session) -> None:
-        assert self._client is not None
         topics = [(t, self._broker.qos) for t in self._decoder.topics]
-        rc, mid = self._client.subscribe(topics)
+        rc, mid = self._r.client.subscribe(topics)
         if rc == MQTTErrorCode.MQTT_ERR_SUCCESS:
             session.subscribe_mid = mid
         # otherwise the link is already gone: on_disconnect ends the session and the next one subscribes
@@ -354,13 +369,13 @@ class MqttDriver:
         return client
 
     def _on_connect(self, _c: mqtt.Client, _u: Any, flags: Any, reason_code: Any, _p: Any) -> None:
-        s = self._session
+        s = self._r.session
         if s is not None and not s.connack.done():
             s.connack.set_result((reason_code, bool(flags.session_present)))
 
     def _on_disconnect(self, _c: mqtt.Client, _u: Any, flags: Any, reason_code: Any, _p: Any) -> None:
         self.counters.connected = self.counters.subscribed = False
-        s = self._session
+        s = self._r.session
         if s is not None and not s.lost.done():
             # paho reports a closed or reset socket as "Unspecified error"; say what it means.
             name = str(reason_code)
@@ -373,7 +388,7 @@ class MqttDriver:
             s.lost.set_result(why)
 
     def _on_subscribe(self, _c: mqtt.Client, _u: Any, mid: int, reason_codes: list[Any], _p: Any) -> None:
-        s = self._session
+        s = self._r.session
         if s is None or mid != s.subscribe_mid:
             return
         refused = [t for t, rc in zip(self._decoder.topics, reason_codes, strict=False) if rc.is_failure]
@@ -391,7 +406,7 @@ class MqttDriver:
             self._emit_failure(lost, f"MQTT broker {self._where} refused the subscription")
 
     def _on_message(self, client: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
-        acks = self._acks
+        acks = self._r.acks
         if acks is not None and msg.qos > 0 and acks.carried_over(msg.mid, bool(msg.dup)):
             self.counters.repeats += 1  # re-sent after a reconnect; its samples were taken before
             acks.hold(msg.mid, msg.qos)
@@ -447,12 +462,13 @@ class MqttDriver:
         self._unexpected_topics.add(topic)
         log.warning("%s: message on %r, which no channel uses (subscription left in the broker session by an "
                     "earlier configuration?); unsubscribing", self._name, topic)
-        if unsubscribe and self._client is not None:
-            self._client.unsubscribe(topic)
+        if unsubscribe and self._run is not None:
+            self._run.client.unsubscribe(topic)
 
 
 def _read_password(broker: MqttBroker, name: str) -> str:
-    """The broker password from ``password_file`` (trailing newline stripped), read once at start-up."""
+    """The broker password from ``password_file`` (trailing newline stripped), read once at start-up. The
+    loader checked that the file is readable and comes with a user name (`config.loader`); this reads it."""
     if not broker.password_file:
         return ""
     path = Path(broker.password_file)
@@ -461,20 +477,17 @@ def _read_password(broker: MqttBroker, name: str) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         detail = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise ValueError(f"instrument {name}: cannot read MQTT password_file {path} ({detail})") from None
-    if not broker.username:
-        raise ValueError(f"instrument {name}: password_file is set but username is empty "
-                         "(MQTT 3.1.1 sends a password only with a user name)")
     return secret
 
 
 def build_mqtt_drivers(config: SiteConfig) -> list[MqttDriver]:
     """One `MqttDriver` per MQTT instrument of every site that has channels.
 
-    A relative ``password_file`` is resolved against the site file's folder (as serial ports are). Client
-    ids are unique per broker because the loader refuses a file where they are not
-    (`config.links.check_mqtt_client_ids`, with the alarm channels'); the drivers trust that.
+    The loader validated what the drivers take as given: every client id is set (``pretreat-<site>-<id>`` by
+    default) and unique per broker (`config.links.check_mqtt_client_ids`, with the alarm channels'), a
+    ``password_file`` is an absolute path (a relative one resolved against the site file's folder), readable,
+    and comes with a user name.
     """
-    base = config.source.parent if config.source is not None else Path.cwd()
     drivers: list[MqttDriver] = []
     for site in config.sites:
         for inst in site.instruments:
@@ -484,9 +497,5 @@ def build_mqtt_drivers(config: SiteConfig) -> list[MqttDriver]:
             if not channels:
                 log.warning("%s/%s: MQTT instrument has no channels; not subscribing", site.id, inst.id)
                 continue
-            broker = inst.mqtt
-            if broker.password_file and not Path(broker.password_file).is_absolute():
-                broker = dataclasses.replace(broker, password_file=str(base / broker.password_file))
-                inst = dataclasses.replace(inst, mqtt=broker)
             drivers.append(MqttDriver(instrument=inst, channels=channels))
     return drivers
