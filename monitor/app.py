@@ -16,8 +16,9 @@ import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -29,7 +30,7 @@ from monitor.alarming import Alarming
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import START, EpisodeEvent
 from monitor.clockwatch import ClockWatch
-from monitor.health import HealthWriter
+from monitor.health import HealthWriter, counters_of, health_path, plain
 from monitor.integrity import SEAL_INTERVAL, RecordGuard
 from monitor.logtext import episode_fields, episode_message, local_time, use_site_config
 from monitor.memory import settle_gc
@@ -114,7 +115,7 @@ class Daemon:
         self.guard = RecordGuard(db=config.daemon.historian, alarming=self.alarming, clock=self.clock,
                                  seal_after=SEAL_AFTER)
         self.polled: list[PolledDriver]
-        self.polled, self._links = build_modbus_drivers(config)  # type: ignore[assignment]
+        self.polled, self.links = build_modbus_drivers(config)  # type: ignore[assignment]
         self.streaming: list[StreamingDriver] = list(build_mqtt_drivers(config))
         # staleness measures elapsed time: monotonic, so an NTP step of the wall clock cannot fake or hide it
         self.staleness = StalenessTracker(config=config, now=time.monotonic())
@@ -334,104 +335,154 @@ class Daemon:
         self.alarming.engine.journal.reopen()
         self.guard.fail(f"{reason}; re-created from the daemon's own copy")
 
+    def health_counters(self) -> dict[str, Any]:
+        """The daemon's part of the health snapshot (`monitor.health.HealthWriter` adds the process's)."""
+        h = self.historian.counters
+        return {
+            "instruments": {k: plain(v) for k, v in self.stats.items()},
+            "links": {getattr(link, "key", str(i)): {**counters_of(link), "up": getattr(link, "up", None)}
+                      for i, link in enumerate(self.links)},
+            "streaming": {f"{s.instrument.site}/{s.instrument_id}": counters_of(s) for s in self.streaming},
+            "historian": {"samples_written": h.samples_written, "batches": h.batches,
+                          "write_errors": h.write_errors, "queue_depth": h.queue_depth,
+                          "file_losses": h.file_losses, "failing": self.historian.failing},
+            "episode_events": self.episode_events,
+            "record": self.guard.health(),
+            "alarms": self.alarming.health(),
+            "influx": asdict(self.influx.counters) if self.influx is not None else None,
+            "stale_channels": ["/".join(k) for k in self.staleness.stale_channels()],
+            "clock_steps": self.clock_watch.steps if self.clock_watch is not None else 0,
+            "retention": {"days": self.config.daemon.retention_days, "purges": len(self.retention),
+                          "deleted": sum(r.deleted for r in self.retention),
+                          "last_cutoff": self.retention[-1].cutoff if self.retention else None},
+        }
+
     async def run(self, stop: asyncio.Event) -> None:
+        """Start everything, serve until ``stop`` is set, stop everything.
+
+        Each start pushes its stop on one `contextlib.AsyncExitStack`, so shutdown runs in reverse order of
+        start, and a start that raises (the Influx sink refused, warm-up, the alarm gateway's port taken)
+        still stops whatever started before it: the historian is always flushed and closed once started."""
         if (demo := clocks.demo()) is not None:
             log.warning("%s", clocks.describe(demo))
+        async with contextlib.AsyncExitStack() as stack:
+            health = await self._start_stores(stack)
+            stack.push_async_callback(self.alarming.stop)  # also releases its files when start never ran
+            self._warm_up()
+            await self.alarming.start(self.clock)
+            stack.push_async_callback(self._stop_sources)
+            scheduler = self.scheduler = AsyncIOScheduler()
+            stack.push_async_callback(self._stop_scheduler, scheduler)
+            self.clock_watch = ClockWatch(scheduler=scheduler, wall=self.clock, monotonic=clocks.monotonic)
+            self._schedule(scheduler, health, demo)
+            if self.tune_gc:
+                settle_gc()
+            self.staleness.restart(time.monotonic())
+            scheduler.start()
+            await self._serve_until(stop, health)
+
+    async def _start_stores(self, stack: contextlib.AsyncExitStack) -> HealthWriter:
+        """Historian first (every sink before any source), then the Influx sink that copies from it; the
+        stores' stop (pushed once the historian runs) closes them and writes the final health snapshot."""
         loop = asyncio.get_running_loop()
+
         def file_lost(reason: str) -> None:  # in the historian's writer thread
             loop.call_soon_threadsafe(self._file_lost, reason)
 
         self.historian.on_file_lost = file_lost
         await self.historian.start()
+        health = HealthWriter(path=health_path(self.config.daemon.historian), counters=self.health_counters)
+        stack.push_async_callback(self._close_stores, health)
         await asyncio.to_thread(self._seed_duplicate_filters)
-        health = HealthWriter(daemon=self)
         if self.influx is not None:
-            try:
-                await self.influx.start(self.historian)
-            except BaseException:
-                await self.historian.close()
-                raise
-        self._warm_up()
-        await self.alarming.start(self.clock)
-        scheduler = self.scheduler = AsyncIOScheduler()
-        self.clock_watch = ClockWatch(scheduler=scheduler, wall=self.clock, monotonic=clocks.monotonic)
-        try:
-            paced: dict[str, float] = {}  # job id -> interval in (simulated) seconds
-            rate = clocks.rate()  # other than 1 only under a demonstration clock (monitor.clock)
-            for interval, drivers in _by_interval(self.polled).items():
-                # coalesce folds a backlog into one run; misfire_grace_time=None runs a late round anyway
-                job = scheduler.add_job(self._poll_round, "interval", args=[drivers], seconds=interval / rate,
-                                        id=f"poll-every-{interval:g}s", coalesce=True, misfire_grace_time=None,
-                                        next_run_time=_now_dt())
-                paced[job.id] = interval
-            scheduler.add_job(self._tick, "interval", seconds=self.config.daemon.tick_interval / rate, id="tick",
-                              coalesce=True)
-            paced["tick"] = self.config.daemon.tick_interval
-            if demo is not None:  # re-pace the polls where the simulated clock changes speed
-                for at in demo.changes():
-                    if at > time.time():
-                        scheduler.add_job(_pace, "date", args=[scheduler, paced], run_date=_datetime(at))
-            if self.config.daemon.retention_days is not None:  # off by default: see monitor.stores.retention
-                scheduler.add_job(self._purge, "interval", hours=6, id="retention", coalesce=True,
-                                  next_run_time=_now_dt() + timedelta(minutes=1))
-            # sealing complete channel-days, in a worker thread (monitor.integrity)
-            scheduler.add_job(self.guard.seal, "interval", seconds=SEAL_INTERVAL, id="seal", coalesce=True,
-                              next_run_time=_now_dt() + timedelta(seconds=30))
-            scheduler.add_job(health.write_async, "interval",
-                              seconds=max(self.config.daemon.tick_interval, 1.0), id="health", coalesce=True)
-            if self.heartbeat.interval is not None:  # only under systemd with WatchdogSec=
-                scheduler.add_job(self.heartbeat.job, "interval", seconds=self.heartbeat.interval,
-                                  id="watchdog", coalesce=True)
-            schedule_reports(scheduler, self.config, reports_dir(self.config),
-                             aggregator=self.aggregates)
-            if self.tune_gc:
-                settle_gc()
-            self.staleness.restart(time.monotonic())
-            scheduler.start()
-            async with asyncio.TaskGroup() as tg:
-                for sd in self.streaming:
-                    tg.create_task(self._stream(sd, stop), name=f"stream:{_key(sd)}")
-                tg.create_task(self._judge(stop), name="verdicts")
-                tg.create_task(self.guard.check_at_start(), name="record-check")  # polling goes on meanwhile
-                tg.create_task(health.lag.run(stop), name="loop-lag")
-                tg.create_task(self.clock_watch.run(stop), name="clock-watch")
-                log.info("daemon running: %d polled instruments, %d streaming, historian %s",
-                         len(self.polled), len(self.streaming), self.config.daemon.historian)
-                self.ready.set()
-                self.notifier.ready(status=f"polling {len(self.polled)} instruments, "
-                                           f"{len(self.streaming)} streaming")
-                await stop.wait()
-                self._running.stopping = True  # rounds due from now on start nothing (see _poll_round)
-                self._verdict_wake.set()  # let the verdict task see the stop
-                log.info("stopping: draining polls and flushing the historian")
-        finally:
-            self.notifier.stopping(status="draining polls and flushing the historian")
-            # Pause first so no new poll starts, let the ones in flight finish (APScheduler's shutdown would
-            # cancel them), then shut the scheduler down.
-            self._running.stopping = True  # (also when leaving on an error)
-            if scheduler.running:
-                scheduler.pause()
-                await self._drain_polls()
-                self._ingest_inbox()
-                scheduler.shutdown(wait=False)
+            await self.influx.start(self.historian)
+        return health
+
+    def _schedule(self, scheduler: AsyncIOScheduler, health: HealthWriter, demo: clocks.DemoClock | None) -> None:
+        """The scheduler's jobs: one poll round per distinct interval, the tick, retention, seals, the health
+        snapshot, the watchdog and the periodic reports."""
+        paced: dict[str, float] = {}  # job id -> interval in (simulated) seconds
+        rate = clocks.rate()  # other than 1 only under a demonstration clock (monitor.clock)
+        for interval, drivers in _by_interval(self.polled).items():
+            # coalesce folds a backlog into one run; misfire_grace_time=None runs a late round anyway
+            job = scheduler.add_job(self._poll_round, "interval", args=[drivers], seconds=interval / rate,
+                                    id=f"poll-every-{interval:g}s", coalesce=True, misfire_grace_time=None,
+                                    next_run_time=_now_dt())
+            paced[job.id] = interval
+        scheduler.add_job(self._tick, "interval", seconds=self.config.daemon.tick_interval / rate, id="tick",
+                          coalesce=True)
+        paced["tick"] = self.config.daemon.tick_interval
+        if demo is not None:  # re-pace the polls where the simulated clock changes speed
+            for at in demo.changes():
+                if at > time.time():
+                    scheduler.add_job(_pace, "date", args=[scheduler, paced], run_date=_datetime(at))
+        if self.config.daemon.retention_days is not None:  # off by default: see monitor.stores.retention
+            scheduler.add_job(self._purge, "interval", hours=6, id="retention", coalesce=True,
+                              next_run_time=_now_dt() + timedelta(minutes=1))
+        # sealing complete channel-days, in a worker thread (monitor.integrity)
+        scheduler.add_job(self.guard.seal, "interval", seconds=SEAL_INTERVAL, id="seal", coalesce=True,
+                          next_run_time=_now_dt() + timedelta(seconds=30))
+        scheduler.add_job(health.write_async, "interval",
+                          seconds=max(self.config.daemon.tick_interval, 1.0), id="health", coalesce=True)
+        if self.heartbeat.interval is not None:  # only under systemd with WatchdogSec=
+            scheduler.add_job(self.heartbeat.job, "interval", seconds=self.heartbeat.interval,
+                              id="watchdog", coalesce=True)
+        schedule_reports(scheduler, self.config, reports_dir(self.config), aggregator=self.aggregates)
+
+    async def _serve_until(self, stop: asyncio.Event, health: HealthWriter) -> None:
+        """The streaming drivers and the daemon's own tasks, until ``stop`` is set."""
+        assert self.clock_watch is not None
+        async with asyncio.TaskGroup() as tg:
             for sd in self.streaming:
-                await sd.close()
-            for link in self._links:
-                await link.close()
-            try:
-                await self._deliver_verdicts()
-            except sqlite3.Error as exc:  # the readings are committed: the next start rebuilds these episodes
-                log.error("stopping with %d episode event(s) not recorded (%s); the next start rebuilds them "
-                          "from the recorded readings", len(self._verdicts), exc)
-            await self.alarming.stop()
-            await self.historian.close()
-            self.aggregates.close()
-            if self.influx is not None:
-                await self.influx.close()
-            self.episodes.close()
-            health.state = "stopped"
-            health.write()  # the final counters, matching what was recorded
-            log.info("stopped; %d samples recorded", self.historian.counters.samples_written)
+                tg.create_task(self._stream(sd, stop), name=f"stream:{_key(sd)}")
+            tg.create_task(self._judge(stop), name="verdicts")
+            tg.create_task(self.guard.check_at_start(), name="record-check")  # polling goes on meanwhile
+            tg.create_task(health.lag.run(stop), name="loop-lag")
+            tg.create_task(self.clock_watch.run(stop), name="clock-watch")
+            log.info("daemon running: %d polled instruments, %d streaming, historian %s",
+                     len(self.polled), len(self.streaming), self.config.daemon.historian)
+            self.ready.set()
+            self.notifier.ready(status=f"polling {len(self.polled)} instruments, "
+                                       f"{len(self.streaming)} streaming")
+            await stop.wait()
+            self._running.stopping = True  # rounds due from now on start nothing (see _poll_round)
+            self._verdict_wake.set()  # let the verdict task see the stop
+            log.info("stopping: draining polls and flushing the historian")
+
+    async def _stop_scheduler(self, scheduler: AsyncIOScheduler) -> None:
+        """Pause first so no new poll starts, let the ones in flight finish (APScheduler's shutdown would
+        cancel them) and ingest what they read, then shut the scheduler down."""
+        self.notifier.stopping(status="draining polls and flushing the historian")
+        self._running.stopping = True  # (also when leaving on an error)
+        if scheduler.running:
+            scheduler.pause()
+            await self._drain_polls()
+            self._ingest_inbox()
+            scheduler.shutdown(wait=False)
+
+    async def _stop_sources(self) -> None:
+        """Disconnect the drivers, then record the episode events their last readings made."""
+        for sd in self.streaming:
+            await sd.close()
+        for link in self.links:
+            await link.close()
+        try:
+            await self._deliver_verdicts()
+        except sqlite3.Error as exc:  # the readings are committed: the next start rebuilds these episodes
+            log.error("stopping with %d episode event(s) not recorded (%s); the next start rebuilds them "
+                      "from the recorded readings", len(self._verdicts), exc)
+
+    async def _close_stores(self, health: HealthWriter) -> None:
+        """Last: the historian flushes and closes (the Influx sink after it, so it copies the last commits),
+        then the final health snapshot, whose counters match what was recorded."""
+        await self.historian.close()
+        self.aggregates.close()
+        if self.influx is not None:
+            await self.influx.close()
+        self.episodes.close()
+        health.state = "stopped"
+        health.write()
+        log.info("stopped; %d samples recorded", self.historian.counters.samples_written)
 
     async def _stream(self, driver: StreamingDriver, stop: asyncio.Event) -> None:
         # acknowledged to the broker only once committed: a crash cannot lose a message the broker forgot

@@ -16,15 +16,12 @@ import math
 import os
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from monitor import memory
-
-if TYPE_CHECKING:
-    from monitor.app import Daemon
-
 
 log = logging.getLogger(__name__)
 _BLOCK = 4096  # snapshots are padded to a multiple of this (see HealthWriter.write)
@@ -34,40 +31,33 @@ def health_path(historian: Path) -> Path:
     return historian.with_name(historian.name + ".health.json")
 
 
+CountersProvider = Callable[[], dict[str, Any]]
+"""What the snapshot reports of the daemon: its per-instrument, per-link and store counters, a JSON-ready dict
+(`monitor.app.Daemon.health_counters`). Called on the event loop, where those counters change."""
+
+
 class HealthWriter:
-    def __init__(self, *, daemon: Daemon) -> None:
-        self.daemon = daemon
-        self.path = health_path(daemon.config.daemon.historian)
+    """Writes the snapshot: the provider's counters, with what the writer itself knows (the time, the process,
+    its state, its uptime, the event loop's lag and the process's memory).
+
+    It takes a provider rather than the daemon, so this module knows nothing of how the daemon is built."""
+
+    def __init__(self, *, path: Path, counters: CountersProvider) -> None:
+        self.counters = counters
+        self.path = path
         self.started = time.time()
         self.state = "running"  # "stopped" on the final write, after the flush
         self.lag = LoopLag()
         self.failing: str | None = None  # why the snapshot cannot be written now (logged once an outage)
 
     def snapshot(self) -> dict[str, Any]:
-        d = self.daemon
-        h = d.historian.counters
         return {
             "time": time.time(),
             "pid": os.getpid(),
             "state": self.state,
             "uptime_s": round(time.time() - self.started, 1),
-            "instruments": {k: _plain(v) for k, v in d.stats.items()},
-            "links": {getattr(link, "key", str(i)): {**_counters(link), "up": getattr(link, "up", None)}
-                      for i, link in enumerate(d._links)},
-            "streaming": {f"{s.instrument.site}/{s.instrument_id}": _counters(s) for s in d.streaming},
-            "historian": {"samples_written": h.samples_written, "batches": h.batches,
-                          "write_errors": h.write_errors, "queue_depth": h.queue_depth,
-                          "file_losses": h.file_losses, "failing": d.historian.failing},
-            "episode_events": d.episode_events,
-            "record": d.guard.health(),
-            "alarms": d.alarming.health(),
-            "influx": asdict(d.influx.counters) if d.influx is not None else None,
-            "stale_channels": ["/".join(k) for k in d.staleness.stale_channels()],
+            **self.counters(),
             "loop_lag": self.lag.snapshot(),
-            "clock_steps": d.clock_watch.steps if d.clock_watch is not None else 0,
-            "retention": {"days": d.config.daemon.retention_days, "purges": len(d.retention),
-                          "deleted": sum(r.deleted for r in d.retention),
-                          "last_cutoff": d.retention[-1].cutoff if d.retention else None},
             "memory": memory.snapshot(),
         }
 
@@ -115,12 +105,13 @@ class HealthWriter:
             return False
 
 
-def _counters(obj: object) -> dict[str, Any]:
+def counters_of(obj: object) -> dict[str, Any]:
+    """The counters of a link or a streaming driver (its ``stats`` or ``counters``), as plain values."""
     stats = getattr(obj, "stats", None) or getattr(obj, "counters", None)
     if stats is None:
         return {}
     try:
-        return _plain(stats)
+        return plain(stats)
     except TypeError:
         return {k: v for k, v in vars(stats).items() if isinstance(v, int | float | str | bool)}
 
@@ -138,7 +129,7 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
-def _plain(counters: Any) -> dict[str, Any]:
+def plain(counters: Any) -> dict[str, Any]:
     """`dataclasses.asdict` of a dataclass of counters, without its recursive deep copy (a tenth of the cost,
     once a second for every instrument); a field that is not a plain value gets asdict's own treatment."""
     out = {name: getattr(counters, name) for name in _field_names(type(counters))}

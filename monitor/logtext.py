@@ -14,7 +14,6 @@ machine's local zone and readings are shown to four significant digits.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
@@ -22,15 +21,13 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from monitor.checks.events import DURATION_RULES, START
+from monitor.number_text import NO_READING, duration, number
 
 if TYPE_CHECKING:
     from alarms.model import Transition
     from config.schema import SiteConfig
     from monitor.checks.events import EpisodeEvent
 
-NO_READING = "no reading"
-_SIGNIFICANT = 4  # digits shown of a reading whose resolution is unknown (a float register, an MQTT value)
-_MAX_DECIMALS = 6
 
 
 @dataclass(slots=True)
@@ -57,21 +54,6 @@ def local_time(t: float, zone: tzinfo | None = None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-def number(value: float | None, decimals: int | None = None) -> str:
-    """``value`` with ``decimals`` places, or (None) to four significant digits without an exponent."""
-    if value is None:
-        return NO_READING
-    if not math.isfinite(value):
-        return "not a number" if math.isnan(value) else ("-" if value < 0 else "") + "infinity"
-    if decimals is None:
-        magnitude = math.floor(math.log10(abs(value))) if value else 0
-        places = min(_MAX_DECIMALS, max(0, _SIGNIFICANT - 1 - magnitude))
-        text = f"{value:.{places}f}"
-        return text.rstrip("0").rstrip(".") if "." in text else text
-    text = f"{value:.{decimals}f}"
-    return "0" + text[2:] if text.startswith("-0") and not text.strip("-0.") else text  # no "-0.00"
-
-
 def reading(value: float | None, *, site: str, channel: str) -> str:
     """A reading of a configured channel at its resolution with its unit (``4.82 pH``), or ``no reading``."""
     decimals, unit = SETTINGS.channels.get((site, channel), (None, ""))
@@ -79,26 +61,6 @@ def reading(value: float | None, *, site: str, channel: str) -> str:
         return NO_READING
     text = number(value, decimals)
     return f"{text} {unit}" if unit else text
-
-
-def duration(seconds: float) -> str:
-    """``0.4 s``, ``10 s``, ``2 min 5 s``, ``3 h 12 min``, ``2 d 4 h``: the two largest units, rounded."""
-    if not math.isfinite(seconds):
-        return "forever" if seconds > 0 else "-"
-    sign, s = ("-" if seconds < 0 else ""), abs(seconds)
-    if s < 1:
-        return f"{sign}{number(round(s, 2))} s" if s >= 0.005 else f"{sign}0 s"
-    whole = round(s)
-    parts: list[str] = []
-    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60), ("s", 1)):
-        if whole >= size or (unit == "s" and not parts):
-            parts.append(f"{whole // size} {unit}")
-            whole %= size
-        elif parts:
-            parts.append("")  # a zero unit between two shown ones still counts as one of the two
-        if len(parts) == 2:
-            break
-    return sign + " ".join(p for p in parts if p)
 
 
 def limit(value: float | None, *, site: str, channel: str, rule: str) -> str:

@@ -11,10 +11,15 @@ digits with at most one decimal point, and an optional exponent (``7``, ``-0.5``
 `float` first and then `is_plain`: for text `float` has accepted, consisting only of `PLAIN_CHARS` is the
 same test as `PLAIN_NUMBER` (float's grammar restricted to those characters is exactly the pattern), and a
 `str.strip` of those characters costs a fraction of a regular expression match.
+
+The other way, `number` and `duration` write a number and a span of seconds as an operator reads them in a
+log line (``4.82``, ``2 min 5 s``; `monitor.logtext` has the rest of a log line's vocabulary). They live
+here, with no import of the project, because the drivers use them too.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -46,3 +51,43 @@ def plain_float(text: str, what: str = "value") -> float:
     if not text:
         raise ValueError(f"{what} is empty, expected a number")
     raise ValueError(f"{what} {excerpt(text)} is not a plain decimal number")
+
+
+NO_READING = "no reading"
+_SIGNIFICANT = 4  # digits shown of a reading whose resolution is unknown (a float register, an MQTT value)
+_MAX_DECIMALS = 6
+
+
+def number(value: float | None, decimals: int | None = None) -> str:
+    """``value`` with ``decimals`` places, or (None) to four significant digits without an exponent."""
+    if value is None:
+        return NO_READING
+    if not math.isfinite(value):
+        return "not a number" if math.isnan(value) else ("-" if value < 0 else "") + "infinity"
+    if decimals is None:
+        magnitude = math.floor(math.log10(abs(value))) if value else 0
+        places = min(_MAX_DECIMALS, max(0, _SIGNIFICANT - 1 - magnitude))
+        text = f"{value:.{places}f}"
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    text = f"{value:.{decimals}f}"
+    return "0" + text[2:] if text.startswith("-0") and not text.strip("-0.") else text  # no "-0.00"
+
+
+def duration(seconds: float) -> str:
+    """``0.4 s``, ``10 s``, ``2 min 5 s``, ``3 h 12 min``, ``2 d 4 h``: the two largest units, rounded."""
+    if not math.isfinite(seconds):
+        return "forever" if seconds > 0 else "-"
+    sign, s = ("-" if seconds < 0 else ""), abs(seconds)
+    if s < 1:
+        return f"{sign}{number(round(s, 2))} s" if s >= 0.005 else f"{sign}0 s"
+    whole = round(s)
+    parts: list[str] = []
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60), ("s", 1)):
+        if whole >= size or (unit == "s" and not parts):
+            parts.append(f"{whole // size} {unit}")
+            whole %= size
+        elif parts:
+            parts.append("")  # a zero unit between two shown ones still counts as one of the two
+        if len(parts) == 2:
+            break
+    return sign + " ".join(p for p in parts if p)

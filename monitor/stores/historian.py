@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import sqlite3
 import threading
@@ -38,14 +37,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from itertools import chain
-from operator import itemgetter
 from pathlib import Path
-from typing import Any
 
-from monitor.logtext import duration
-from monitor.sample import GOOD, Sample
+from monitor.number_text import duration
+from monitor.sample import Sample
 from monitor.stores.historian_db import (
-    QUALITY_CODES,
     HistorianError,
     HistorianReader,
     open_for_writing,
@@ -54,6 +50,7 @@ from monitor.stores.historian_db import (
     writer_cache_kib,
 )
 from monitor.stores.historian_file import FileLost, FileWatch, recreate
+from monitor.stores.historian_rows import DATA_ERRORS, insert_batch, insert_one_by_one
 
 __all__ = ["Historian", "HistorianCounters", "HistorianError", "HistorianReader", "read_channels",
            "read_readings"]
@@ -64,16 +61,6 @@ _EARLY_COMMIT = 50_000  # samples waiting: commit now instead of at the next com
 # (bigger transactions write each hot B-tree page once for more rows: 3.1 µs of writer CPU a row at 50,000,
 # 4.1 µs at 20,000, with 1,000 channels interleaved; ~10 MB of queued samples at most before a commit)
 _MAX_BACKOFF = 5.0  # s between retries of a failing write
-_COLUMNS = ("channel_id", "time", "seq", "value", "quality", "reason")
-_ROW = "(" + ", ".join("?" * len(_COLUMNS)) + ")"
-_FULL = (len(_COLUMNS), _ROW)  # a row shape for _insert_many: parameters a row, its VALUES tuple
-_PLAIN = (4, f"(?, ?, ?, ?, {QUALITY_CODES[GOOD]}, '')")  # a good reading without a reason
-_CHANNEL = itemgetter(0)  # a row's channel id
-_INSERT = f"INSERT INTO readings ({', '.join(_COLUMNS)}) VALUES {_ROW}"
-_CHUNK_ROWS = 4096  # rows per INSERT statement (24,576 parameters; SQLite >= 3.32 allows 32,766)
-# Errors about the data in one row (retrying cannot help); every other sqlite3.Error is about the file.
-_DATA_ERRORS = (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError, sqlite3.DataError,
-                OverflowError, TypeError, ValueError, AttributeError, KeyError)
 
 
 class HistorianCounters:
@@ -402,14 +389,12 @@ class Historian:
         try:
             ids = self._ids
             try:
-                ids, plain, full = self._rows(conn, batch)
-                _insert_many(conn, plain, _PLAIN)
-                _insert_many(conn, full, _FULL)
+                ids = insert_batch(conn, ids, batch, self._next_seq)
                 written, rejected = len(batch), 0
-            except _DATA_ERRORS:
+            except DATA_ERRORS:
                 conn.execute("ROLLBACK")
                 conn.execute("BEGIN IMMEDIATE")
-                ids, written, rejected = self._commit_one_by_one(conn, batch)
+                ids, written, rejected = insert_one_by_one(conn, self._ids, batch, self._next_seq)
             conn.execute("UPDATE historian_meta SET value = ? WHERE key = 'next_seq'",
                          (self._next_seq + len(batch),))
             conn.execute("COMMIT")
@@ -425,113 +410,6 @@ class Historian:
         c.samples_written += written
         c.samples_rejected += rejected
         c.batches += 1
-
-    def _rows(self, conn: sqlite3.Connection, batch: list[Sample]
-              ) -> tuple[dict[tuple[str, str, str], int], list[Any], list[Any]]:
-        """The column values of `batch`, flattened row after row (see `_flatten`); seq numbers follow
-        submission order. New channels are registered in the current transaction, on a copy of the id map
-        (kept only if the transaction commits)."""
-        ids = self._ids
-        try:
-            return ids, *_flatten(ids, batch, self._next_seq)
-        except KeyError:
-            ids = dict(ids)
-            for key in dict.fromkeys((s.site, s.channel, s.unit) for s in batch):
-                if key not in ids:
-                    ids[key] = _register(conn, key)
-        return ids, *_flatten(ids, batch, self._next_seq)
-
-    def _commit_one_by_one(self, conn: sqlite3.Connection, batch: list[Sample]
-                           ) -> tuple[dict[tuple[str, str, str], int], int, int]:
-        """Slow path after a data error: insert each sample alone; keep the ones that fail as text.
-
-        A failed INSERT rolls back only itself (SQLite statement rollback), so the good ones stay.
-        File errors (sqlite3.OperationalError ...) still propagate and fail the whole batch.
-        """
-        ids = dict(self._ids)
-        written = rejected = 0
-        received = time.time()
-        for i, s in enumerate(batch):
-            try:
-                key = (s.site, s.channel, s.unit)
-                if key not in ids:
-                    ids[key] = _register(conn, key)
-                row = (ids[key], s.time, self._next_seq + i, s.value, QUALITY_CODES[s.quality], s.reason)
-                conn.execute(_INSERT, row)
-                written += 1
-            except _DATA_ERRORS as exc:
-                rejected += 1
-                conn.execute("INSERT INTO rejected_samples (received, sample, error) VALUES (?, ?, ?)",
-                             (received, _safe_repr(s), f"{type(exc).__name__}: {exc}"))
-                if rejected <= 10:
-                    log.error("historian: sample cannot be recorded as a reading (%s: %s); kept in "
-                              "rejected_samples: %s", type(exc).__name__, exc, _safe_repr(s))
-        return ids, written, rejected
-
-
-def _flatten(ids: dict[tuple[str, str, str], int], batch: list[Sample], seq: int) -> tuple[list[Any], list[Any]]:
-    """The batch's rows grouped by channel, flattened: good readings without a reason as ``_PLAIN`` rows
-    (channel, time, seq, value), every other sample as ``_FULL`` rows (all columns). Seq numbers follow
-    submission order.
-
-    Why grouped: readings are clustered by channel, so a batch interleaving 1,000 channels inserts all over the
-    B-tree; grouped, consecutive rows land on the same leaf page, which halves SQLite's work per row (2.2
-    instead of 3.1 µs of CPU with 1,000 channels) and that work runs without the GIL. Sorting on the channel
-    alone (stable, so each channel's rows stay in submission order, which is time order for a polled channel)
-    compares ints only. Why two shapes: nearly every row is a plain good reading, and binding four parameters
-    instead of six (quality 0 and an empty reason are literals in its statement) takes a quarter less of the
-    writer's time with the GIL held, which the event loop polling the instruments waits for."""
-    plain = [(ids[(s.site, s.channel, s.unit)], s.time, n, s.value) for n, s in enumerate(batch, seq)
-             if s.quality is GOOD and not s.reason]
-    full: list[tuple[Any, ...]] = []
-    if len(plain) < len(batch):
-        codes = QUALITY_CODES
-        full = [(ids[(s.site, s.channel, s.unit)], s.time, n, s.value, codes[s.quality], s.reason)
-                for n, s in enumerate(batch, seq) if s.quality is not GOOD or s.reason]
-        full.sort(key=_CHANNEL)
-    plain.sort(key=_CHANNEL)
-    return list(chain.from_iterable(plain)), list(chain.from_iterable(full))
-
-
-def _insert_many(conn: sqlite3.Connection, flat: list[Any], shape: tuple[int, str]) -> None:
-    """Insert rows (each ``shape``'s values, flattened) with multi-row ``INSERT … VALUES (…), (…)`` statements
-    of a power-of-two number of rows, at most ``_CHUNK_ROWS`` each.
-
-    Why not ``executemany``: Python's sqlite3 releases the GIL around every ``sqlite3_step``, which for
-    ``executemany`` is once per row. While the event loop is busy (polling flat out), taking the GIL back waits
-    up to the interpreter's switch interval (5 ms) each time, and the writer managed only a few thousand rows
-    a second, falling ever further behind (bench/bench_polling.py). One statement of thousands of rows is one
-    step: the B-tree work runs without the GIL, on the other core, and the writer takes the GIL back a few
-    times per transaction instead of once per row. The power-of-two sizes keep the number of distinct
-    statements small (at most ~13 a shape), so they stay in the connection's statement cache.
-    """
-    per_row, row = shape
-    limit = min(_CHUNK_ROWS, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // per_row)
-    rows = len(flat) // per_row
-    i = 0
-    while i < rows:
-        n = 1 << min(rows - i, limit).bit_length() - 1  # the largest power of two that fits
-        conn.execute(_insert_sql(n, row), flat[i * per_row:(i + n) * per_row])
-        i += n
-
-
-@functools.cache
-def _insert_sql(rows: int, row: str) -> str:
-    return f"INSERT INTO readings ({', '.join(_COLUMNS)}) VALUES " + ", ".join([row] * rows)
-
-
-def _register(conn: sqlite3.Connection, key: tuple[str, str, str]) -> int:
-    conn.execute("INSERT OR IGNORE INTO channels (site, channel, unit) VALUES (?, ?, ?)", key)
-    row = conn.execute("SELECT id FROM channels WHERE site = ? AND channel = ? AND unit = ?", key).fetchone()
-    return int(row[0])
-
-
-def _safe_repr(obj: object) -> str:
-    try:
-        return repr(obj)[:4000]
-    except Exception as exc:  # a broken __repr__ must not block the queue either
-        return f"<{type(obj).__name__}: repr failed: {exc!r}>"
-
 
 def _settle(fut: asyncio.Future[None], exc: BaseException | None) -> None:
     if fut.done():

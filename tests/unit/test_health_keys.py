@@ -23,7 +23,7 @@ def test_same_instrument_id_at_two_sites_keeps_two_sets_of_counters(tmp_path: Pa
     by_key[f"{ACME}/lel-meter"].counters.messages = 7  # type: ignore[attr-defined]
     by_key[f"{BOLT}/lel-meter"].counters.connected = False  # type: ignore[attr-defined]
     by_key[f"{BOLT}/lel-meter"].counters.messages = 3  # type: ignore[attr-defined]
-    HealthWriter(daemon=daemon).write()
+    HealthWriter(path=health_path(config.daemon.historian), counters=daemon.health_counters).write()
     snap = json.loads(health_path(config.daemon.historian).read_text())
     assert snap["streaming"][f"{ACME}/lel-meter"]["messages"] == 7
     assert snap["streaming"][f"{BOLT}/lel-meter"]["messages"] == 3

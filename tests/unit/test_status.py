@@ -112,7 +112,7 @@ def write_snapshot(config: SiteConfig, *, now: float, polls: int = 12, stale: bo
         daemon.staleness.observe([Sample(time=now, site="acme", channel="flow", value=1.0, unit="gpm")],
                                  now + 29.5)
         daemon.staleness.tick(now + 30)
-    writer = HealthWriter(daemon=daemon)
+    writer = HealthWriter(path=health_path(config.daemon.historian), counters=daemon.health_counters)
     writer.write()
     path = health_path(config.daemon.historian)
     snap = json.loads(path.read_text())
