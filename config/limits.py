@@ -16,16 +16,14 @@ limit, whose citation defaults to "Permit <id>", each must cite the permit's par
 
 from __future__ import annotations
 
-import functools
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from config.errors import ConfigError
-from config.pollutants import PARAMETERS, PollutantLimit, accepts_unit, canonical_parameter
+from config.pollutants import PollutantLimit, parse_pollutant_limits
 from config.reader import Reader
 
 JURISDICTIONS_DIR = Path(__file__).parent / "jurisdictions"
@@ -331,49 +329,6 @@ def parse_permit(raw: dict[str, Any], p: str, reader: Reader) -> Permit | None:
     return Permit(id=permit_id, limits=limits, adopt=tuple(adopt), pollutants=pollutants, slug_reading=reading,
                   slug_surrogates=tuple(surrogates), slug_cite=cite,
                   confirm_conflict=_bool(raw, "confirm_conflict", p, reader, default=False))
-
-
-_POLLUTANT_KEYS = {"max", "unit", "cite", "quote"}
-_CONCENTRATION_UNITS = "mg/L, ppm, ug/L, µg/L or ppb"
-
-
-def parse_pollutant_limits(raw: dict[str, Any], p: str, reader: Reader, permit_id: str) -> dict[str, PollutantLimit]:
-    """``[site.permit.pollutants.<parameter>]`` tables: ``max`` (a positive finite number; a result strictly
-    greater violates), ``unit`` (one the parameter is measured in), ``cite`` (required: the permit's part or
-    condition, naming the permit) and optional ``quote`` (the permit's words). The key is a parameter name or
-    alias (``copper``, ``cu``, ``"total chromium"``); pH is no concentration (a permit's pH range goes in
-    ``[site.permit.limits.ph_min]`` and ``ph_max``). Returns the limits by canonical parameter key."""
-    out: dict[str, PollutantLimit] = {}
-    keys: dict[str, str] = {}
-    for name, table in raw.items():
-        where = f"{p}.{name}"
-        param = canonical_parameter(name)
-        if param is None:
-            known = sorted(k for k, v in PARAMETERS.items() if v.unit_kind == "concentration")
-            reader.error(where, name, f"a pollutant parameter or an alias of one, one of {known}")
-            continue
-        if PARAMETERS[param].unit_kind != "concentration":
-            reader.error(where, name, "a concentration parameter: a permit's pH range goes in "
-                                      "[site.permit.limits.ph_min] and [site.permit.limits.ph_max]")
-            continue
-        if not isinstance(table, dict):
-            reader.error(where, table, "a table with max, unit and cite")
-            continue
-        if param in keys:
-            reader.error(where, name, f"one limit per parameter ({keys[param]!r} already limits {param})")
-            continue
-        keys[param] = name
-        reader.unknown_keys(table, where, _POLLUTANT_KEYS)
-        parameter = PARAMETERS[param]
-        maximum = reader.number(table, "max", where, minimum=0, exclusive_min=True)
-        unit = reader.str(table, "unit", where, check=functools.partial(accepts_unit, parameter),
-                          expected=f"a unit {parameter.label} is measured in: {_CONCENTRATION_UNITS}")
-        cite = reader.str(table, "cite", where, check=lambda c: bool(c.strip()) and permit_id in c,
-                          expected=f"the permit's citation for this limit, naming the permit, e.g. "
-                                   f"'Permit {permit_id or '<id>'}, Part I.A'")
-        out[param] = PollutantLimit(param, Fraction(repr(maximum)), unit, cite, seed="", line=0,
-                                    quote=reader.str(table, "quote", where, default=""), permit=permit_id)
-    return out
 
 
 def _bool(raw: dict[str, Any], key: str, p: str, reader: Reader, *, default: bool) -> bool:

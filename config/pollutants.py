@@ -9,7 +9,7 @@ wastewater (density ≈ 1 kg/L) is the same number as mg/L, so lab results in mg
 equivalence `config.rules` uses for Vestal's "normal sewage").
 
 A site's discharge permit may state its own concentration limits (``[site.permit.pollutants.<parameter>]``,
-parsed and validated at load by `config.limits`, each with the permit's citation). Where both the permit and
+parsed and validated at load by `parse_pollutant_limits`, each with the permit's citation). Where both the permit and
 the jurisdiction limit a parameter, the stricter is in force (`limits_for` says why); a parameter only one
 of them limits has that limit; a parameter neither limits is not screened (no number is ever borrowed from
 another town).
@@ -20,10 +20,13 @@ except pH (pH has no TRC).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
+from config.reader import Reader
 from config.schema import Site
 
 
@@ -183,4 +186,47 @@ def set_aside(site: Site) -> dict[str, PollutantLimit]:
     for key, own in site.permit.pollutants.items():
         if key in town:
             out[key] = town[key] if in_force[key] is own else own
+    return out
+
+
+_POLLUTANT_KEYS = {"max", "unit", "cite", "quote"}
+_CONCENTRATION_UNITS = "mg/L, ppm, ug/L, µg/L or ppb"
+
+
+def parse_pollutant_limits(raw: dict[str, Any], p: str, reader: Reader, permit_id: str) -> dict[str, PollutantLimit]:
+    """``[site.permit.pollutants.<parameter>]`` tables: ``max`` (a positive finite number; a result strictly
+    greater violates), ``unit`` (one the parameter is measured in), ``cite`` (required: the permit's part or
+    condition, naming the permit) and optional ``quote`` (the permit's words). The key is a parameter name or
+    alias (``copper``, ``cu``, ``"total chromium"``); pH is no concentration (a permit's pH range goes in
+    ``[site.permit.limits.ph_min]`` and ``ph_max``). Returns the limits by canonical parameter key."""
+    out: dict[str, PollutantLimit] = {}
+    keys: dict[str, str] = {}
+    for name, table in raw.items():
+        where = f"{p}.{name}"
+        param = canonical_parameter(name)
+        if param is None:
+            known = sorted(k for k, v in PARAMETERS.items() if v.unit_kind == "concentration")
+            reader.error(where, name, f"a pollutant parameter or an alias of one, one of {known}")
+            continue
+        if PARAMETERS[param].unit_kind != "concentration":
+            reader.error(where, name, "a concentration parameter: a permit's pH range goes in "
+                                      "[site.permit.limits.ph_min] and [site.permit.limits.ph_max]")
+            continue
+        if not isinstance(table, dict):
+            reader.error(where, table, "a table with max, unit and cite")
+            continue
+        if param in keys:
+            reader.error(where, name, f"one limit per parameter ({keys[param]!r} already limits {param})")
+            continue
+        keys[param] = name
+        reader.unknown_keys(table, where, _POLLUTANT_KEYS)
+        parameter = PARAMETERS[param]
+        maximum = reader.number(table, "max", where, minimum=0, exclusive_min=True)
+        unit = reader.str(table, "unit", where, check=functools.partial(accepts_unit, parameter),
+                          expected=f"a unit {parameter.label} is measured in: {_CONCENTRATION_UNITS}")
+        cite = reader.str(table, "cite", where, check=lambda c: bool(c.strip()) and permit_id in c,
+                          expected=f"the permit's citation for this limit, naming the permit, e.g. "
+                                   f"'Permit {permit_id or '<id>'}, Part I.A'")
+        out[param] = PollutantLimit(param, Fraction(repr(maximum)), unit, cite, seed="", line=0,
+                                    quote=reader.str(table, "quote", where, default=""), permit=permit_id)
     return out

@@ -2,7 +2,14 @@
 
 Lifecycle (style rule 7): sinks start before sources (historian and episode store, then the check engine,
 then drivers and the scheduler) and stop in reverse, so every sample a driver produced is recorded before
-the store closes. SIGTERM and SIGINT set one stop event; `Daemon.run` returns after everything is flushed.
+the store closes. Each start pushes its stop on one `contextlib.AsyncExitStack`, so a start that raises still
+stops what started before it. SIGTERM and SIGINT set one stop event; `Daemon.run` returns after everything is
+flushed.
+
+Why one module of about 470 lines: `Daemon` owns the lifetime of every component and the data path between
+them (ingest, verdicts, the tick, retention, recorded history), which all touch the same dozen components; what
+has a concept of its own lives apart (`monitor.polling`, `monitor.health`, `monitor.alarming`,
+`monitor.warmup`, `monitor.integrity`, `monitor.systemd`).
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,9 +41,10 @@ from monitor.health import HealthWriter, counters_of, health_path, plain
 from monitor.integrity import SEAL_INTERVAL, RecordGuard
 from monitor.logtext import episode_fields, episode_message, local_time, use_site_config
 from monitor.memory import settle_gc
+from monitor.polling import Polls, key_of
 from monitor.reports.aggregates import DailyAggregator
 from monitor.reports.schedule import reports_dir, schedule_reports
-from monitor.sample import GOOD, Sample
+from monitor.sample import Sample
 from monitor.staleness import StalenessTracker
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
@@ -52,30 +60,6 @@ log = logging.getLogger(__name__)
 STREAM_CLOSE_LIMIT = 10.0  # s a streaming driver gets to acknowledge and disconnect at shutdown
 
 SEED_READINGS = 64  # last stored readings a channel, given to the MQTT duplicate filter at start
-
-
-@dataclass(slots=True)
-class PollStats:
-    """Per-instrument poll counters (published in the health snapshot)."""
-
-    polls: int = 0
-    skipped: int = 0  # a poll was due while the previous one of the same device was still running
-    bad_samples: int = 0
-    last_duration: float = 0.0
-
-
-@dataclass(slots=True)
-class _Running:
-    """The polls in flight: by instrument (to skip an overlapping one) and by task (to drain at shutdown)."""
-
-    busy: set[str] = field(default_factory=set)
-    tasks: dict[asyncio.Task[None], str] = field(default_factory=dict)  # task -> instrument key
-    stopping: bool = False  # the daemon is shutting down: no new poll starts
-
-    def finished(self, task: asyncio.Task[None]) -> None:
-        key = self.tasks.pop(task, "?")
-        if not task.cancelled() and (exc := task.exception()) is not None:  # a defect: loud, and polling goes on
-            log.error("poll of %s failed: %r", key, exc, exc_info=exc)
 
 
 class HistoryOverlap(Exception):
@@ -114,23 +98,22 @@ class Daemon:
         self.alarming = Alarming(config=config, now=self.clock(), influx=self.influx)
         self.guard = RecordGuard(db=config.daemon.historian, alarming=self.alarming, clock=self.clock,
                                  seal_after=SEAL_AFTER)
-        self.polled: list[PolledDriver]
-        self.polled, self.links = build_modbus_drivers(config)  # type: ignore[assignment]
+        modbus, self.links = build_modbus_drivers(config)  # the daemon owns the links: closed at the stop
+        self.polled: list[PolledDriver] = list(modbus)
         self.streaming: list[StreamingDriver] = list(build_mqtt_drivers(config))
         # staleness measures elapsed time: monotonic, so an NTP step of the wall clock cannot fake or hide it
         self.staleness = StalenessTracker(config=config, now=time.monotonic())
-        self.stats: dict[str, PollStats] = {_key(d): PollStats() for d in self.polled}
         self.episode_events = 0
         self._verdicts: list[EpisodeEvent] = []  # episode events waiting for their readings to be committed
         self._verdict_wake = asyncio.Event()
-        self._running = _Running()
-        self._inbox: list[Sample] = []  # samples of finished polls, for `_ingest_inbox`
         self.scheduler: AsyncIOScheduler | None = None  # while running
         self.clock_watch: ClockWatch | None = None
         self.retention: list[PurgeResult] = []  # purges run since start (only with [daemon] retention_days)
         self.ready = asyncio.Event()
         self.notifier = notifier if notifier is not None else SystemdNotifier(address=None)
         self.heartbeat = Heartbeat(notifier=self.notifier, stall_after=stall_after_for(config))
+        self.polls = Polls(drivers=self.polled, ingest=self.ingest, progress=self.heartbeat.progress)
+        self.stats = self.polls.stats  # per instrument ("site/instrument"), in the health snapshot
 
     # -- the data path -------------------------------------------------------------------------------
     def ingest(self, samples: Sequence[Sample]) -> None:
@@ -190,53 +173,6 @@ class Daemon:
             if retry is not None:
                 log.warning("episode events recorded again")
                 retry = None
-
-    async def _poll_round(self, drivers: Sequence[tuple[str, PolledDriver]]) -> None:
-        """One APScheduler job per distinct poll interval starts a poll of each of its instruments.
-
-        Why one job per interval and not one per instrument: with hundreds of instruments on short intervals,
-        APScheduler's own bookkeeping per job run (trigger arithmetic, executor submission, events) cost a
-        third of the event loop (bench/bench_polling.py); instruments with the same interval were due at the
-        same instant anyway. Each poll is its own task, so a slow or dead device delays nobody; a device whose
-        previous poll is still running is skipped and counted, never polled twice at once."""
-        running = self._running
-        if running.stopping:  # APScheduler runs a round as its own task: one may start after the stop began
-            return
-        busy, create = running.busy, asyncio.create_task  # (unnamed tasks: naming each cost 1 % of the loop)
-        for key, d in drivers:
-            if key in busy:
-                self.stats[key].skipped += 1
-                continue
-            busy.add(key)  # before the task starts: the next round must see it busy
-            task = create(self._poll(d, key))
-            running.tasks[task] = key
-            task.add_done_callback(running.finished)
-
-    async def _poll(self, driver: PolledDriver, key: str) -> None:
-        stats = self.stats[key]
-        started = time.monotonic()
-        try:
-            samples = await driver.poll()
-        finally:
-            self._running.busy.discard(key)
-        stats.polls += 1
-        self.heartbeat.progress()
-        stats.last_duration = time.monotonic() - started
-        stats.bad_samples += sum(s.quality is not GOOD for s in samples)
-        if samples:
-            if not self._inbox:
-                asyncio.get_running_loop().call_soon(self._ingest_inbox)
-            self._inbox.extend(samples)
-
-    def _ingest_inbox(self) -> None:
-        """Ingest what the polls that finished in one turn of the event loop returned, as one batch.
-
-        Why batch: flat out, a turn of the loop finishes dozens of polls, and each `ingest` call has a fixed
-        cost in every consumer (the historian's queue, the day aggregates' lock, staleness' clock read, the
-        check engine's drain); per poll of 10 registers that was several % of the loop. The samples keep the
-        order in which their polls finished, and are ingested before the loop waits for anything else."""
-        samples, self._inbox = self._inbox, []
-        self.ingest(samples)
 
     async def _tick(self) -> None:
         """On the event loop (an ``async`` job: APScheduler runs plain functions in a thread pool, and the
@@ -340,8 +276,7 @@ class Daemon:
         h = self.historian.counters
         return {
             "instruments": {k: plain(v) for k, v in self.stats.items()},
-            "links": {getattr(link, "key", str(i)): {**counters_of(link), "up": getattr(link, "up", None)}
-                      for i, link in enumerate(self.links)},
+            "links": {link.key: {**counters_of(link), "up": link.up} for link in self.links},
             "streaming": {f"{s.instrument.site}/{s.instrument_id}": counters_of(s) for s in self.streaming},
             "historian": {"samples_written": h.samples_written, "batches": h.batches,
                           "write_errors": h.write_errors, "queue_depth": h.queue_depth,
@@ -403,9 +338,9 @@ class Daemon:
         snapshot, the watchdog and the periodic reports."""
         paced: dict[str, float] = {}  # job id -> interval in (simulated) seconds
         rate = clocks.rate()  # other than 1 only under a demonstration clock (monitor.clock)
-        for interval, drivers in _by_interval(self.polled).items():
+        for interval, drivers in self.polls.rounds().items():
             # coalesce folds a backlog into one run; misfire_grace_time=None runs a late round anyway
-            job = scheduler.add_job(self._poll_round, "interval", args=[drivers], seconds=interval / rate,
+            job = scheduler.add_job(self.polls.round, "interval", args=[drivers], seconds=interval / rate,
                                     id=f"poll-every-{interval:g}s", coalesce=True, misfire_grace_time=None,
                                     next_run_time=_now_dt())
             paced[job.id] = interval
@@ -434,7 +369,7 @@ class Daemon:
         assert self.clock_watch is not None
         async with asyncio.TaskGroup() as tg:
             for sd in self.streaming:
-                tg.create_task(self._stream(sd, stop), name=f"stream:{_key(sd)}")
+                tg.create_task(self._stream(sd, stop), name=f"stream:{key_of(sd)}")
             tg.create_task(self._judge(stop), name="verdicts")
             tg.create_task(self.guard.check_at_start(), name="record-check")  # polling goes on meanwhile
             tg.create_task(health.lag.run(stop), name="loop-lag")
@@ -445,7 +380,7 @@ class Daemon:
             self.notifier.ready(status=f"polling {len(self.polled)} instruments, "
                                        f"{len(self.streaming)} streaming")
             await stop.wait()
-            self._running.stopping = True  # rounds due from now on start nothing (see _poll_round)
+            self.polls.stopping = True  # rounds due from now on start nothing (see Polls.round)
             self._verdict_wake.set()  # let the verdict task see the stop
             log.info("stopping: draining polls and flushing the historian")
 
@@ -453,11 +388,10 @@ class Daemon:
         """Pause first so no new poll starts, let the ones in flight finish (APScheduler's shutdown would
         cancel them) and ingest what they read, then shut the scheduler down."""
         self.notifier.stopping(status="draining polls and flushing the historian")
-        self._running.stopping = True  # (also when leaving on an error)
+        self.polls.stopping = True  # (also when leaving on an error)
         if scheduler.running:
             scheduler.pause()
-            await self._drain_polls()
-            self._ingest_inbox()
+            await self.polls.drain()
             scheduler.shutdown(wait=False)
 
     async def _stop_sources(self) -> None:
@@ -487,7 +421,7 @@ class Daemon:
     async def _stream(self, driver: StreamingDriver, stop: asyncio.Event) -> None:
         # acknowledged to the broker only once committed: a crash cannot lose a message the broker forgot
         task = asyncio.create_task(driver.run(self.ingest, committed=self.historian.flush),
-                                   name=f"mqtt:{_key(driver)}")
+                                   name=f"mqtt:{key_of(driver)}")
         await stop.wait()
         # `close` acknowledges what was committed and sends DISCONNECT; cancelling is the fallback (bounded)
         with contextlib.suppress(TimeoutError):
@@ -496,26 +430,6 @@ class Daemon:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
-    async def _drain_polls(self) -> None:
-        """Wait (at most 5 s: longer than any reply timeout) for the polls in flight to record their samples."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 5.0
-        while self._running.tasks and (left := deadline - loop.time()) > 0:
-            await asyncio.wait(set(self._running.tasks), timeout=left)
-
-
-def _key(driver: PolledDriver | StreamingDriver) -> str:
-    return f"{driver.instrument.site}/{driver.instrument.id}"
-
-
-def _by_interval(drivers: Sequence[PolledDriver]) -> dict[float, list[tuple[str, PolledDriver]]]:
-    """The poll rounds: instruments (with their keys) by poll interval."""
-    rounds: dict[float, list[tuple[str, PolledDriver]]] = {}
-    for d in drivers:
-        rounds.setdefault(d.instrument.poll_interval, []).append((_key(d), d))
-    return rounds
-
 
 async def _pace(scheduler: AsyncIOScheduler, paced: dict[str, float]) -> None:
     """The demonstration clock changed speed: poll and tick as often as its simulated seconds pass."""

@@ -27,6 +27,11 @@ attempts in between are counted (`MqttCounters`) and logged at DEBUG. The broker
 ``password_file``) is never logged.
 
 Time: samples carry the device timestamp when usable (see `drivers.mqtt.payload`), else the receive time.
+
+Why one module of about 500 lines: it is one state machine around one paho client. The reconnect loop, the
+connection attempt, the paho callbacks and the outage log share the run state (`_Run`) and the counters, and
+paho calls back into all of them; the parts with a concept of their own live apart (payload decoding,
+duplicates, commit-paced acknowledgements, the loop binding, the counters).
 """
 
 from __future__ import annotations

@@ -24,6 +24,10 @@ Nothing is dropped:
   `historian_file` (re-created from the writer's own copy; ``file_losses``, ``failing``).
 
 Durability: see `historian_db.open_for_writing` (WAL, ``synchronous=NORMAL``).
+
+Why one module of about 420 lines: the API the daemon calls and the writer thread share the queue, the
+waiters and the counters; the parts with a concept of their own live apart: the rows of a batch
+(`historian_rows`, the hot path), the file's schema and reads (`historian_db`), file loss (`historian_file`).
 """
 
 from __future__ import annotations

@@ -36,6 +36,11 @@ line (measurement, tags, millisecond timestamp ``round(time * 1000)`` of the rec
 InfluxDB overwrites instead of duplicating (VictoriaMetrics keeps such repeats unless deduplicating).
 Annotations (episodes, alarm transitions) and health points are not re-queued after a crash: the episode
 store and the journal are their record.
+
+Why one module of about 500 lines: the writer and sender threads share the sink's inbox, counters, wake
+events and state under one lock; the parts with a concept of their own live apart: the line format
+(`monitor.stores.influx_lines`), the crash re-queue (`influx_recovery`), the HTTP write (`influx_writer`), the
+durable queue (`outbox`).
 """
 
 from __future__ import annotations

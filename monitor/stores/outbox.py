@@ -33,6 +33,10 @@ queue, is the record of evidence.
 Thread safety: one connection guarded by a lock, so a producer thread and a consumer thread can share an
 Outbox. A queue file belongs to one process at a time (an exclusive ``flock`` on ``<path>.lock``): a second
 daemon pointed at the same file gets a clear `OutboxInUse` instead of interleaved deliveries.
+
+Why one module of about 450 lines: one class over one SQLite index, one lock and one file lock, whose
+operations (append, peek, ack, budget drops, marks, quarantine) each change the same tables in one
+transaction; the segment files are apart (`monitor.stores.outbox_segments`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import pytest
 
 from config.loader import load_config
 from config.schema import SiteConfig
-from monitor.app import Daemon, _by_interval
+from monitor.app import Daemon
 from monitor.health import health_path
 from monitor.sample import Quality
 from monitor.stores.historian import Historian
@@ -191,9 +191,9 @@ async def test_a_poll_round_due_as_the_daemon_stops_starts_no_poll(tmp_path: Pat
         task = asyncio.create_task(daemon.run(stop))
         await asyncio.wait_for(daemon.ready.wait(), PATIENCE)
         assert await eventually(lambda: all(daemon.stats[f"acme-plating/fm{n}"].polls == 1 for n in range(3)))
-        (drivers,) = _by_interval(daemon.polled).values()  # the one round, as the scheduler was given it
+        (drivers,) = daemon.polls.rounds().values()  # the one round, as the scheduler was given it
         stop.set()
-        late = asyncio.create_task(daemon._poll_round(drivers))  # what APScheduler hands the loop when due
+        late = asyncio.create_task(daemon.polls.round(drivers))  # what APScheduler hands the loop when due
         await asyncio.wait_for(task, PATIENCE)
         await late
     for n in range(3):

@@ -342,8 +342,8 @@ async def test_stale_subscription_left_in_the_session_is_dropped(
     driver = MqttDriver(instrument=instrument(mosquitto.port), channels=channels())  # same client id
     async with running(driver) as rec:
         unsubacks: list[object] = []
-        assert driver._client is not None
-        driver._client.on_unsubscribe = lambda *args: unsubacks.append(args)  # observe the broker's UNSUBACK
+        assert driver._run is not None
+        driver._run.client.on_unsubscribe = lambda *args: unsubacks.append(args)  # observe the broker's UNSUBACK
         publisher(old, gas(1, 1, T0))
         await until(lambda: driver.counters.unexpected_messages == 1, what="unexpected message")
         await until(lambda: bool(unsubacks), what="the broker acknowledging the UNSUBSCRIBE")

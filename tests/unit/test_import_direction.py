@@ -9,6 +9,7 @@ from above is a dependency on above all the same).
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,7 @@ LAYERS = (
     "config",  # the site file, its schema and loader, and the vocabularies it is written in
     "samples",  # what a driver produces: Sample, Quality, the clock, numbers as text
     "drivers",  # Modbus and MQTT
-    "monitor core",  # checks, staleness, stores, aggregates, log text
+    "monitor core",  # checks, staleness, polls, stores, aggregates and reports, log text
     "alarms and delivery",  # alarm engine, notifiers, the Modbus gateway
     "daemon",  # the composition root: starts and stops all of the above
     "read side, console and commands",  # what reads the record, the CLI, the simulators
@@ -41,9 +42,18 @@ LAYER_OF: dict[str, int] = {
     "monitor.app": 5,
     "monitor.alarming": 5,
     "monitor.warmup": 5,
-    "monitor.integrity": 5,
+    "monitor.integrity": 5,  # the record guard: it raises the record-integrity alarm
+    # What reads the record (never writes it) and the commands; the simulators, because `pretreat seed`
+    # records history through the daemon.
     "monitor.read": 6,
     "monitor.console": 6,
+    "monitor.status": 6,
+    "monitor.tail": 6,
+    "monitor.exceedances": 6,
+    "monitor.exceedances_render": 6,
+    "monitor.export": 6,
+    "monitor.export_render": 6,
+    "monitor.replay": 6,
     "monitor.cli": 6,
     "monitor.commands": 6,
     "monitor.alarms_cli": 6,
@@ -163,6 +173,13 @@ def test_an_import_against_the_direction_is_found_and_named(tmp_path: Path) -> N
         "monitor/stores/episodes.py:1: monitor.stores.episodes (monitor core) imports monitor.app (daemon), "
         "a layer above its own",
     ]
+
+
+def test_the_readme_names_every_layer_in_order() -> None:
+    """The README's table (How it is built) is this one: same layers, same order."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    layers = re.findall(r"^\| (\d\. [a-z ,]+?) \| ", readme, flags=re.MULTILINE)
+    assert layers == [f"{n}. {name}" for n, name in enumerate(LAYERS, 1)]
 
 
 def test_every_module_of_the_tree_has_a_layer() -> None:

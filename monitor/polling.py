@@ -1,0 +1,126 @@
+"""The polled instruments' rounds: one APScheduler job per distinct poll interval, one task per poll.
+
+Why one job per interval and not one per instrument: with hundreds of instruments on short intervals,
+APScheduler's own bookkeeping per job run (trigger arithmetic, executor submission, events) cost a third of
+the event loop (bench/bench_polling.py); instruments with the same interval were due at the same instant
+anyway. Each poll is its own task, so a slow or dead device delays nobody; a device whose previous poll is
+still running is skipped and counted (`PollStats.skipped`), never polled twice at once.
+
+The daemon (`monitor.app.Daemon`) owns the scheduler and gives each job `Polls.round`; at shutdown it sets
+`Polls.stopping` (no new poll starts), then awaits `Polls.drain` (the polls in flight finish and their
+samples are ingested) before it disconnects the links.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from drivers.base import PolledDriver, StreamingDriver
+from monitor.sample import GOOD, Sample
+
+log = logging.getLogger(__name__)
+
+DRAIN_LIMIT = 5.0  # s the polls in flight get to finish at shutdown: longer than any reply timeout
+
+
+@dataclass(slots=True)
+class PollStats:
+    """Per-instrument poll counters (published in the health snapshot)."""
+
+    polls: int = 0
+    skipped: int = 0  # a poll was due while the previous one of the same device was still running
+    bad_samples: int = 0
+    last_duration: float = 0.0
+
+
+@dataclass(slots=True)
+class _Running:
+    """The polls in flight: by instrument (to skip an overlapping one) and by task (to drain at shutdown)."""
+
+    busy: set[str] = field(default_factory=set)
+    tasks: dict[asyncio.Task[None], str] = field(default_factory=dict)  # task -> instrument key
+
+    def finished(self, task: asyncio.Task[None]) -> None:
+        key = self.tasks.pop(task, "?")
+        if not task.cancelled() and (exc := task.exception()) is not None:  # a defect: loud, and polling goes on
+            log.error("poll of %s failed: %r", key, exc, exc_info=exc)
+
+
+def key_of(driver: PolledDriver | StreamingDriver) -> str:
+    """``site/instrument``: how counters and tasks name an instrument."""
+    return f"{driver.instrument.site}/{driver.instrument.id}"
+
+
+class Polls:
+    """The polls of ``drivers``; what they read goes to ``ingest``, and each finished poll calls ``progress``
+    (the systemd watchdog's heartbeat)."""
+
+    def __init__(self, *, drivers: Sequence[PolledDriver], ingest: Callable[[Sequence[Sample]], None],
+                 progress: Callable[[], None]) -> None:
+        self.drivers = list(drivers)
+        self.stats: dict[str, PollStats] = {key_of(d): PollStats() for d in self.drivers}
+        self.stopping = False  # the daemon is shutting down: no new poll starts
+        self._ingest = ingest
+        self._progress = progress
+        self._running = _Running()
+        self._inbox: list[Sample] = []  # samples of finished polls, for `_ingest_inbox`
+
+    def rounds(self) -> dict[float, list[tuple[str, PolledDriver]]]:
+        """The poll rounds: instruments (with their keys) by poll interval."""
+        rounds: dict[float, list[tuple[str, PolledDriver]]] = {}
+        for d in self.drivers:
+            rounds.setdefault(d.instrument.poll_interval, []).append((key_of(d), d))
+        return rounds
+
+    async def round(self, drivers: Sequence[tuple[str, PolledDriver]]) -> None:
+        """One round of one interval (an APScheduler job): start a poll of each instrument not still busy."""
+        if self.stopping:  # APScheduler runs a round as its own task: one may start after the stop began
+            return
+        running = self._running
+        busy, create = running.busy, asyncio.create_task  # (unnamed tasks: naming each cost 1 % of the loop)
+        for key, d in drivers:
+            if key in busy:
+                self.stats[key].skipped += 1
+                continue
+            busy.add(key)  # before the task starts: the next round must see it busy
+            task = create(self._poll(d, key))
+            running.tasks[task] = key
+            task.add_done_callback(running.finished)
+
+    async def drain(self) -> None:
+        """Wait (at most `DRAIN_LIMIT`) for the polls in flight, then ingest what every finished poll read."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DRAIN_LIMIT
+        while self._running.tasks and (left := deadline - loop.time()) > 0:
+            await asyncio.wait(set(self._running.tasks), timeout=left)
+        self._ingest_inbox()
+
+    async def _poll(self, driver: PolledDriver, key: str) -> None:
+        stats = self.stats[key]
+        started = time.monotonic()
+        try:
+            samples = await driver.poll()
+        finally:
+            self._running.busy.discard(key)
+        stats.polls += 1
+        self._progress()
+        stats.last_duration = time.monotonic() - started
+        stats.bad_samples += sum(s.quality is not GOOD for s in samples)
+        if samples:
+            if not self._inbox:
+                asyncio.get_running_loop().call_soon(self._ingest_inbox)
+            self._inbox.extend(samples)
+
+    def _ingest_inbox(self) -> None:
+        """Ingest what the polls that finished in one turn of the event loop returned, as one batch.
+
+        Why batch: flat out, a turn of the loop finishes dozens of polls, and each `ingest` call has a fixed
+        cost in every consumer (the historian's queue, the day aggregates' lock, staleness' clock read, the
+        check engine's drain); per poll of 10 registers that was several % of the loop. The samples keep the
+        order in which their polls finished, and are ingested before the loop waits for anything else."""
+        samples, self._inbox = self._inbox, []
+        self._ingest(samples)
