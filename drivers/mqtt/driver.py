@@ -23,15 +23,16 @@ has forgotten the session (``session present`` = 0 is logged as a warning: what 
 
 Outages. One reconnect loop (`MqttDriver._supervise`) with `Backoff`. An outage is logged once when it
 starts, with one COMM_FAILURE sample per channel as evidence in the historian, and once when it ends; the
-attempts in between are counted (`MqttCounters`) and logged at DEBUG. The broker password (read once from
-``password_file``) is never logged.
+attempts in between are counted (`MqttCounters`) and logged at DEBUG (`drivers.mqtt.outage`). The broker
+password (read once from ``password_file``) is never logged.
 
 Time: samples carry the device timestamp when usable (see `drivers.mqtt.payload`), else the receive time.
 
-Why one module of about 500 lines: it is one state machine around one paho client. The reconnect loop, the
-connection attempt, the paho callbacks and the outage log share the run state (`_Run`) and the counters, and
-paho calls back into all of them; the parts with a concept of their own live apart (payload decoding,
-duplicates, commit-paced acknowledgements, the loop binding, the counters).
+Why one module of about 430 lines: it is one state machine around one paho client. The reconnect loop, the
+connection attempt and the paho callbacks share the run state (`_Run`), and paho calls back into all of them;
+the parts with a concept of their own live apart (what a message becomes: `drivers.mqtt.intake`; the outage
+log: `drivers.mqtt.outage`; payload decoding, duplicates, commit-paced acknowledgements, the loop binding,
+the counters).
 """
 
 from __future__ import annotations
@@ -54,11 +55,10 @@ from drivers.backoff import Backoff
 from drivers.base import Committed, SampleSink
 from drivers.mqtt.acks import CommitAcks
 from drivers.mqtt.counters import MqttCounters
-from drivers.mqtt.dedupe import RecentReadings
+from drivers.mqtt.intake import MessageIntake
 from drivers.mqtt.loop_binding import LoopBinding
-from drivers.mqtt.payload import Decoded, InstrumentDecoder
+from drivers.mqtt.outage import LinkLog
 from monitor import clock
-from monitor.number_text import duration
 from monitor.sample import Quality, Sample
 
 log = logging.getLogger(__name__)
@@ -109,19 +109,17 @@ class MqttDriver:
         self._name = f"{instrument.site}/{instrument.id}"
         self._broker: MqttBroker = instrument.mqtt
         self._channels = tuple(channels)
-        self._decoder = InstrumentDecoder(instrument=instrument, channels=channels)
+        self._intake = MessageIntake(instrument=instrument, channels=channels, counters=self.counters,
+                                     name=self._name, unsubscribe=self._unsubscribe)
         self._password = _read_password(self._broker, self._name)
         self.client_id = self._broker.client_id  # the loader sets the default and refuses one used twice
         self._connect_timeout = max(instrument.timeout, MIN_CONNECT_TIMEOUT)
         self._backoff = backoff or Backoff()
         self._where = f"{self._broker.host}:{self._broker.port}"
+        self._link = LinkLog(name=self._name, where=self._where, client_id=self.client_id, counters=self.counters)
         self._run: _Run | None = None  # while running (and after: a driver runs once)
         self._finished = asyncio.Event()
         self._closed = False
-        self._outage_since: float | None = None
-        self._outage_attempts = 0
-        self._unexpected_topics: set[str] = set()
-        self._recent = RecentReadings()
 
     # --- public API -------------------------------------------------------------------------------
 
@@ -149,7 +147,7 @@ class MqttDriver:
     def seed_recent(self, samples: Sequence[Sample]) -> None:
         """The channels' last stored readings, at start: a message delivered again after a restart (killed
         between commit and acknowledgement) is then recognised as a repeat (`drivers.mqtt.dedupe`)."""
-        self._recent.seed(samples)
+        self._intake.seed(samples)
 
     async def close(self) -> None:
         """Stop `run` (sending DISCONNECT; the broker keeps the session) and wait until it has. Idempotent."""
@@ -206,7 +204,7 @@ class MqttDriver:
             self._force_close()
             return None, f"broker refused the connection ({reason_code})"
         up_at = time.monotonic()
-        self._link_up(session_present)
+        self._link.up(session_present)
         self._subscribe(session)
         acking = self._start_acks(session_present)
         try:
@@ -293,42 +291,11 @@ class MqttDriver:
 
     # --- state changes: logged once ----------------------------------------------------------------
 
-    def _link_up(self, session_present: bool) -> None:
-        c = self.counters
-        c.connected = True
-        c.connects += 1
-        if c.connects > 1:
-            c.reconnects += 1
-        if self._outage_since is not None:
-            c.last_outage = time.monotonic() - self._outage_since
-            log.info("%s: MQTT link to %s restored after %s (%d failed attempts)", self._name,
-                     self._where, duration(c.last_outage), self._outage_attempts,
-                     extra={"link": self._where, "outage_s": c.last_outage})
-            self._outage_since = None
-        elif c.connects == 1:
-            log.info("%s: connected to MQTT broker %s as %r", self._name, self._where, self.client_id)
-        if not session_present and c.connects > 1:
-            log.warning("%s: broker %s kept no session for %r: QoS 1/2 messages published while the link was "
-                        "down are lost (broker restarted without persistence, or session expired)",
-                        self._name, self._where, self.client_id)
-
     def _link_lost(self, reason: str, *, was_up: bool) -> None:
         if (acks := self._r.acks) is not None:
             acks.link_lost()
-        c = self.counters
-        c.connected = c.subscribed = False
-        if not was_up:
-            c.connect_failures += 1
-        if self._outage_since is not None:
-            self._outage_attempts += 1
-            log.debug("%s: MQTT broker %s still unavailable: %s", self._name, self._where, reason)
-            return
-        self._outage_since = time.monotonic()
-        self._outage_attempts = 0 if was_up else 1
-        what = "lost" if was_up else "unavailable"
-        log.warning("%s: MQTT link to %s %s: %s; reconnecting with backoff", self._name, self._where, what,
-                    reason)
-        self._emit_failure(self._channels, f"MQTT broker {self._where} {what}: {reason}")
+        if (evidence := self._link.lost(reason, was_up=was_up)) is not None:
+            self._emit_failure(self._channels, evidence)
 
     def _emit_failure(self, channels: Sequence[Channel], reason: str) -> None:
         """Evidence of a link failure in the historian: one COMM_FAILURE sample per affected channel."""
@@ -351,7 +318,7 @@ class MqttDriver:
         return True
 
     def _subscribe(self, session: _Session) -> None:
-        topics = [(t, self._broker.qos) for t in self._decoder.topics]
+        topics = [(t, self._broker.qos) for t in self._intake.topics]
         rc, mid = self._r.client.subscribe(topics)
         if rc == MQTTErrorCode.MQTT_ERR_SUCCESS:
             session.subscribe_mid = mid
@@ -396,8 +363,8 @@ class MqttDriver:
         s = self._r.session
         if s is None or mid != s.subscribe_mid:
             return
-        refused = [t for t, rc in zip(self._decoder.topics, reason_codes, strict=False) if rc.is_failure]
-        downgraded = [t for t, rc in zip(self._decoder.topics, reason_codes, strict=False)
+        refused = [t for t, rc in zip(self._intake.topics, reason_codes, strict=False) if rc.is_failure]
+        downgraded = [t for t, rc in zip(self._intake.topics, reason_codes, strict=False)
                       if not rc.is_failure and rc.value < self._broker.qos]
         if downgraded:
             log.warning("%s: broker %s granted less than QoS %d on %s", self._name, self._where,
@@ -416,7 +383,7 @@ class MqttDriver:
             self.counters.repeats += 1  # re-sent after a reconnect; its samples were taken before
             acks.hold(msg.mid, msg.qos)
             return
-        decoded = self._decode(msg, clock.wall())
+        decoded = self._intake.decode(msg, clock.wall())
         if decoded is not None and not self._deliver(decoded.samples):
             return  # not acknowledged: the broker delivers it again to the next session
         if msg.qos > 0:
@@ -425,50 +392,10 @@ class MqttDriver:
             else:
                 acks.hold(msg.mid, msg.qos)
 
-    def _decode(self, msg: mqtt.MQTTMessage, received: float) -> Decoded | None:
-        try:
-            topic = msg.topic
-        except UnicodeDecodeError:  # paho raises for a topic that is not UTF-8; no channel can match it
-            self._unexpected(repr(msg._topic), unsubscribe=False)  # the raw bytes, for the log only
-            return None
-        decoder = self._decoder.decoders.get(topic)
-        if decoder is None:
-            self._unexpected(topic, unsubscribe=True)
-            return None
-        payload = bytes(msg.payload)
-        try:
-            decoded = decoder.decode(payload, received=received, retained=bool(msg.retain))
-        except Exception as exc:  # pragma: no cover - the decoder is built (and fuzzed) never to raise
-            log.exception("%s: MQTT payload decoder failed on %r", self._name, topic)
-            decoded = decoder.failed(f"internal decoder error {exc!r}", received=received)
-        c = self.counters
-        if decoded.timestamped:  # a copy of a reading already taken, or a conflicting one (drivers.mqtt.dedupe)
-            fresh, repeated = self._recent.judge(decoded.samples)
-            if not fresh:
-                c.repeats += 1  # acknowledged only
-                return None
-            if repeated or fresh != list(decoded.samples):
-                decoded = dataclasses.replace(decoded, samples=tuple(fresh))
-        c.messages += 1
-        c.last_message_at = received
-        c.time_fallbacks += bool(decoded.time_problem)
-        for s in decoded.samples:
-            c.samples += 1
-            c.bad_samples += not s.good
-            c.decode_errors += s.quality is Quality.DECODE_ERROR
-        return decoded
-
-    def _unexpected(self, topic: str, *, unsubscribe: bool) -> None:
-        """A message no channel listens to. This driver only ever subscribes exact topics, so it comes from
-        a subscription an earlier configuration left in the persistent session: drop that subscription."""
-        self.counters.unexpected_messages += 1
-        if topic in self._unexpected_topics:
-            return
-        self._unexpected_topics.add(topic)
-        log.warning("%s: message on %r, which no channel uses (subscription left in the broker session by an "
-                    "earlier configuration?); unsubscribing", self._name, topic)
-        if unsubscribe and self._run is not None:
+    def _unsubscribe(self, topic: str) -> None:
+        if self._run is not None:
             self._run.client.unsubscribe(topic)
+
 
 
 def _read_password(broker: MqttBroker, name: str) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -188,3 +190,13 @@ def test_every_module_of_the_tree_has_a_layer() -> None:
     assert tops == set(PACKAGES)
     for package in PACKAGES:
         assert layer_of(package) is not None
+
+
+def test_loading_a_site_file_loads_nothing_above_config() -> None:
+    """What the layers buy at run time: `pretreat check-config` (the loader) loads nothing of the daemon. It
+    used to load the alarm gateway and, through it, the historian's SQL module (and the checks, the reports)."""
+    code = ("import sys, config.loader\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('monitor', 'alarms', 'drivers', 'simulators', 'pymodbus', 'paho')))")
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert ast.literal_eval(loaded.stdout.strip()) == ["alarms", "alarms.model"]
