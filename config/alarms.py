@@ -34,10 +34,10 @@ Matching: a transition goes to a route when its priority is at least ``min_prior
 its escalation level is at least ``level`` (a level-2 list hears from the escalation onwards), and its rule
 and channel pass the filters. A recipient named by several matching routes gets one notification.
 
-Default alarm settings per rule (`DEFAULT_ALARMS`): explosive vapour (``lel_*``) critical and latched (an
-operator must reset it after the vapour is gone); pH, temperature and slug exceedances high; the monthly pH
-excursion count and the sampler's checks medium; data-quality rules (stale, sensor_fault, flatline) low,
-kept apart from discharge exceedances. Every other setting defaults to off (0).
+Default alarm settings per rule (`DEFAULT_ALARMS`, from the rule catalogue): explosive vapour (``lel_*``)
+critical and latched (an operator must reset it after the vapour is gone); pH, temperature and slug
+exceedances high; the monthly pH excursion count and the sampler's checks medium; data-quality rules (stale,
+sensor_fault, flatline) low, kept apart from discharge exceedances. Every other setting defaults to off (0).
 """
 
 from __future__ import annotations
@@ -53,22 +53,17 @@ from alarms.model import AlarmSettings, Kind, Priority
 from config.errors import MISSING
 from config.notify import NotifierConfig, NotifierKind, NotifySection, is_address, parse_notify
 from config.reader import Reader
-from config.rules import RULE_NAMES
+from config.rule_catalogue import CATALOGUE, RULE_NAMES, RuleName
 from config.schema import Site
 
 PRIORITY_RANK: dict[Priority, int] = {Priority.DIAGNOSTIC: 0, Priority.LOW: 1, Priority.MEDIUM: 2,
                                       Priority.HIGH: 3, Priority.CRITICAL: 4}
 DEFAULT_KINDS = frozenset({Kind.RAISE, Kind.ESCALATE, Kind.CLEAR, Kind.LATCH})
 
-_H, _M, _L = AlarmSettings(priority=Priority.HIGH), AlarmSettings(priority=Priority.MEDIUM), \
-    AlarmSettings(priority=Priority.LOW)
-DEFAULT_ALARMS: Mapping[str, AlarmSettings] = {
-    "lel_single": AlarmSettings(priority=Priority.CRITICAL, latched=True),
-    "lel_successive": AlarmSettings(priority=Priority.CRITICAL, latched=True),
-    "ph_low": _H, "ph_high": _H, "ph_excursion_duration": _H, "ph_monthly_excursion": _M,
-    "temperature_high": _H, "slug": _H, "sampler_temperature": _M, "sampler_interval": _M,
-    "stale": _L, "sensor_fault": _L, "flatline": _L, "sampler_interval_unverified": _L,
+DEFAULT_ALARMS: Mapping[str, AlarmSettings] = {  # the rule catalogue's priority and latching, per rule
+    rule.value: AlarmSettings(priority=Priority(row.priority), latched=row.latched) for rule, row in CATALOGUE.items()
 }
+_UNKNOWN_RULE = AlarmSettings(priority=Priority.HIGH)  # a rule name the catalogue does not know (an old record)
 _ROUTE_KEYS = {"name", "notify", "to", "min_priority", "kinds", "level", "rules", "channels", "description",
                "audience"}
 AUDIENCES = ("industry", "plant_operator")  # who a route's recipients are: Pawling item (4) wants both told
@@ -134,7 +129,7 @@ def alarm_settings(config: AlarmConfig | None, site: str, channel: str, rule: st
         found = s.channels.get((rule, channel)) or s.rules.get(rule)
         if found is not None:
             return found
-    return DEFAULT_ALARMS.get(rule, _H)
+    return DEFAULT_ALARMS.get(rule, _UNKNOWN_RULE)
 
 
 def alarm_specs(sites: Iterable[Site], config: AlarmConfig | None) -> list[tuple[str, str, str, AlarmSettings]]:
@@ -247,7 +242,7 @@ def check_ph_notification(sites: Sequence[Site], config: AlarmConfig | None, rea
             continue
         routes = config.routes(site.id) if config is not None else ()
         for b in site.checks:
-            if b.rule not in ("ph_low", "ph_high"):
+            if b.rule not in (RuleName.PH_LOW, RuleName.PH_HIGH):
                 continue
             prio = alarm_settings(config, site.id, b.channel, b.rule).priority
             heard = {r.audience for r in routes
@@ -311,8 +306,8 @@ def _alarm_settings(raw: Any, p: str, reader: Reader, known: set[str] | None
         if (rule, channel) in changes:
             reader.error(where, f"{rule} {channel}".strip(), "one settings entry per rule (and channel)")
         changes[(rule, channel)] = _changes(t, where, reader)
-    rules = {r: _build(DEFAULT_ALARMS.get(r, _H), c) for (r, ch), c in changes.items() if not ch}
-    per_channel = {(r, ch): _build(rules.get(r, DEFAULT_ALARMS.get(r, _H)), c)
+    rules = {r: _build(DEFAULT_ALARMS.get(r, _UNKNOWN_RULE), c) for (r, ch), c in changes.items() if not ch}
+    per_channel = {(r, ch): _build(rules.get(r, DEFAULT_ALARMS.get(r, _UNKNOWN_RULE)), c)
                    for (r, ch), c in changes.items() if ch}
     return rules, per_channel
 

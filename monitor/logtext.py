@@ -20,7 +20,8 @@ from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from monitor.checks.events import DURATION_RULES, START
+from config.rule_catalogue import DURATION_RULES
+from monitor.checks.events import START
 from monitor.number_text import NO_READING, duration, number
 
 if TYPE_CHECKING:

@@ -21,6 +21,7 @@ from pathlib import Path
 from config.limits import load_profile
 from config.loader import load_config_or_report
 from config.reader import Reader
+from config.rule_model import ThresholdParams
 from config.rules import DATA_QUALITY_RULES, RuleBinding, Skipped, select_rules
 from config.schema import Site, SiteConfig
 
@@ -129,8 +130,8 @@ def binding_lines(b: RuleBinding, unit: str, baseline: str | None) -> list[str]:
 
     p = b.params
     head = f"{b.rule}: {describe(b, unit)}"
-    if b.rule in ("ph_low", "ph_high", "temperature_high", "lel_single", "lel_successive") and "operator" in p:
-        head += f"; {STRICTNESS.get(str(p['operator']), '')}"
+    if isinstance(p, ThresholdParams):
+        head += f"; {STRICTNESS.get(p.operator, '')}"
     out = [head, f"  citation: {b.citation}"]
     for key, label in (("quote", "words"), ("reading", "reading in force"), ("looser", "set aside"),
                        ("permitted", "permitted excursions under")):
@@ -166,5 +167,5 @@ def slug_baselines(config: SiteConfig, now: float) -> dict[tuple[str, str], str]
         else:
             out[(b.site, b.channel)] = (f"{det.baseline:.6g} (mean of {det.normal_days} day(s) of normal "
                                         f"operation; in force on the day of the last recorded reading), slug "
-                                        f"above {det.thr:.6g}")
+                                        f"above {det.threshold:.6g}")
     return out

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import ClassVar
 
+from config.rule_catalogue import RuleName
 from config.rules import RuleBinding
 from monitor.checks.coverage import END_CLEARED, END_GAP
 from monitor.checks.events import END, START, EpisodeEvent
@@ -66,12 +68,33 @@ def violates_band(op: str, limit: float) -> tuple[float, float]:
     return limit, INF
 
 
-class Rule:
-    """Base class: identity of the events and the default reactions (ignore bad samples, always quiet)."""
+CHECKS: dict[str, Callable[..., Rule]] = {}  # rule name -> how to build its check (filled by `Rule.runs`)
 
-    __slots__ = ("channel", "citation", "hole", "opened", "out", "rule", "site")
+
+class Rule:
+    """Base class: identity of the events and the default reactions (ignore bad samples, always quiet).
+
+    ``runs`` names the catalogue rules (`config.rule_catalogue`) a subclass checks: defining the class registers
+    its `build` for them in `CHECKS`, where the engine looks them up. ``is_open`` is True while an episode is
+    open, for the rules whose state is that one flag (others override `active`)."""
+
+    __slots__ = ("channel", "citation", "hole", "is_open", "opened", "out", "rule", "site")
+    runs: ClassVar[tuple[RuleName, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in cls.__dict__.get("runs", ()):
+            if name.value in CHECKS:
+                raise TypeError(f"two checks run the rule {name.value}")
+            CHECKS[name.value] = cls.build
+
+    @classmethod
+    def build(cls, *, binding: RuleBinding, out: list[EpisodeEvent]) -> Rule:
+        """The check for ``binding`` (a rule with several shapes picks its class here)."""
+        return cls(binding=binding, out=out)
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
+        self.is_open = False
         self.site = binding.site
         self.channel = binding.channel
         self.rule = binding.rule
@@ -96,7 +119,7 @@ class Rule:
 
     def active(self) -> bool:
         """True while an episode of this rule is open (started, not yet ended)."""
-        return bool(getattr(self, "is_open", False))
+        return self.is_open
 
     def start(self, t: float, value: float | None, limit: float | None, confirmed: float | None = None) -> None:
         """``t`` is the onset; ``confirmed`` (duration rules) the moment the duration was exceeded. The

@@ -18,46 +18,26 @@ every rule and recomputes the band.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
+from config.rule_catalogue import RULE_NAMES
 from config.rules import RuleBinding
 from config.schema import Channel, SiteConfig
-from monitor.checks.base import INF, Rule
+from monitor.checks import excursion as _excursion
+from monitor.checks import quality as _quality
+from monitor.checks import threshold as _threshold
+from monitor.checks.base import CHECKS, INF, Rule
 from monitor.checks.events import EpisodeEvent
-from monitor.checks.excursion import ExcursionDuration, MonthlyExcursion
-from monitor.checks.quality import BadSampleRule, Flatline
-from monitor.checks.slug import LoadingSlug, SlugDetector
-from monitor.checks.threshold import SamplerInterval, SamplerIntervalUnverified, SamplerTemperature, ThresholdRule
+from monitor.checks.slug import SlugDetector
 from monitor.sample import GOOD, Quality, Sample
 
 _MAX = sys.float_info.max
 OVER_RANGE = Quality.OVER_RANGE
-RuleFactory = Callable[..., Rule]
-
-
-def _slug(*, binding: RuleBinding, out: list[EpisodeEvent]) -> Rule:
-    if len(binding.inputs) == 2:
-        return LoadingSlug(binding=binding, out=out)
-    return SlugDetector(binding=binding, out=out)
-
-
-RULE_FACTORIES: dict[str, RuleFactory] = {
-    "ph_low": ThresholdRule,
-    "ph_high": ThresholdRule,
-    "temperature_high": ThresholdRule,
-    "lel_single": ThresholdRule,
-    "lel_successive": ThresholdRule,
-    "ph_excursion_duration": ExcursionDuration,
-    "ph_monthly_excursion": MonthlyExcursion,
-    "slug": _slug,
-    "sampler_temperature": SamplerTemperature,
-    "sampler_interval": SamplerInterval,
-    "sampler_interval_unverified": SamplerIntervalUnverified,
-    "stale": BadSampleRule,
-    "sensor_fault": BadSampleRule,
-    "flatline": Flatline,
-}
+CHECK_MODULES = (_excursion, _quality, _threshold)  # importing a check module registers its checks (`Rule.runs`)
+_UNCHECKED = [r for r in RULE_NAMES if r not in CHECKS]
+if _UNCHECKED:  # a catalogue rule without a check class (`Rule.runs`) would be bound and never judged
+    raise ImportError(f"rules of the catalogue without a check in monitor.checks: {_UNCHECKED}")
 
 
 class Processor:
@@ -80,7 +60,8 @@ class Processor:
     The fast path of `good` is also inlined in `monitor.checks.replay_csv`'s loop (a function call is a
     measurable share of the per-row budget there); the two must stay identical, which the live-vs-replay
     property test checks.
-    ``acc`` is the slug detector whose baseline minute an in-band reading adds to (None unless it is idle).
+    ``acc`` is the slug detector whose baseline minute an in-band reading adds to (`SlugDetector.add_quiet`;
+    None unless it is accumulating).
     """
 
     __slots__ = ("acc", "cens", "fast", "gap", "gt", "gv", "held", "hi", "last", "linked", "lo", "out", "over",
@@ -110,8 +91,7 @@ class Processor:
             self.gv = v
             acc = self.acc
             if acc is not None:
-                acc.cur_sum += v
-                acc.cur_cnt += 1
+                acc.add_quiet(v)
             return False
         self.slow_good(t, v)
         return False
@@ -198,7 +178,7 @@ class CheckEngine:
             p.rebuild()
 
     def _attach(self, b: RuleBinding) -> None:
-        rule = RULE_FACTORIES[b.rule](binding=b, out=self.events)
+        rule = CHECKS[b.rule](binding=b, out=self.events)
         self.rules.append((b, rule))
         procs = [self._procs[(b.site, ch)] for ch in b.inputs]
         for port, proc in enumerate(procs):

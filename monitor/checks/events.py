@@ -16,8 +16,6 @@ from typing import Any
 
 START = "start"
 END = "end"
-# Rules whose ``limit`` and ``peak`` are seconds (a duration), not readings in the channel's unit.
-DURATION_RULES = ("ph_excursion_duration", "ph_monthly_excursion", "sampler_interval")
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,8 @@ import math
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from config.rule_catalogue import RuleName
+from config.rule_model import ExcursionParams
 from config.rules import RuleBinding
 from monitor.checks.base import EMPTY, INF, MARGIN, VIOLATES, Band, Rule, complies_band, violates_band
 from monitor.checks.coverage import END_MONTH
@@ -32,7 +34,6 @@ class _Excursions(Rule):
 
     __slots__ = (
         "in_band",
-        "is_open",
         "limit",
         "max",
         "max_band",
@@ -47,15 +48,15 @@ class _Excursions(Rule):
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
         super().__init__(binding=binding, out=out)
-        p = binding.params
-        self.limit = float(p["limit"])  # seconds
-        self.min, self.max = float(p["min"]), float(p["max"])
-        self.min_viol, self.max_viol = VIOLATES[str(p["min_operator"])], VIOLATES[str(p["max_operator"])]
-        lo = complies_band(str(p["min_operator"]), self.min)[0] if math.isfinite(self.min) else -INF
-        hi = complies_band(str(p["max_operator"]), self.max)[1] if math.isfinite(self.max) else INF
+        p = binding.typed(ExcursionParams)
+        self.limit = p.limit  # seconds
+        self.min, self.max = p.min, p.max
+        self.min_viol, self.max_viol = VIOLATES[p.min_operator], VIOLATES[p.max_operator]
+        lo = complies_band(p.min_operator, self.min)[0] if math.isfinite(self.min) else -INF
+        hi = complies_band(p.max_operator, self.max)[1] if math.isfinite(self.max) else INF
         self.in_band = (lo, hi)
-        self.min_band = violates_band(str(p["min_operator"]), self.min)
-        self.max_band = violates_band(str(p["max_operator"]), self.max)
+        self.min_band = violates_band(p.min_operator, self.min)
+        self.max_band = violates_band(p.max_operator, self.max)
         self.start_time: float | None = None  # first out-of-range reading of the excursion in progress
         self.start_value = 0.0  # its value: the onset an episode of a duration rule starts at
         self.side = 0  # -1 low, +1 high: the side of the last out-of-range reading
@@ -87,6 +88,7 @@ class ExcursionDuration(_Excursions):
     """
 
     __slots__ = ()
+    runs = (RuleName.PH_EXCURSION_DURATION,)
 
     def good(self, t: float, v: float, port: int) -> None:
         if self.outside(v):
@@ -133,10 +135,11 @@ class MonthlyExcursion(_Excursions):
     """
 
     __slots__ = ("acc", "gap_end", "month_end", "month_gaps", "zone")
+    runs = (RuleName.PH_MONTHLY_EXCURSION,)
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
         super().__init__(binding=binding, out=out)
-        self.zone = ZoneInfo(str(binding.params.get("timezone", "UTC")))
+        self.zone = ZoneInfo(binding.typed(ExcursionParams).timezone)
         self.month_end: float | None = None
         self.acc = 0.0  # excursion seconds already counted in the current month
         self.month_gaps = 0.0

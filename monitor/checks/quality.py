@@ -1,7 +1,7 @@
 """Data-quality rules: the evidence has a hole or a fault. Kept apart from discharge exceedances.
 
 These are the only rules that react to bad samples, and they never claim a discharge broke a limit; their
-events cite `config.rules.DATA_QUALITY_CITATION`.
+events cite `config.rule_binders.DATA_QUALITY_CITATION`.
 
 - ``stale``: the daemon records, on its clock tick, one STALE sample when a channel has had no good reading
   within its window (`monitor.staleness`); replayed CSVs carry those rows with quality ``stale``. A STALE
@@ -22,6 +22,8 @@ it is counted as their unmeasured time.
 
 from __future__ import annotations
 
+from config.rule_catalogue import RuleName
+from config.rule_model import FlatlineParams
 from config.rules import RuleBinding
 from monitor.checks.base import EMPTY, FULL, INF, SENSOR_FAULT_QUALITIES, Band, Rule
 from monitor.checks.events import EpisodeEvent
@@ -31,7 +33,8 @@ class BadSampleRule(Rule):
     """``stale`` and ``sensor_fault``: opened by a bad sample of the given qualities, closed by a good
     reading."""
 
-    __slots__ = ("is_open", "qualities")
+    __slots__ = ("qualities",)
+    runs = (RuleName.STALE, RuleName.SENSOR_FAULT)
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
         super().__init__(binding=binding, out=out)
@@ -56,11 +59,12 @@ class Flatline(Rule):
     """A run of ``readings`` identical good readings (exact equality: a live analogue signal always
     jitters)."""
 
-    __slots__ = ("is_open", "needed", "prev", "run")
+    __slots__ = ("needed", "prev", "run")
+    runs = (RuleName.FLATLINE,)
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
         super().__init__(binding=binding, out=out)
-        self.needed = int(float(binding.params["readings"]))
+        self.needed = binding.typed(FlatlineParams).readings
         self.prev: float | None = None
         self.run = 0  # capped at `needed`
         self.is_open = False

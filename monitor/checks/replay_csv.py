@@ -337,8 +337,7 @@ def read_rows(src: TextIO, *, layout: Layout, by_site: Mapping[str, Mapping[str,
                 p.gv = x
                 acc = p.acc
                 if acc is not None:
-                    acc.cur_sum += x
-                    acc.cur_cnt += 1
+                    acc.add_quiet(x)
                 continue
             p.slow_good(t, x)
         n = lineno - first - spanned

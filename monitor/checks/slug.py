@@ -39,6 +39,8 @@ from collections import deque
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from config.rule_catalogue import RuleName
+from config.rule_model import SlugParams
 from config.rules import RuleBinding
 from monitor.checks.base import EMPTY, INF, MARGIN, VIOLATES, Band, Rule
 from monitor.checks.events import EpisodeEvent
@@ -62,17 +64,15 @@ class SlugDetector(Rule):
 
     __slots__ = (
         "above",
+        "baseline_days",
         "cand_start",
         "cand_value",
-        "cur_cnt",
-        "cur_min",
-        "cur_sum",
-        "d_min",
-        "d_pos",
-        "d_slug",
-        "d_sum",
         "day_end",
+        "day_had_slug",
+        "day_minutes",
+        "day_operating",
         "day_start",
+        "day_sum",
         "days",
         "duration",
         "fixed",
@@ -80,50 +80,75 @@ class SlugDetector(Rule):
         "last_t",
         "last_v",
         "longer",
+        "minute",
+        "minute_count",
+        "minute_sum",
         "multiplier",
-        "n_days",
         "peak",
         "state",
         "strict",
-        "thr",
+        "threshold",
         "zone",
     )
+    runs = (RuleName.SLUG,)
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
         super().__init__(binding=binding, out=out)
-        p = binding.params
-        self.multiplier = float(p["multiplier"])
-        self.above = VIOLATES[str(p["operator"])]
-        self.strict = str(p["operator"]) == ">"
-        self.duration = float(p["duration"])
-        self.longer = VIOLATES[str(p["duration_operator"])]
-        self.fixed = float(p["baseline"]) if "baseline" in p else None
-        self.n_days = int(float(p.get("baseline_days", 7.0)))
-        self.zone = ZoneInfo(str(p.get("timezone", "UTC")))
-        self.days: deque[tuple[float, float]] = deque(maxlen=self.n_days)  # (day start, 24-hour average)
-        self.cur_min: int | None = None
-        self.cur_sum, self.cur_cnt = 0.0, 0  # the minute in progress
+        p = binding.typed(SlugParams)
+        self.multiplier = p.multiplier
+        self.above = VIOLATES[p.operator]
+        self.strict = p.operator == ">"
+        self.duration = p.duration
+        self.longer = VIOLATES[p.duration_operator]
+        self.fixed = p.baseline
+        self.baseline_days = p.baseline_days
+        self.zone = ZoneInfo(p.timezone)
+        self.days: deque[tuple[float, float]] = deque(maxlen=self.baseline_days)  # (day start, 24-hour average)
+        # the minute in progress (epoch minutes): its readings' sum and count
+        self.minute: int | None = None
+        self.minute_sum, self.minute_count = 0.0, 0
+        # the local day in progress: the sum of its minutes' means, its minutes with readings, those of them
+        # above zero (the industry operated), and whether a slug episode was open in it
         self.day_start = self.day_end = -INF
-        self.d_sum, self.d_min, self.d_pos, self.d_slug = 0.0, 0, 0, False  # the day in progress
-        self.thr = INF if self.fixed is None else self.multiplier * self.fixed
+        self.day_sum, self.day_minutes, self.day_operating, self.day_had_slug = 0.0, 0, 0, False
+        self.threshold = INF if self.fixed is None else self.multiplier * self.fixed  # multiplier × today's baseline
         self.state = IDLE
         self.cand_start = self.cand_value = self.frozen = self.peak = 0.0
         self.last_t = self.last_v = 0.0  # the last value fed (mass loading: where its episode ends at a gap)
 
+    @classmethod
+    def build(cls, *, binding: RuleBinding, out: list[EpisodeEvent]) -> Rule:
+        """One channel's readings, or the mass loading of a (flow, concentration) pair."""
+        if len(binding.inputs) == 2:
+            return LoadingSlug(binding=binding, out=out)
+        return cls(binding=binding, out=out)
+
     def good(self, t: float, v: float, port: int) -> None:
         self.feed(t, v)
 
+    def add_quiet(self, v: float) -> None:
+        """A reading inside the band this detector promised (`band`: idle, below the threshold, within the
+        minute in progress): all it changes is the minute's sum. The engine's fast path and the replay loop
+        call it instead of `feed`."""
+        self.minute_sum += v
+        self.minute_count += 1
+
+    def add_quiet_sum(self, total: float, count: int) -> None:
+        """``count`` such readings at once, whose values add up to ``total``."""
+        self.minute_sum += total
+        self.minute_count += count
+
     def feed(self, t: float, v: float) -> None:
         m = int(t // 60.0)
-        if m != self.cur_min:
+        if m != self.minute:
             self._rollover(m)
-        self.cur_sum += v  # every good reading counts toward its day (the fast path adds in-band ones)
-        self.cur_cnt += 1
+        self.minute_sum += v  # every good reading counts toward its day (the fast path adds in-band ones)
+        self.minute_count += 1
         self.last_t, self.last_v = t, v
         if self.state == IDLE:
-            if not self.above(v, self.thr):
+            if not self.above(v, self.threshold):
                 return
-            self.state, self.cand_start, self.cand_value, self.frozen, self.peak = CANDIDATE, t, v, self.thr, v
+            self.state, self.cand_start, self.cand_value, self.frozen, self.peak = CANDIDATE, t, v, self.threshold, v
         elif self.above(v, self.frozen):
             self.peak = max(self.peak, v)
         else:
@@ -133,7 +158,7 @@ class SlugDetector(Rule):
             return
         if self.state == CANDIDATE and self.longer(t - self.cand_start, self.duration):
             self.state = EPISODE
-            self.d_slug = True
+            self.day_had_slug = True
             self.start(self.cand_start, self.cand_value, self.frozen, confirmed=t)
 
     def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
@@ -146,24 +171,24 @@ class SlugDetector(Rule):
 
     def _rollover(self, m: int) -> None:
         """Close the minute in progress into its day; at local midnight close the day and fix the new baseline."""
-        if self.cur_min is not None and self.cur_cnt:
-            mean = self.cur_sum / self.cur_cnt
-            self.d_sum += mean
-            self.d_min += 1
-            self.d_pos += mean > 0.0
-        self.cur_min, self.cur_sum, self.cur_cnt = m, 0.0, 0
+        if self.minute is not None and self.minute_count:
+            mean = self.minute_sum / self.minute_count
+            self.day_sum += mean
+            self.day_minutes += 1
+            self.day_operating += mean > 0.0
+        self.minute, self.minute_sum, self.minute_count = m, 0.0, 0
         if self.fixed is None and m * 60.0 >= self.day_end:
             self._new_day(m * 60.0)
 
     def _new_day(self, t: float) -> None:
-        if self.day_end > -INF and self.d_min:
+        if self.day_end > -INF and self.day_minutes:
             minutes = (self.day_end - self.day_start) / 60.0
-            if self.d_min >= COVERAGE * minutes and not self.d_slug and self.d_pos >= OPERATING:
-                self.days.append((self.day_start, self.d_sum / self.d_min))
+            if self.day_minutes >= COVERAGE * minutes and not self.day_had_slug and self.day_operating >= OPERATING:
+                self.days.append((self.day_start, self.day_sum / self.day_minutes))
         self.day_start, self.day_end = local_day(t, self.zone)
-        self.d_sum, self.d_min, self.d_pos, self.d_slug = 0.0, 0, 0, self.state == EPISODE
+        self.day_sum, self.day_minutes, self.day_operating, self.day_had_slug = 0.0, 0, 0, self.state == EPISODE
         base = self.baseline_for(self.day_start)
-        self.thr = INF if base is None else self.multiplier * base
+        self.threshold = INF if base is None else self.multiplier * base
 
     def baseline_for(self, day_start: float) -> float | None:
         """Mean of the 24-hour averages of the most recent days of normal operation within the look-back."""
@@ -173,7 +198,7 @@ class SlugDetector(Rule):
     @property
     def baseline(self) -> float | None:
         """The baseline in force for the current day (None: no day of normal operation yet, no slug judged)."""
-        return None if self.thr == INF else self.thr / self.multiplier
+        return None if self.threshold == INF else self.threshold / self.multiplier
 
     @property
     def normal_days(self) -> int:
@@ -181,14 +206,14 @@ class SlugDetector(Rule):
 
     @property
     def accumulating(self) -> bool:
-        return self.cur_min is not None
+        return self.minute is not None
 
     def band(self, port: int) -> Band:
-        if self.cur_min is None:
+        if self.minute is None:
             return EMPTY
-        minute_end = (self.cur_min + 1) * 60.0
+        minute_end = (self.minute + 1) * 60.0
         if self.state == IDLE:  # in band: the reading only adds to the minute's sum (see Processor)
-            return -INF, (self.thr if self.strict else math.nextafter(self.thr, -INF)), minute_end
+            return -INF, (self.threshold if self.strict else math.nextafter(self.threshold, -INF)), minute_end
         lo = math.nextafter(self.frozen, INF) if self.strict else self.frozen
         until = minute_end
         if self.state == CANDIDATE:

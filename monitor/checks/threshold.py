@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from config.rule_catalogue import RuleName
+from config.rule_model import BandParams, IntervalParams, ThresholdParams
 from config.rules import RuleBinding
 from monitor.checks.base import EMPTY, INF, MARGIN, VIOLATES, Band, Rule, complies_band, violates_band
 from monitor.checks.events import EpisodeEvent
@@ -27,15 +29,17 @@ class ThresholdRule(Rule):
     but a gap does: two readings with a gap between them are not successive.
     """
 
-    __slots__ = ("high", "is_open", "limit", "needed", "op", "peak", "run", "run_peak", "violates")
+    __slots__ = ("high", "limit", "needed", "op", "peak", "run", "run_peak", "violates")
+    runs = (RuleName.PH_LOW, RuleName.PH_HIGH, RuleName.TEMPERATURE_HIGH, RuleName.LEL_SINGLE, RuleName.LEL_SUCCESSIVE)
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
         super().__init__(binding=binding, out=out)
-        self.limit = float(binding.params["limit"])
-        self.op = str(binding.params["operator"])
+        p = binding.typed(ThresholdParams)
+        self.limit = p.limit
+        self.op = p.operator
         self.violates = VIOLATES[self.op]
         self.high = self.op in (">", ">=")
-        self.needed = int(float(binding.params.get("readings", 1.0)))
+        self.needed = p.readings
         self.run = 0  # successive violating readings so far, capped at `needed`
         self.run_peak = 0.0
         self.is_open = False
@@ -81,12 +85,13 @@ class SamplerTemperature(Rule):
     """The composite sampler's fridge outside set point ± tolerance (Pawling: 4 °C ± 2 °C, so 2 and 6
     comply)."""
 
-    __slots__ = ("high", "is_open", "low", "mid", "peak")
+    __slots__ = ("high", "low", "mid", "peak")
+    runs = (RuleName.SAMPLER_TEMPERATURE,)
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
         super().__init__(binding=binding, out=out)
-        self.low = float(binding.params["low"])
-        self.high = float(binding.params["high"])
+        p = binding.typed(BandParams)
+        self.low, self.high = p.low, p.high
         self.mid = (self.low + self.high) / 2.0
         self.is_open = False
         self.peak = 0.0  # the reading furthest from the set point
@@ -139,11 +144,12 @@ class SamplerInterval(Rule):
     its first reading after it (the onset of a later overdue interval is then that first reading).
     """
 
-    __slots__ = ("acc", "count", "flow_since", "flowing", "is_open", "last_sample", "limit")
+    __slots__ = ("acc", "count", "flow_since", "flowing", "last_sample", "limit")
+    runs = (RuleName.SAMPLER_INTERVAL,)
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
         super().__init__(binding=binding, out=out)
-        self.limit = float(binding.params["limit"])
+        self.limit = binding.typed(IntervalParams).limit
         self.count: float | None = None
         self.flowing: bool | None = None  # None: no good flow reading in force
         self.flow_since = 0.0
@@ -221,6 +227,7 @@ class SamplerIntervalUnverified(SamplerInterval):
     """
 
     __slots__ = ("uacc",)
+    runs = (RuleName.SAMPLER_INTERVAL_UNVERIFIED,)
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
         super().__init__(binding=binding, out=out)

@@ -26,11 +26,9 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from alarms.model import State
+from config.rule_catalogue import DURATION_RULES, NO_READING_PEAK, spec
 from config.schema import SiteConfig
-from monitor.checks.events import DURATION_RULES
 from monitor.logtext import duration, local_time, number
-from monitor.read.episodes import NO_READING_PEAK
-from monitor.reports.compliance import RULE_LABELS
 
 UNACKED = frozenset({State.ACTIVE_UNACKED.value, State.LATCHED_UNACKED.value, State.RTN_UNACKED.value})
 ACKED_STANDING = frozenset({State.ACTIVE_ACKED.value, State.LATCHED_ACKED.value})
@@ -89,7 +87,7 @@ def enrich(conn: sqlite3.Connection, config: SiteConfig, row: dict[str, Any]) ->
         return local_time(t, zone) if t is not None else ""
 
     out = {**row, "group": group(row["state"]), "symbol": SYMBOLS.get(row["priority"], ""),
-           "rule_label": RULE_LABELS.get(rule, rule.replace("_", " ")), "state_label": STATE_LABELS.get(
+           "rule_label": _label(rule), "state_label": STATE_LABELS.get(
                row["state"], row["state"]), "timezone": zone.key, "since_text": when(row["since"]),
            "until_text": when(row["until"]), "value_text": amount(row["value"], unit, decimals),
            "limit_text": _limit(row["limit"], unit, rule), "onset": None, "onset_text": "", "end": None,
@@ -101,7 +99,7 @@ def enrich(conn: sqlite3.Connection, config: SiteConfig, row: dict[str, Any]) ->
         return out
     onset, end, start_value, limit = ep
     out.update(onset=onset, onset_text=when(onset), end=end)
-    if rule in NO_READING_PEAK or rule in DURATION_RULES:
+    if rule in NO_READING_PEAK:  # durations included
         return out
     low = start_value is not None and limit is not None and start_value < limit
     peak = _peak(conn, (site_id, channel, rule, onset), end, low=low)
@@ -109,6 +107,11 @@ def enrich(conn: sqlite3.Connection, config: SiteConfig, row: dict[str, Any]) ->
         out.update(peak=peak[1], peak_time=peak[0], peak_text=amount(peak[1], unit, decimals),
                    peak_time_text=when(peak[0]))
     return out
+
+
+def _label(rule: str) -> str:
+    row = spec(rule)
+    return row.label if row is not None else rule.replace("_", " ")
 
 
 def _limit(value: float | None, unit: str, rule: str) -> str:

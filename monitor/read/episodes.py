@@ -45,14 +45,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from config.rules import DATA_QUALITY_RULES
+from config.rule_catalogue import DATA_QUALITY_RULES, NO_READING_PEAK
 from config.schema import SiteConfig
 from monitor.stores.historian_db import QUALITY_BY_CODE
 from monitor.stores.readonly import has_table
 
 EVIDENCE_MARGIN = 3600.0  # s of readings shown before and after an episode with --evidence
-NO_READING_PEAK = frozenset({"ph_excursion_duration", "ph_monthly_excursion", "sampler_interval",
-                             *DATA_QUALITY_RULES})
 
 
 @dataclass(slots=True)

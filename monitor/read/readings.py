@@ -13,9 +13,8 @@ from collections.abc import Collection, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from config.rules import DATA_QUALITY_RULES
+from config.rule_catalogue import DATA_QUALITY_RULES, NO_READING_PEAK
 from config.schema import ChannelKind, Site, SiteConfig
-from monitor.read.episodes import NO_READING_PEAK
 from monitor.sample import Sample
 from monitor.stores.historian_db import QUALITY_BY_CODE, read_readings
 from monitor.stores.readonly import has_table

@@ -22,7 +22,9 @@ from zoneinfo import ZoneInfo
 
 from config.limits import load_profile
 from config.pollutants import limits_for, set_aside
-from config.rules import DATA_QUALITY_RULES, RuleBinding
+from config.rule_catalogue import DATA_QUALITY_RULES, RuleName, label
+from config.rule_model import ThresholdParams
+from config.rules import RuleBinding
 from config.schema import ChannelKind, Site, SiteConfig
 from monitor.reports.aggregates_db import connect
 from monitor.reports.annotations import Annotation, episode_id, latest_annotations
@@ -34,15 +36,6 @@ from monitor.reports.ph_accounting import MonthAccount, monthly_accounts
 from monitor.reports.plan import compile_plans
 from monitor.reports.snc import SncScreen, screen, window_ending
 from monitor.stores.episodes import EpisodeStore
-
-RULE_LABELS = {
-    "ph_low": "pH low", "ph_high": "pH high", "ph_excursion_duration": "pH single excursion",
-    "ph_monthly_excursion": "pH monthly excursion time", "temperature_high": "Temperature",
-    "lel_successive": "Explosive vapour (successive)", "lel_single": "Explosive vapour (single)",
-    "slug": "Slug load", "sampler_temperature": "Sampler refrigeration", "sampler_interval": "Sampling interval",
-    "sampler_interval_unverified": "Sampling interval unverified (flow unknown)",
-    "stale": "No data", "sensor_fault": "Sensor fault", "flatline": "Flat-lined signal",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,11 +123,10 @@ def _tz(site: Site) -> ZoneInfo:
 def describe(b: RuleBinding, unit: str) -> str:
     """When the rule is violated, in words, with the numbers it runs on."""
     p = b.params
-    if b.rule in ("ph_low", "ph_high", "temperature_high", "lel_single"):
-        return f"{b.channel}: a reading {p['operator']} {float(p['limit']):g} {unit}"
-    if b.rule == "lel_successive":
-        n = int(float(p["readings"]))
-        return f"{b.channel}: {n} successive readings {p['operator']} {float(p['limit']):g} {unit}"
+    if isinstance(p, ThresholdParams):
+        if b.rule == RuleName.LEL_SUCCESSIVE:
+            return f"{b.channel}: {p.readings} successive readings {p.operator} {p.limit:g} {unit}"
+        return f"{b.channel}: a reading {p.operator} {p.limit:g} {unit}"
     if b.rule in ("ph_excursion_duration", "ph_monthly_excursion"):
         rng = f"pH {float(p['min']):g}–{float(p['max']):g}"
         what = "one excursion" if b.rule == "ph_excursion_duration" else "total excursion time in a calendar month"
@@ -172,7 +164,7 @@ def permit_limits(site: Site) -> list[LimitLine]:
     for b in site.checks:
         if b.rule in DATA_QUALITY_RULES:
             continue
-        seen.setdefault((b.rule, b.channel), LimitLine(RULE_LABELS.get(b.rule, b.rule),
+        seen.setdefault((b.rule, b.channel), LimitLine(label(b.rule),
                                                         describe(b, units.get(b.inputs[0], "")) + words_beside(b),
                                                         b.citation))
     lines = list(seen.values())

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from monitor.checks.events import DURATION_RULES
-from monitor.reports.compliance import RULE_LABELS, ComplianceReport, EpisodeLine, fmt_minutes
+from config.rule_catalogue import DURATION_RULES, label
+from monitor.reports.compliance import ComplianceReport, EpisodeLine, fmt_minutes
 from monitor.reports.daily import DailySummary
 from monitor.reports.days import zone
 from monitor.reports.snc import percent
@@ -80,7 +80,7 @@ def _episode_rows(eps: Sequence[EpisodeLine], clock: Clock) -> list[tuple[str, .
         timed = e.rule in DURATION_RULES  # peak and limit are seconds
         peak = fmt_minutes(e.peak) if timed else num(e.peak, 2)
         limit = fmt_minutes(e.limit) if timed else num(e.limit, 2)
-        rows.append((e.id, RULE_LABELS.get(e.rule, e.rule), clock(e.start), duration, peak, limit, e.citation,
+        rows.append((e.id, label(e.rule), clock(e.start), duration, peak, limit, e.citation,
                      a.cause if a else "(to be completed by the industry)",
                      a.action if a else "(to be completed by the industry)",
                      f"{a.user}, {clock(a.time, '%Y-%m-%d')}" if a else ""))
@@ -159,7 +159,7 @@ def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
     out.append(Section(
         "Instrument faults (data quality, not discharge exceedances)", key="faults",
         columns=("Channel", "Kind", "Start", "Duration"), widths=(1.2, 1.4, 1.6, 1),
-        rows=tuple((e.channel, RULE_LABELS.get(e.rule, e.rule), clock(e.start),
+        rows=tuple((e.channel, label(e.rule), clock(e.start),
                     fmt_minutes(e.duration) if e.end is not None else "open") for e in r.faults)))
     return out
 

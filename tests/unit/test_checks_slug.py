@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from config.rule_model import SlugParams
 from config.rules import RuleBinding
 from monitor.checks.events import EpisodeEvent
 from monitor.checks.slug import SlugDetector
@@ -28,16 +29,8 @@ def detector(
     days: int = 7,
     timezone: str = "UTC",
 ) -> tuple[SlugDetector, list[EpisodeEvent]]:
-    params: dict[str, float | str] = {
-        "multiplier": 5.0,
-        "operator": ">",
-        "duration": duration,
-        "duration_operator": duration_operator,
-        "baseline_days": float(days),
-        "timezone": timezone,
-    }
-    if baseline is not None:
-        params["baseline"] = baseline
+    params = SlugParams(multiplier=5.0, operator=">", duration=duration, duration_operator=duration_operator,
+                        baseline_days=days, timezone=timezone, baseline=baseline)
     out: list[EpisodeEvent] = []
     b = RuleBinding(rule="slug", site="s", channel="flow", citation="c", inputs=("flow",), params=params)
     return SlugDetector(binding=b, out=out), out
