@@ -10,7 +10,7 @@ excursion, an LEL burst, a slug on day 3). Then for each layout, median of ``--r
 process:
 
 - ``csv.reader`` alone over the file (the I/O floor the issue measures against);
-- the replay, through `monitor.replay.replay` (the exact code `pretreat replay` runs), output to a file;
+- the replay, through `monitor.checks.replay_run.replay` (the exact code `pretreat replay` runs), output to a file;
 
 and one more replay of the plain file as a subprocess (``python -m monitor.cli replay``) for its peak RSS.
 Prints the machine, the load average (other work on the machine skews wall time: CPU time is printed too),
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from config.loader import load_config  # noqa: E402
-from monitor.replay import replay  # noqa: E402
+from monitor.checks.replay_run import replay  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 START = datetime(2025, 3, 1, tzinfo=UTC).timestamp()

@@ -210,12 +210,12 @@ def bind_excursion(rule: str, key: str) -> Callable[[Context, Channel, Settings]
 
 
 def bind_temperature(ctx: Context, ch: Channel, s: Settings) -> Result:
-    location = getattr(ch, "location", None)
+    location = ch.location
     if location is None:
         return NotApplicable(
             "a temperature channel with location = 'influent', 'discharge' or 'grease_interceptor'"
         )
-    point = str(getattr(location, "value", location))
+    point = location.value
     if point == "influent" and ctx.kind != "plant":
         _influent_at_industry(ctx, ch)
         return NotApplicable("an influent channel at a treatment plant site")

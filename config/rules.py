@@ -193,7 +193,8 @@ def _check_options(
         r.error(f"{p}.loading", options["loading"], "true or false")
     if "constituents" in options and not isinstance(options["constituents"], dict):
         r.error(f"{p}.constituents", options["constituents"], "a table: channel id = constituent")
-    if "flow" in options and getattr(by_id.get(str(options["flow"])), "kind", None) is not ChannelKind.FLOW:
+    flow = by_id.get(str(options.get("flow")))
+    if "flow" in options and (flow is None or flow.kind is not ChannelKind.FLOW):
         r.error(f"{p}.flow", options["flow"], "the id of a flow channel of this site")
 
 

@@ -1,4 +1,5 @@
-"""The two small interfaces every driver implements, and the registry that maps a driver kind to a factory.
+"""The two small interfaces every driver implements (the daemon builds the drivers of each kind itself:
+`drivers.modbus.driver.build_modbus_drivers`, `drivers.mqtt.driver.build_mqtt_drivers`).
 
 Drivers are the only code that imports pymodbus or paho-mqtt. Whatever goes wrong on the wire, a driver
 returns or emits `monitor.sample.Sample`s, bad-quality ones carrying the reason; a driver never raises out

@@ -26,8 +26,9 @@ state holds (style rule 11: log state changes, count everything else).
 
 Secrets never reach the log: values of fields named like secrets (``password``, ``token``, ``secret``,
 ``authorization``, ``api_key``), ``password=…``/``token: …``/``Authorization: Bearer …`` inside messages,
-the password of a URL (``mqtt://user:pw@host``) and every value passed to `register_secret` (the daemon
-registers tokens and passwords as it reads them) are replaced by ``***``.
+the password of a URL (``mqtt://user:pw@host``) and every value passed to `register_secret` are replaced by
+``***``. Nothing in the daemon calls `register_secret` yet: the tokens and passwords of the site file are
+masked only by the field-name and message rules above, so code that logs one must log it under such a name.
 """
 
 from __future__ import annotations

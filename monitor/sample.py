@@ -108,6 +108,13 @@ class Sample:
         return cls(time=time, site=site, channel=channel, value=None, unit=unit, quality=quality, reason=reason)
 
 
+def in_span(value: float, lo: float, hi: float) -> bool:
+    """`judge_value`'s good case: a scaled value that is finite and inside the instrument's span [lo, hi], both
+    ends inclusive (an end nobody set is ±inf). The Modbus driver asks it for every register it reads before
+    building the good sample itself, and leaves every other case to `judge_value`, which says why."""
+    return lo <= value <= hi and value - value == 0.0  # the subtraction is NaN for ±inf and NaN
+
+
 def judge_value(
     raw: float,
     *,
@@ -133,13 +140,13 @@ def judge_value(
         return Sample.bad(time=time, site=site, channel=channel, unit=unit, quality=Quality.BAD_VALUE,
                           reason=f"non-finite value {raw!r}")
     value = raw * scale + offset
+    if in_span(value, -math.inf if valid_min is None else valid_min, math.inf if valid_max is None else valid_max):
+        return Sample(time=time, site=site, channel=channel, value=value, unit=unit)
     if not math.isfinite(value):  # a finite raw number can overflow once scaled
         return Sample.bad(time=time, site=site, channel=channel, unit=unit, quality=Quality.BAD_VALUE,
                           reason=f"value {raw!r} x {scale:g} + {offset:g} is not finite")
     if over_max is not None and valid_max is not None and valid_max < value <= over_max:
         return Sample(time=time, site=site, channel=channel, value=value, unit=unit, quality=Quality.OVER_RANGE,
                       reason=f"{value:g} {unit} above the span [{valid_min}, {valid_max}]: judged as {valid_max:g}")
-    if (valid_min is not None and value < valid_min) or (valid_max is not None and value > valid_max):
-        return Sample.bad(time=time, site=site, channel=channel, unit=unit, quality=Quality.OUT_OF_RANGE,
-                          reason=f"{value:g} {unit} outside valid range [{valid_min}, {valid_max}]")
-    return Sample(time=time, site=site, channel=channel, value=value, unit=unit)
+    return Sample.bad(time=time, site=site, channel=channel, unit=unit, quality=Quality.OUT_OF_RANGE,
+                      reason=f"{value:g} {unit} outside valid range [{valid_min}, {valid_max}]")

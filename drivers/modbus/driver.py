@@ -20,7 +20,7 @@ from drivers.modbus.codec import Decoder
 from drivers.modbus.link import ModbusLink, ReadFailure, bus_idle_time, quiet_pymodbus_logging
 from drivers.modbus.planner import DEFAULT_MAX_BIT_GAP, DEFAULT_MAX_GAP, Block, ReadPlan, plan_reads
 from monitor import clock
-from monitor.sample import Quality, Sample, judge_value
+from monitor.sample import Quality, Sample, in_span, judge_value
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class _Target:
     valid_max: float | None
     over_max: float | None  # over-range readings up to this are judged as valid_max (LEL), see judge_value
     where: str  # "point 'ph' (input 0)", for reasons
-    lo: float = -math.inf  # the valid range with no ends as infinities, for the fast path in `_judge`
+    lo: float = -math.inf  # the valid range with no ends as infinities, for `in_span` in `poll`
     hi: float = math.inf
 
 
@@ -137,12 +137,12 @@ class ModbusDriver:
                 continue
             now = clock.wall()
             good = 0
-            for t in step.targets:  # `_judge`'s good case written out: it runs for every register read
+            for t in step.targets:  # the good case (`in_span`) builds its sample here; `_judge` says why not
                 try:
                     value = t.decode(values, t.offset) * t.scale + t.value_offset
                 except Exception:
                     value = math.nan  # `_judge` decodes again and says why
-                if t.lo <= value <= t.hi and value - value == 0.0:
+                if in_span(value, t.lo, t.hi):
                     good += 1
                     out[t.index] = Sample(now, t.site, t.channel, value, t.unit)
                 else:

@@ -1,6 +1,6 @@
 """The replay's input and output plumbing: fast ISO 8601 times, row rejection reports, time-sorted JSON Lines.
 
-Kept apart from `monitor.replay` (the command) and `monitor.checks.replay_csv` (the reading loop) so that
+Kept apart from `monitor.checks.replay_run` (the replay), `monitor.checks.replay_csv` (the reading loop) so that
 each stays short and readable.
 """
 

@@ -19,7 +19,7 @@ from config.errors import ConfigErrors
 from config.loader import load_config
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import parse_iso
-from monitor.replay import replay
+from monitor.checks.replay_run import replay
 from monitor.sample import Quality, Sample
 
 CASES = Path(__file__).resolve().parents[1] / "cases"

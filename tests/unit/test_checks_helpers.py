@@ -12,7 +12,7 @@ from config.loader import load_config
 from config.schema import SiteConfig
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import EpisodeEvent, iso_utc
-from monitor.replay import replay
+from monitor.checks.replay_run import replay
 from monitor.sample import Quality, Sample
 
 T0 = datetime(2025, 3, 3, tzinfo=UTC).timestamp()  # a Monday, well away from month ends and DST changes
