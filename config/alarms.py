@@ -195,8 +195,8 @@ def _channel_names(site: Site | None) -> set[str] | None:
 def _route(raw: dict[str, Any], p: str, reader: Reader, site: str, notifiers: Mapping[str, NotifierConfig],
            known: set[str] | None) -> Route:
     reader.unknown_keys(raw, p, _ROUTE_KEYS)
-    name = reader.str(raw, "name", p, check=bool, expected="a route name (e.g. 'industry', 'plant-operator')")
-    nid = reader.str(raw, "notify", p, expected=f"the id of a [[notify.channel]]: {sorted(notifiers)}")
+    name = reader.text(raw, "name", p, check=bool, expected="a route name (e.g. 'industry', 'plant-operator')")
+    nid = reader.text(raw, "notify", p, expected=f"the id of a [[notify.channel]]: {sorted(notifiers)}")
     channel = notifiers.get(nid)
     if nid and channel is None:
         reader.error(f"{p}.notify", nid, f"the id of a [[notify.channel]]: {sorted(notifiers)}")
@@ -221,7 +221,7 @@ def _route(raw: dict[str, Any], p: str, reader: Reader, site: str, notifiers: Ma
     for c in channels:
         if known is not None and c not in known:
             reader.error(f"{p}.channels", c, f"a channel of this site: {sorted(known)}")
-    audience = reader.str(raw, "audience", p, default="", check=("", *AUDIENCES).__contains__,
+    audience = reader.text(raw, "audience", p, default="", check=("", *AUDIENCES).__contains__,
                           expected="'industry' (the discharger's people) or 'plant_operator' (the treatment plant's)")
     return Route(name=name, site=site, notify=nid, recipients=tuple(dict.fromkeys(to)),
                  min_priority=reader.enum(raw, "min_priority", p, Priority, default="low"),

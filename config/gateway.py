@@ -55,11 +55,11 @@ def parse_gateway(doc: dict[str, Any], reader: Reader, base: Path) -> GatewaySet
         reader.error("gateway.enabled", enabled, "true or false")
     settings = GatewaySettings(
         enabled=enabled is True,
-        host=reader.str(raw, "host", "gateway", default="127.0.0.1"),
+        host=reader.text(raw, "host", "gateway", default="127.0.0.1"),
         port=reader.integer(raw, "port", "gateway", default=5020, minimum=0, maximum=65535),
         first_unit=reader.integer(raw, "first_unit", "gateway", default=1, minimum=1, maximum=247),
         units=units,
-        word_order=reader.str(raw, "word_order", "gateway", default="big", check=lambda v: v in ("big", "little"),
+        word_order=reader.text(raw, "word_order", "gateway", default="big", check=lambda v: v in ("big", "little"),
                               expected="'big' (high word first) or 'little'"),
     )
     for where, problem in check_layout(sites=[str(s) for s in sites], settings=settings):

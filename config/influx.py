@@ -123,10 +123,10 @@ def parse_influx(raw: dict[str, Any], reader: Reader, base: Path, *,
     t = reader.table(raw, "influx", "")
     p = "influx"
     reader.unknown_keys(t, p, _KEYS)
-    url = reader.str(t, "url", p, check=lambda v: _URL.match(v) is not None,
+    url = reader.text(t, "url", p, check=lambda v: _URL.match(v) is not None,
                      expected="an http:// or https:// URL")
-    token_file = reader.str(t, "token_file", p, default="")
-    credential = reader.str(t, "token_credential", p, default="",
+    token_file = reader.text(t, "token_file", p, default="")
+    credential = reader.text(t, "token_credential", p, default="",
                             check=lambda v: v == "" or _CREDENTIAL.match(v) is not None,
                             expected="a systemd credential name (letters, digits, '_', '-', '.')")
     if token_file and credential:
@@ -134,14 +134,14 @@ def parse_influx(raw: dict[str, Any], reader: Reader, base: Path, *,
     token_path = _resolve(token_file, base) if token_file else None
     if token_path is not None and not os.access(token_path, os.R_OK):
         reader.error(f"{p}.token_file", token_file, "a readable file holding the token")
-    queue = reader.str(t, "queue_path", p, default="")
+    queue = reader.text(t, "queue_path", p, default="")
     if queue:
         queue_path = _resolve(queue, base)
     else:
         queue_path = default_queue_path(historian or base / "var" / "pretreat.sqlite")
     return InfluxSettings(
-        url=url.rstrip("/"), org=reader.str(t, "org", p, default=""),
-        bucket=reader.str(t, "bucket", p, check=bool, expected="a non-empty bucket name"),
+        url=url.rstrip("/"), org=reader.text(t, "org", p, default=""),
+        bucket=reader.text(t, "bucket", p, check=bool, expected="a non-empty bucket name"),
         token_file=token_path, token_credential=credential,
         auth_scheme=reader.enum(t, "auth_scheme", p, AuthScheme, default="token"),
         verify_tls=_bool(t, "verify_tls", p, reader, default=True),

@@ -56,7 +56,7 @@ def default_max_gap(poll_interval: float) -> float:
 def instrument(raw: dict[str, Any], p: str, site: str, reader: Reader, base: Path,
                 maps: dict[Path, RegisterMap | None]) -> Instrument:
     reader.unknown_keys(raw, p, _INSTRUMENT_KEYS)
-    inst_id = reader.str(raw, "id", p, check=ID.match, expected=ID_EXPECTED)  # type: ignore[arg-type]
+    inst_id = reader.text(raw, "id", p, check=ID.match, expected=ID_EXPECTED)  # type: ignore[arg-type]
     driver = reader.enum(raw, "driver", p, DriverKind)
     common = dict(
         id=inst_id, site=site, driver=driver,
@@ -64,20 +64,20 @@ def instrument(raw: dict[str, Any], p: str, site: str, reader: Reader, base: Pat
         timeout=reader.number(raw, "timeout", p, default=1.0, minimum=0.01, maximum=60),
     )
     if driver is DriverKind.MQTT:
-        host = reader.str(raw, "host", p, default="127.0.0.1")
+        host = reader.text(raw, "host", p, default="127.0.0.1")
         _check_mqtt_secret(raw, p, reader, base)
         broker = MqttBroker(
             host=host, port=reader.integer(raw, "port", p, default=1883, minimum=1, maximum=65535),
-            client_id=reader.str(raw, "client_id", p, default=f"pretreat-{site}-{inst_id}"),
+            client_id=reader.text(raw, "client_id", p, default=f"pretreat-{site}-{inst_id}"),
             qos=reader.integer(raw, "qos", p, default=1, minimum=0, maximum=2),
-            username=reader.str(raw, "username", p, default=""),
-            password_file=_secret_path(reader.str(raw, "password_file", p, default=""), base),
+            username=reader.text(raw, "username", p, default=""),
+            password_file=_secret_path(reader.text(raw, "password_file", p, default=""), base),
             keepalive=reader.integer(raw, "keepalive", p, default=30, minimum=5, maximum=3600),
         )
         return Instrument(**common, mqtt=broker,  # type: ignore[arg-type]
-                          time_field=reader.str(raw, "time_field", p, default=""))
+                          time_field=reader.text(raw, "time_field", p, default=""))
     rmap = None
-    ref = reader.str(raw, "register_map", p, expected="a register map name or path")
+    ref = reader.text(raw, "register_map", p, expected="a register map name or path")
     map_path = resolve_map_path(ref, base) if ref else None
     if map_path is not None and not map_path.is_file():
         reader.error(f"{p}.register_map", ref, map_expected(ref, map_path))
@@ -94,18 +94,18 @@ def instrument(raw: dict[str, Any], p: str, site: str, reader: Reader, base: Pat
     serial = None
     host = ""
     if driver is DriverKind.MODBUS_RTU:
-        port = reader.str(raw, "serial_port", p, expected="a serial device path, e.g. /dev/ttyUSB0")
+        port = reader.text(raw, "serial_port", p, expected="a serial device path, e.g. /dev/ttyUSB0")
         serial = SerialSettings(
             port=port if not port or Path(port).is_absolute() else str(base / port),
             baudrate=reader.integer(raw, "baudrate", p, default=9600, minimum=300, maximum=921600),
             bytesize=reader.integer(raw, "bytesize", p, default=8, minimum=7, maximum=8),
-            parity=reader.str(raw, "parity", p, default="N", check=lambda v: v in ("N", "E", "O"),
+            parity=reader.text(raw, "parity", p, default="N", check=lambda v: v in ("N", "E", "O"),
                               expected="'N', 'E' or 'O'"),
             stopbits=reader.integer(raw, "stopbits", p, default=1, minimum=1, maximum=2),
             inter_frame_delay=reader.number(raw, "inter_frame_delay", p, default=0.0, minimum=0, maximum=1),
         )
     else:
-        host = reader.str(raw, "host", p, expected="a host name or address")
+        host = reader.text(raw, "host", p, expected="a host name or address")
     return Instrument(
         **common,  # type: ignore[arg-type]
         unit_id=reader.integer(raw, "unit_id", p, default=1, minimum=0, maximum=247),
@@ -117,12 +117,12 @@ def instrument(raw: dict[str, Any], p: str, site: str, reader: Reader, base: Pat
 def channel(raw: dict[str, Any], p: str, site: str, instruments: dict[str, Instrument],
              reader: Reader) -> Channel:
     reader.unknown_keys(raw, p, _CHANNEL_KEYS)
-    inst_id = reader.str(raw, "instrument", p, expected="the id of an instrument of this site")
+    inst_id = reader.text(raw, "instrument", p, expected="the id of an instrument of this site")
     inst = instruments.get(inst_id)
     if inst_id and inst is None:
         reader.error(f"{p}.instrument", inst_id, f"one of this site's instruments {sorted(instruments)}")
-    point = reader.str(raw, "point", p, default="")
-    topic = reader.str(raw, "topic", p, default="")
+    point = reader.text(raw, "point", p, default="")
+    topic = reader.text(raw, "topic", p, default="")
     if inst is not None and inst.driver.is_modbus:
         if not point:
             reader.error(f"{p}.point", MISSING_POINT, "the name of a point in the instrument's register map")
@@ -139,13 +139,13 @@ def channel(raw: dict[str, Any], p: str, site: str, instruments: dict[str, Instr
     if scale == 0:
         reader.error(f"{p}.scale", 0, "a non-zero number")
     return Channel(
-        id=reader.str(raw, "id", p, check=ID.match, expected=ID_EXPECTED),  # type: ignore[arg-type]
+        id=reader.text(raw, "id", p, check=ID.match, expected=ID_EXPECTED),  # type: ignore[arg-type]
         site=site, instrument=inst_id,
         kind=reader.enum(raw, "kind", p, ChannelKind),
-        unit=reader.str(raw, "unit", p, expected="the engineering unit, e.g. 'gpm', 'pH', 'degC', '%LEL'"),
+        unit=reader.text(raw, "unit", p, expected="the engineering unit, e.g. 'gpm', 'pH', 'degC', '%LEL'"),
         scale=scale, offset=reader.number(raw, "offset", p, default=0.0),
         valid_min=valid_min, valid_max=valid_max, point=point, topic=topic,
-        field=reader.str(raw, "field", p, default=""),
+        field=reader.text(raw, "field", p, default=""),
         payload=reader.enum(raw, "payload", p, PayloadFormat, default="json"),
         stale_after=reader.number(raw, "stale_after", p, default=0.0, minimum=0.0),
         location=reader.enum(raw, "location", p, MeasuringPoint) if "location" in raw else None,

@@ -171,7 +171,7 @@ def _load_profile(key: str, seen: tuple[str, ...]) -> tuple[Profile | None, list
     reader.unknown_keys(data, "", {"key", "name", "seed", "parent", "limits", "clauses"})
     limits: dict[str, Limit] = {}
     clauses: dict[str, Clause] = {}
-    parent = reader.str(data, "parent", "", default="")
+    parent = reader.text(data, "parent", "", default="")
     if parent:
         if parent in seen or parent == key:
             reader.error("parent", parent, "a profile that does not include this one")
@@ -187,9 +187,9 @@ def _load_profile(key: str, seen: tuple[str, ...]) -> tuple[Profile | None, list
     for name, raw in reader.table(data, "clauses", "").items():
         clauses[name] = _clause(raw, name, f"clauses.{name}", reader)
     profile = Profile(
-        key=reader.str(data, "key", ""),
-        name=reader.str(data, "name", ""),
-        seed=reader.str(data, "seed", "", default=""),
+        key=reader.text(data, "key", ""),
+        name=reader.text(data, "name", ""),
+        seed=reader.text(data, "seed", "", default=""),
         limits=limits,
         clauses=clauses,
     )
@@ -204,9 +204,9 @@ def _clause(raw: Any, key: str, p: str, reader: Reader) -> Clause:
         reader.error(p, raw, "a table")
     reader.unknown_keys(table, p, {"cite", "treatment", "note", "quote", "line", "line_end"})
     return Clause(
-        key=key, citation=reader.str(table, "cite", p), note=reader.str(table, "note", p),
-        treatment=reader.str(table, "treatment", p, check=("lab", "note").__contains__, expected="'lab' or 'note'"),
-        quote=reader.str(table, "quote", p, default=""),
+        key=key, citation=reader.text(table, "cite", p), note=reader.text(table, "note", p),
+        treatment=reader.text(table, "treatment", p, check=("lab", "note").__contains__, expected="'lab' or 'note'"),
+        quote=reader.text(table, "quote", p, default=""),
         line=reader.integer(table, "line", p, default=0, minimum=0),
         line_end=reader.integer(table, "line_end", p, default=0, minimum=0),
     )
@@ -237,7 +237,7 @@ def parse_limit(raw: Any, key: str, p: str, reader: Reader, *, default_cite: str
     }
     _check_number_sets(key, numbers, p, reader)
     baselines = ("trailing", "normal_sewage")
-    baseline = reader.str(raw, "baseline", p, default="trailing", check=baselines.__contains__,
+    baseline = reader.text(raw, "baseline", p, default="trailing", check=baselines.__contains__,
                           expected="'trailing' or 'normal_sewage'")
     sewage_raw = reader.table(raw, "normal_sewage", p)
     sewage = {
@@ -246,9 +246,9 @@ def parse_limit(raw: Any, key: str, p: str, reader: Reader, *, default_cite: str
     }
     if key == "slug" and baseline == "normal_sewage" and not sewage:
         reader.error(f"{p}.normal_sewage", {}, "each constituent's normal-sewage strength: { bod = 240 }")
-    operator = reader.str(raw, "operator", p, default="<" if key == "ph_min" else ">",
+    operator = reader.text(raw, "operator", p, default="<" if key == "ph_min" else ">",
                           check=OPERATORS.__contains__, expected=f"one of {list(OPERATORS)}")
-    duration_operator = reader.str(raw, "duration_operator", p, default=">", check=(">", ">=").__contains__,
+    duration_operator = reader.text(raw, "duration_operator", p, default=">", check=(">", ">=").__contains__,
                                    expected="'>' or '>='")
     return Limit(**common, numbers=numbers, baseline=baseline, normal_sewage=sewage, operator=operator,
                  duration_operator=duration_operator)
@@ -260,18 +260,18 @@ def _record(raw: dict[str, Any], key: str, p: str, reader: Reader, default_cite:
     required = _bool(raw, "required", p, reader, default=False)
     expected = "the citation (section as printed, or seed file and line)"
     if not default_cite and (stated or required):
-        cite = reader.str(raw, "cite", p, expected=expected)
+        cite = reader.text(raw, "cite", p, expected=expected)
     else:
-        cite = reader.str(raw, "cite", p, default=default_cite, expected=expected)
+        cite = reader.text(raw, "cite", p, default=default_cite, expected=expected)
     return dict(
         key=key, citation=cite, stated=stated, required=required,
-        wording=reader.str(raw, "wording", p, default=""), note=reader.str(raw, "note", p, default=""),
-        reading=reader.str(raw, "reading", p, default=""), literal=reader.str(raw, "literal", p, default=""),
-        measured_by=reader.str(raw, "measured_by", p, default="", check=("", "lab").__contains__,
+        wording=reader.text(raw, "wording", p, default=""), note=reader.text(raw, "note", p, default=""),
+        reading=reader.text(raw, "reading", p, default=""), literal=reader.text(raw, "literal", p, default=""),
+        measured_by=reader.text(raw, "measured_by", p, default="", check=("", "lab").__contains__,
                                expected="'lab' (measured by laboratory tests of composite samples)"),
         line=reader.integer(raw, "line", p, default=0, minimum=0),
         line_end=reader.integer(raw, "line_end", p, default=0, minimum=0),
-        quote=reader.str(raw, "quote", p, default=""),
+        quote=reader.text(raw, "quote", p, default=""),
         at_all_times=_bool(raw, "at_all_times", p, reader, default=False),
     )
 
@@ -300,7 +300,7 @@ def parse_permit(raw: dict[str, Any], p: str, reader: Reader) -> Permit | None:
     if not raw:
         return None
     reader.unknown_keys(raw, p, {"id", "adopt", "limits", "pollutants", "description", "slug", "confirm_conflict"})
-    permit_id = reader.str(raw, "id", p, expected="the permit number, e.g. 'IU-2024-017'")
+    permit_id = reader.text(raw, "id", p, expected="the permit number, e.g. 'IU-2024-017'")
     adopt = raw.get("adopt", [])
     federal, _ = load_profile(FEDERAL)
     known = sorted(federal.limits) if federal else []
@@ -317,13 +317,13 @@ def parse_permit(raw: dict[str, Any], p: str, reader: Reader) -> Permit | None:
     pollutants = parse_pollutant_limits(reader.table(raw, "pollutants", p), f"{p}.pollutants", reader, permit_id)
     slug = reader.table(raw, "slug", p)
     reader.unknown_keys(slug, f"{p}.slug", {"reading", "surrogates", "cite"})
-    reading = reader.str(slug, "reading", f"{p}.slug", default="", check=("", "multiple_alone").__contains__,
+    reading = reader.text(slug, "reading", f"{p}.slug", default="", check=("", "multiple_alone").__contains__,
                          expected="'multiple_alone' (the literal reading: more than the multiple at any reading)")
     surrogates = slug.get("surrogates", [])
     if not isinstance(surrogates, list) or not all(isinstance(x, str) for x in surrogates):
         reader.error(f"{p}.slug.surrogates", surrogates, "a list of channel ids the permit names as surrogates")
         surrogates = []
-    cite = "" if not slug else reader.str(slug, "cite", f"{p}.slug",
+    cite = "" if not slug else reader.text(slug, "cite", f"{p}.slug",
                       check=lambda c: permit_id in c, expected=f"the permit's citation for this choice, naming "
                                                              f"the permit ('Permit {permit_id or '<id>'}, Part ...')")
     return Permit(id=permit_id, limits=limits, adopt=tuple(adopt), pollutants=pollutants, slug_reading=reading,

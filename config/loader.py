@@ -98,7 +98,7 @@ MISSING_SITES: list[Any] = []
 
 def _daemon(raw: dict[str, Any], reader: Reader, base: Path) -> DaemonSettings:
     reader.unknown_keys(raw, "daemon", _DAEMON_KEYS)
-    historian = Path(reader.str(raw, "historian", "daemon", default="var/pretreat.sqlite"))
+    historian = Path(reader.text(raw, "historian", "daemon", default="var/pretreat.sqlite"))
     return DaemonSettings(
         historian=historian if historian.is_absolute() else base / historian,
         commit_interval=reader.number(raw, "commit_interval", "daemon", default=0.5, minimum=0.01, maximum=60),
@@ -124,13 +124,13 @@ def _retention_days(raw: dict[str, Any], reader: Reader) -> int | None:
 def _site(raw: dict[str, Any], p: str, reader: Reader, base: Path,
           maps: dict[Path, RegisterMap | None]) -> Site:
     reader.unknown_keys(raw, p, _SITE_KEYS)
-    site_id = reader.str(raw, "id", p, check=ID.match, expected=ID_EXPECTED)  # type: ignore[arg-type]
+    site_id = reader.text(raw, "id", p, check=ID.match, expected=ID_EXPECTED)  # type: ignore[arg-type]
     # Required, never defaulted: days, calendar months (40 CFR 401.17(a)(1)) and the slug baseline's days are
     # the site's local ones; a silent UTC would end a New York month at 19:00 local.
-    tz = reader.str(raw, "timezone", p, check=_valid_tz,
+    tz = reader.text(raw, "timezone", p, check=_valid_tz,
                     expected="the site's IANA time zone, e.g. 'America/New_York' (required: days and months are "
                              "local)")
-    kind = reader.str(raw, "kind", p, default="industry", check=_SITE_KINDS.__contains__,
+    kind = reader.text(raw, "kind", p, default="industry", check=_SITE_KINDS.__contains__,
                       expected="'industry' (a user's discharge, the default) or 'plant' (the treatment plant's "
                                "influent)")
     instruments: dict[str, Instrument] = {}
@@ -151,13 +151,13 @@ def _site(raw: dict[str, Any], p: str, reader: Reader, base: Path,
     if not channels:
         reader.error(f"{p}.channel", [], "at least one [[site.channel]]")
     check_mqtt_topics(list(channels.values()), instruments, p, reader)
-    jurisdiction = reader.str(raw, "jurisdiction", p, default="")
+    jurisdiction = reader.text(raw, "jurisdiction", p, default="")
     permit = parse_permit(reader.table(raw, "permit", p), f"{p}.permit", reader)
     checks = select_rules(site=site_id, jurisdiction=jurisdiction, timezone=tz or "UTC", kind=kind,
                           channels=list(channels.values()), permit=permit,
                           raw_rules=reader.table(raw, "rules", p), p=p, reader=reader)
-    return Site(id=site_id, name=reader.str(raw, "name", p, default=site_id), timezone=tz, kind=kind,
-                jurisdiction=jurisdiction, company=reader.str(raw, "company", p, default=""),
+    return Site(id=site_id, name=reader.text(raw, "name", p, default=site_id), timezone=tz, kind=kind,
+                jurisdiction=jurisdiction, company=reader.text(raw, "company", p, default=""),
                 instruments=tuple(instruments.values()),
                 channels=tuple(channels.values()), permit=permit, checks=checks)
 

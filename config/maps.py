@@ -50,7 +50,7 @@ def parse_register_map(path: Path, reader: Reader) -> RegisterMap | None:
     for i, raw in enumerate(reader.tables(data, "point", "")):
         p = f"point[{i}]"
         reader.unknown_keys(raw, p, _POINT_KEYS)
-        name = reader.str(raw, "name", p, check=ID.match, expected=ID_EXPECTED)  # type: ignore[arg-type]
+        name = reader.text(raw, "name", p, check=ID.match, expected=ID_EXPECTED)  # type: ignore[arg-type]
         table = reader.enum(raw, "table", p, Table)
         dtype = reader.enum(raw, "type", p, DataType, default="bool" if table.is_bits else "uint16")
         address = reader.integer(raw, "address", p, minimum=0, maximum=65535)
@@ -63,7 +63,7 @@ def parse_register_map(path: Path, reader: Reader) -> RegisterMap | None:
             name=name, table=table, address=address, dtype=dtype,
             byte_order=reader.enum(raw, "byte_order", p, ByteOrder, default="big"),
             word_order=reader.enum(raw, "word_order", p, ByteOrder, default="big"),
-            description=reader.str(raw, "description", p, default=""),
+            description=reader.text(raw, "description", p, default=""),
         )
         if name in points:
             reader.error(f"{p}.name", name, "a name not already used in this map")

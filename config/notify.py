@@ -194,7 +194,7 @@ def parse_notify(doc: dict[str, Any], reader: Reader, base: Path, *,
     t = reader.table(doc, "notify", "")
     p = "notify"
     reader.unknown_keys(t, p, _SECTION_KEYS)
-    state = reader.str(t, "state_dir", p, default="")
+    state = reader.text(t, "state_dir", p, default="")
     channels: list[NotifierConfig] = []
     seen: set[str] = set()
     for i, raw in enumerate(reader.tables(t, "channel", p)):
@@ -238,7 +238,7 @@ def _flood(t: dict[str, Any], p: str, reader: Reader) -> FloodSettings:
 
 
 def _channel(raw: dict[str, Any], p: str, reader: Reader, base: Path) -> NotifierConfig | None:
-    cid = reader.str(raw, "id", p, check=lambda v: _ID.match(v) is not None, expected=_ID_EXPECTED)
+    cid = reader.text(raw, "id", p, check=lambda v: _ID.match(v) is not None, expected=_ID_EXPECTED)
     if raw.get("kind") not in {k.value for k in NotifierKind}:
         reader.error(f"{p}.kind", raw.get("kind", MISSING), f"one of {[k.value for k in NotifierKind]}")
         return None
@@ -263,17 +263,17 @@ def _channel(raw: dict[str, Any], p: str, reader: Reader, base: Path) -> Notifie
 
 
 def _mqtt(raw: dict[str, Any], p: str, reader: Reader, base: Path) -> MqttNotify:
-    username = reader.str(raw, "username", p, default="")
+    username = reader.text(raw, "username", p, default="")
     password = _secret_file(raw, "password_file", p, reader, base)
     if password is not None and not username:
         reader.error(f"{p}.password_file", str(password), "a username too (MQTT 3.1.1 sends a password only "
                      "with a user name)")
     return MqttNotify(
-        host=reader.str(raw, "host", p, default="127.0.0.1", check=bool, expected="a host name or address"),
+        host=reader.text(raw, "host", p, default="127.0.0.1", check=bool, expected="a host name or address"),
         port=reader.integer(raw, "port", p, default=1883, minimum=1, maximum=65535),
-        client_id=reader.str(raw, "client_id", p, default="pretreat-alarms",
+        client_id=reader.text(raw, "client_id", p, default="pretreat-alarms",
                              check=lambda v: 0 < len(v) <= 128, expected="a client id (1-128 characters)"),
-        topic_prefix=reader.str(raw, "topic_prefix", p, default="pretreat",
+        topic_prefix=reader.text(raw, "topic_prefix", p, default="pretreat",
                                 check=lambda v: _TOPIC_PREFIX.match(v) is not None and not v.endswith("/"),
                                 expected="a topic prefix without wildcards, spaces or a trailing '/'"),
         qos=reader.integer(raw, "qos", p, default=1, minimum=1, maximum=1),
@@ -287,15 +287,15 @@ def _email(raw: dict[str, Any], p: str, reader: Reader, base: Path) -> EmailNoti
     starttls = _bool(raw, "starttls", p, reader, default=not ssl)
     if ssl and starttls:
         reader.error(f"{p}.starttls", starttls, "false when ssl = true (implicit TLS)")
-    username = reader.str(raw, "username", p, default="")
+    username = reader.text(raw, "username", p, default="")
     password = _secret_file(raw, "password_file", p, reader, base)
     if password is not None and not username:
         reader.error(f"{p}.password_file", str(password), "a username too")
     if username and not (ssl or starttls):
         reader.error(f"{p}.starttls", starttls, "true (or ssl = true): a password is never sent in clear")
     return EmailNotify(
-        host=reader.str(raw, "host", p, check=bool, expected="the SMTP server's host name"),
-        sender=reader.str(raw, "from", p, check=lambda v: _ADDRESS.search(v) is not None and "\n" not in v,
+        host=reader.text(raw, "host", p, check=bool, expected="the SMTP server's host name"),
+        sender=reader.text(raw, "from", p, check=lambda v: _ADDRESS.search(v) is not None and "\n" not in v,
                           expected="a From: address, e.g. 'Alarms <alarms@example.org>'"),
         port=reader.integer(raw, "port", p, default=465 if ssl else 587, minimum=1, maximum=65535),
         starttls=starttls, ssl=ssl, username=username, password_file=password,
@@ -313,7 +313,7 @@ def _webhook(raw: dict[str, Any], p: str, reader: Reader, base: Path) -> Webhook
             continue
         headers.append((k, v))
     return WebhookNotify(
-        url=reader.str(raw, "url", p, check=lambda v: _URL.match(v) is not None,
+        url=reader.text(raw, "url", p, check=lambda v: _URL.match(v) is not None,
                        expected="an http:// or https:// URL"),
         headers=tuple(headers), token_file=_secret_file(raw, "token_file", p, reader, base),
         ca_file=_secret_file(raw, "ca_file", p, reader, base),
@@ -322,7 +322,7 @@ def _webhook(raw: dict[str, Any], p: str, reader: Reader, base: Path) -> Webhook
 
 
 def _secret_file(raw: dict[str, Any], key: str, p: str, reader: Reader, base: Path) -> Path | None:
-    value = reader.str(raw, key, p, default="")
+    value = reader.text(raw, key, p, default="")
     if not value:
         return None
     path = _path(value, base)

@@ -222,11 +222,11 @@ def parse_pollutant_limits(raw: dict[str, Any], p: str, reader: Reader, permit_i
         reader.unknown_keys(table, where, _POLLUTANT_KEYS)
         parameter = PARAMETERS[param]
         maximum = reader.number(table, "max", where, minimum=0, exclusive_min=True)
-        unit = reader.str(table, "unit", where, check=functools.partial(accepts_unit, parameter),
+        unit = reader.text(table, "unit", where, check=functools.partial(accepts_unit, parameter),
                           expected=f"a unit {parameter.label} is measured in: {_CONCENTRATION_UNITS}")
-        cite = reader.str(table, "cite", where, check=lambda c: bool(c.strip()) and permit_id in c,
+        cite = reader.text(table, "cite", where, check=lambda c: bool(c.strip()) and permit_id in c,
                           expected=f"the permit's citation for this limit, naming the permit, e.g. "
                                    f"'Permit {permit_id or '<id>'}, Part I.A'")
         out[param] = PollutantLimit(param, Fraction(repr(maximum)), unit, cite, seed="", line=0,
-                                    quote=reader.str(table, "quote", where, default=""), permit=permit_id)
+                                    quote=reader.text(table, "quote", where, default=""), permit=permit_id)
     return out

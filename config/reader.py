@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import difflib
 import math
 import re
@@ -38,7 +37,7 @@ class Reader:
         is validated: an id is worth showing even when something else in the item is wrong."""
         item = raw.get(key)
         m = _LAST_ITEM.fullmatch(path)
-        if not isinstance(item, builtins.str) or not item or m is None:
+        if not isinstance(item, str) or not item or m is None:
             return
         self._ids[path] = item
         self._index.setdefault((m["parent"] or "", m["key"], item), int(m["index"]))
@@ -47,7 +46,7 @@ class Reader:
         """The errors, each with its key path told by the ids of the items on it."""
         return [e if e.file != self.file else _with_label(e, self._label(e.path)) for e in self.errors]
 
-    def _label(self, path: builtins.str) -> builtins.str:
+    def _label(self, path: str) -> str:
         """``site[0].instrument[1].qos`` → ``site 's1' instrument 'lel' qos (site[0].instrument[1].qos)``; an
         item given by id (``channel[id=lel]``) is shown with its index too. "" when no item has an id."""
         indexed, words, tail, named = "", [], [], False
@@ -99,8 +98,9 @@ class Reader:
                 self.error(_join(path, key), table[key], f"one of the known keys {sorted(allowed)}"
                            + did_you_mean(key, allowed))
 
-    def str(self, t: dict[str, Any], key: str, path: str, *, default: Any = MISSING,
+    def text(self, t: dict[str, Any], key: str, path: str, *, default: Any = MISSING,
             check: Callable[[str], bool] | None = None, expected: str = "a string") -> str:
+        """A string (``check``: which strings are allowed); ``""`` after recording the mistake."""
         value = t.get(key, default)
         if value is MISSING:
             self.error(_join(path, key), MISSING, expected)
@@ -110,7 +110,7 @@ class Reader:
             return ""
         return value
 
-    def number(self, t: dict[builtins.str, Any], key: builtins.str, path: builtins.str, *, default: Any = MISSING,
+    def number(self, t: dict[str, Any], key: str, path: str, *, default: Any = MISSING,
                minimum: float | None = None, exclusive_min: bool = False,
                maximum: float | None = None) -> float:
         expected = "a number" + _bounds(minimum, exclusive_min, maximum)
@@ -131,7 +131,7 @@ class Reader:
             return float(minimum or 0.0) + (1.0 if exclusive_min else 0.0)
         return float(value)
 
-    def integer(self, t: dict[builtins.str, Any], key: builtins.str, path: builtins.str, *, default: Any = MISSING,
+    def integer(self, t: dict[str, Any], key: str, path: str, *, default: Any = MISSING,
                 minimum: int | None = None, maximum: int | None = None) -> int:
         expected = "an integer" + _bounds(minimum, False, maximum)
         value = t.get(key, default)
@@ -143,7 +143,7 @@ class Reader:
             return minimum or 0
         return value
 
-    def enum(self, t: dict[builtins.str, Any], key: builtins.str, path: builtins.str, kind: type[E], *,
+    def enum(self, t: dict[str, Any], key: str, path: str, kind: type[E], *,
              default: Any = MISSING) -> E:
         choices = [m.value for m in kind]
         value = t.get(key, default)
@@ -153,7 +153,7 @@ class Reader:
             return kind(value)
         except ValueError:
             self.error(_join(path, key), value, f"one of {choices}"
-                       + (did_you_mean(value, choices) if isinstance(value, builtins.str) else ""))
+                       + (did_you_mean(value, choices) if isinstance(value, str) else ""))
             return next(iter(kind))
 
 

@@ -175,8 +175,8 @@ def _scenario(data: dict[str, Any], path: Path, reader: Reader) -> Scenario:
     steps = [_step(raw, f"step[{i}]", reader) for i, raw in enumerate(reader.tables(data, "step", ""))]
     steps.sort(key=lambda s: s.at)  # stable: steps at the same time keep file order
     return Scenario(
-        name=reader.str(data, "name", "", default=path.stem),
-        description=reader.str(data, "description", "", default=""),
+        name=reader.text(data, "name", "", default=path.stem),
+        description=reader.text(data, "description", "", default=""),
         seed=reader.integer(data, "seed", "", default=1, minimum=0),
         start_hour=start_hour, duration=duration, steps=tuple(steps), models=models, source=path,
     )
@@ -190,10 +190,10 @@ def _target(raw: dict[str, Any], p: str, reader: Reader, *, instrument_ok: bool)
                      {k: raw[k] for k in given} if given else MISSING, f"exactly one target: {allowed}")
     kind = reader.enum(raw, "kind", p, ChannelKind) if "kind" in raw else None
     return Target(
-        site=reader.str(raw, "site", p) if "site" in raw else None,
-        channel=reader.str(raw, "channel", p) if "channel" in raw else None,
+        site=reader.text(raw, "site", p) if "site" in raw else None,
+        channel=reader.text(raw, "channel", p) if "channel" in raw else None,
         kind=kind,
-        instrument=reader.str(raw, "instrument", p) if "instrument" in raw else None,
+        instrument=reader.text(raw, "instrument", p) if "instrument" in raw else None,
     )
 
 
