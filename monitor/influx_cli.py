@@ -163,7 +163,7 @@ def _backfill(args: argparse.Namespace) -> int:
         for e in exc.errors:
             print(e, file=sys.stderr)
         return 2
-    settings: InfluxSettings | None = getattr(config, "influx", None)
+    settings = config.influx
     if settings is None:
         return _usage(f"{args.config} has no [influx] table: nothing to send to")
     historian = args.db or config.daemon.historian
