@@ -11,8 +11,8 @@ rules that read two channels (``sampler_interval``, mass-loading ``slug``) see t
 
 The hot path: a good reading inside the channel's *quiet band* (the intersection of its rules' bands, see
 `monitor.checks.base`) and no further than ``max_gap`` from the previous one returns after four comparisons,
-or five and an addition when a slug baseline is accumulating. Everything else takes the slow path, which runs
-every rule and recomputes the band.
+or five and `SlugDetector.add_quiet` when a slug baseline is accumulating. Everything else takes the slow path,
+which runs every rule and recomputes the band.
 """
 
 from __future__ import annotations

@@ -26,11 +26,12 @@ at the next line:
   outlier; in a time-sorted file every row after a gap is held, so the channels' interleaving is kept.
 
 Speed: a month of 1-s data is millions of rows, so the common row (no quote, the header's width, quality
-``good``, a time seen on the row before or plausible) is handled inline in one loop with no function call
-per row beyond `str.split`; `Processor.good`'s fast path is inlined (see its docstring). Like the time
-parser's cache of minutes, a bounded cache of value texts already checked against the number rule (an
-instrument's readings repeat: a pH meter's 0.01 steps) saves `float` and the rule's `str.strip` on most
-rows. Every other row goes to `_Reader.row`, which checks everything and says why.
+``good``, a time seen on the row before or plausible) is handled inline in one loop with no function call per
+row beyond `str.split` (and `SlugDetector.add_quiet` on a channel whose slug baseline is accumulating);
+`Processor.good`'s fast path is inlined (see its docstring). Like the time parser's cache of minutes, a bounded
+cache of value texts already checked against the number rule (an instrument's readings repeat: a pH meter's 0.01
+steps) saves `float` and the rule's `str.strip` on most rows. Every other row goes to `_Reader.row`, which
+checks everything and says why.
 """
 
 from __future__ import annotations
