@@ -1,11 +1,11 @@
 """The rule catalogue: every compliance rule the monitor knows, and everything about it, in one table.
 
 Each `RuleName` has one `RuleSpec` row: the channel kinds it runs on, the binder that finds its limit in force
-(`config.rule_binders`), its typed parameters (`config.rule_model`), the ``[site.rules.<rule>]`` options it
-accepts, its default alarm (priority, latched), its label in reports and the console, whether its ``limit``
-and ``peak`` are seconds (a duration) rather than readings, and whether it is a data-quality rule (an
-instrument or data fault, kept apart from discharge exceedances). Every other list of rule names in the code
-is derived from this table.
+(`config.rule_binders`, the slug's in `config.slug_binder`), its typed parameters (`config.rule_model`), the
+``[site.rules.<rule>]`` options it accepts, its default alarm (priority, latched), its label in reports and the
+console, whether its ``limit`` and ``peak`` are seconds (a duration) rather than readings, and whether it is a
+data-quality rule (an instrument or data fault, kept apart from discharge exceedances). Every other list of rule
+names in the code is derived from this table.
 
 The check that runs a rule lives in `monitor.checks` (config never imports monitor): a check class names the
 rules it runs (``Rule.runs``), and `monitor.checks.engine` refuses to start when a catalogue rule has no check.
@@ -29,7 +29,6 @@ from config.rule_binders import (
     bind_quality,
     bind_sampler,
     bind_sampler_temperature,
-    bind_slug,
     bind_temperature,
     bind_threshold,
 )
@@ -43,6 +42,7 @@ from config.rule_model import (
     ThresholdParams,
 )
 from config.schema import ChannelKind
+from config.slug_binder import bind_slug
 
 
 class RuleName(StrEnum):

@@ -32,11 +32,11 @@ from config.rule_binders import (
     Result,
     Settings,
     adopts_401_17,
-    loading_pairs,
 )
 from config.rule_catalogue import CATALOGUE, DATA_QUALITY_RULES, RULE_NAMES, RuleName, is_data_quality, spec
 from config.rule_model import RuleBinding, Skipped
 from config.schema import Channel, ChannelKind
+from config.slug_binder import loading_pairs
 
 __all__ = ["DATA_QUALITY_CITATION", "DATA_QUALITY_RULES", "RULE_NAMES", "RuleBinding", "Skipped", "adopts_401_17",
            "is_data_quality", "select_rules"]

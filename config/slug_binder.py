@@ -1,0 +1,115 @@
+"""The slug binder: the slug limit in force on a channel (trailing baseline or fixed normal-sewage strength),
+its online surrogates, and the mass-loading pairs (flow × concentration). Kept apart from `config.rule_binders`,
+whose `Context` it uses, for its length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from config.limits import Limit
+from config.rule_binders import BASELINE_DAYS, Context, Missing, NotApplicable, Result, Settings
+from config.rule_model import RuleBinding, SlugParams
+from config.schema import Channel, ChannelKind
+
+
+def _slug_params(lim: Limit, s: Settings, ctx: Context, *, baseline: float | None = None,
+                 looser: str = "") -> SlugParams:
+    permit = ctx.permit
+    duration, duration_operator, reading = lim.numbers["minutes"] * 60.0, lim.duration_operator, lim.reading
+    if permit is not None and permit.slug_reading == "multiple_alone":
+        duration, duration_operator = 0.0, ">="
+        reading = (f"the literal reading, selected by {permit.slug_cite}: more than "
+                   f"{lim.numbers['multiplier']:g} times the baseline at any reading is a slug, whatever "
+                   f"its duration (\"{lim.literal or lim.quote}\")")
+    return SlugParams(
+        timezone=ctx.timezone, multiplier=lim.numbers["multiplier"], operator=lim.operator, duration=duration,
+        duration_operator=duration_operator, baseline_days=int(s.options.get("baseline_days", BASELINE_DAYS)),
+        baseline=baseline, reading=reading, wording=lim.wording, looser=looser,
+    )
+
+
+def _slug_limit(ctx: Context) -> tuple[Limit | None, str]:
+    """The slug limit in force and a note on a permit's looser figures. A permit may tighten the multiplier or the
+    duration (40 CFR 403.5(d)) of the same form of baseline; a looser figure is set aside with a note."""
+    law, permit = ctx.law("slug"), ctx.permitted("slug")
+    if law is None or permit is None:
+        return permit or law, ""
+    if permit.baseline != law.baseline:
+        return law, ctx.looser("slug", f"{permit.baseline} baseline", f"{law.baseline} baseline", law)
+    looser = [k for k in ("multiplier", "minutes") if permit.numbers[k] > law.numbers[k]]
+    if permit.duration_operator == ">" and law.duration_operator == ">=" and permit.numbers["minutes"] >= \
+            law.numbers["minutes"]:
+        looser.append("duration wording")
+    if not looser:
+        return permit, ""
+    words = ", ".join(f"{k} {permit.numbers.get(k, 0):g}" if k in permit.numbers else k for k in looser)
+    return law, ctx.looser("slug", words, ", ".join(f"{k} {law.numbers.get(k, 0):g}" if k in law.numbers else k
+                                                    for k in looser), law)
+
+
+def bind_slug(ctx: Context, ch: Channel, s: Settings) -> Result:
+    lim, looser = _slug_limit(ctx)
+    if lim is None:
+        return Missing("slug")
+    if lim.measured_by == "lab" and lim is ctx.law("slug"):
+        surrogate = _surrogate(ctx, ch, s)
+        if isinstance(surrogate, NotApplicable):
+            return surrogate
+        lim = replace(lim, citation=f"{lim.citation}; surrogate channel: {surrogate}")
+    if lim.baseline == "trailing":
+        return ctx.binding("slug", ch, lim.citation, _slug_params(lim, s, ctx, looser=looser))
+    # A fixed "normal sewage" strength (Vestal): concentration channels mapped to a constituent only.
+    constituent = dict(s.options.get("constituents") or {}).get(ch.id)
+    known = sorted(lim.normal_sewage)
+    if ch.kind is not ChannelKind.CONCENTRATION or constituent is None:
+        return NotApplicable(
+            f"a concentration channel mapped in [site.rules.slug] constituents to one of {known}"
+        )
+    if constituent not in lim.normal_sewage:
+        ctx.reader.error(f"{ctx.p}.rules.slug.constituents.{ch.id}", constituent, f"one of {known}")
+        return NotApplicable("a known constituent")
+    if ch.unit.strip().lower() not in ("ppm", "mg/l"):
+        ctx.reader.error(
+            f"{ctx.p}.channel[id={ch.id}].unit", ch.unit, "'ppm' or 'mg/l' (normal sewage is in ppm)"
+        )
+        return NotApplicable("a concentration unit")
+    return ctx.binding("slug", ch, lim.citation,
+                       _slug_params(lim, s, ctx, baseline=lim.normal_sewage[constituent], looser=looser))
+
+
+def _surrogate(ctx: Context, ch: Channel, s: Settings) -> str | NotApplicable:
+    """Vestal-Endicott measures a slug "by suspended solids and BOD", laboratory tests of composite samples: an
+    online channel stands in only where the permit names it, with its citation (``[site.rules.slug]
+    surrogates`` with its ``cite``); otherwise the slug is screened on lab results (`pretreat labs import`)."""
+    permit = ctx.permit
+    if permit is None or ch.id not in permit.slug_surrogates:
+        return NotApplicable(
+            "an online surrogate the permit names: the ordinance measures a slug by suspended solids and BOD "
+            "(laboratory tests); list the channel in [site.permit.slug] surrogates with the permit's cite, or "
+            "screen the lab results (pretreat labs import)"
+        )
+    return permit.slug_cite
+
+
+def loading_pairs(ctx: Context, s: Settings) -> list[RuleBinding]:
+    """Mass loading (flow × concentration) where both are measured and the baseline is the trailing
+    average."""
+    lim, _ = _slug_limit(ctx)
+    if lim is None or lim.baseline != "trailing" or s.options.get("loading") is False or not s.enabled:
+        return []
+    chosen = [c for c in ctx.channels if not s.channels or c.id in s.channels]
+    flows = [c for c in chosen if c.kind is ChannelKind.FLOW]
+    concs = [c for c in chosen if c.kind is ChannelKind.CONCENTRATION]
+    return [
+        RuleBinding(
+            rule="slug",
+            site=ctx.site,
+            channel=f"{f.id}*{c.id}",
+            citation=lim.citation,
+            inputs=(f.id, c.id),
+            params=_slug_params(lim, s, ctx),
+        )
+        for f in flows
+        for c in concs
+    ]
