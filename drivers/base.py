@@ -43,4 +43,9 @@ class StreamingDriver(Protocol):
 
     async def run(self, sink: SampleSink, *, committed: Committed | None = None) -> None: ...
 
+    def seed_recent(self, samples: Sequence[Sample]) -> None:
+        """Learn the record's last readings of the instrument's channels (oldest first) before `run`, so a message
+        the source delivers again after a restart is recognised as already recorded."""
+        ...
+
     async def close(self) -> None: ...

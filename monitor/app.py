@@ -255,13 +255,10 @@ class Daemon:
         """Each MQTT instrument's duplicate filter learns its channels' last stored readings, so a message
         committed just before a kill and delivered again now is recognised (`drivers.mqtt.dedupe`)."""
         for d in self.streaming:
-            seed = getattr(d, "seed_recent", None)
-            if seed is None:
-                continue
             inst = d.instrument
             for ch in self.config.channels:
                 if ch.site == inst.site and ch.instrument == inst.id:
-                    seed(recent_samples(self.config.daemon.historian, site=ch.site, channel=ch.id,
+                    d.seed_recent(recent_samples(self.config.daemon.historian, site=ch.site, channel=ch.id,
                                         limit=SEED_READINGS)[::-1])
 
     def _file_lost(self, reason: str) -> None:

@@ -14,6 +14,10 @@ since the last flush into SQLite (see `aggregates_db`); `rebuild` recomputes a r
 Readings of one channel must arrive in time order (the check engine has the same rule): a reading older than
 the channel's last one is counted as ``late`` in its day and not accrued, so replaying history after a restart
 cannot count it twice. `rebuild` is the way to fold late readings in.
+
+Kept whole at a little over 400 lines: `observe` (the per-reading accrual) and `rebuild` must apply the very same
+day-boundary apportioning to the same per-channel state, and splitting them apart would put that state's rules in
+two places; the SQL and the state's storage are already in `aggregates_db`.
 """
 
 from __future__ import annotations

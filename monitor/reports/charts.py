@@ -17,6 +17,7 @@ import matplotlib.dates as mdates
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from config.rule_catalogue import RuleName
 from config.schema import ChannelKind
 from monitor.reports.compliance import ComplianceReport
 from monitor.reports.days import zone
@@ -24,7 +25,7 @@ from monitor.reports.days import zone
 _KINDS = ((ChannelKind.FLOW, "Flow"), (ChannelKind.PH, "pH"), (ChannelKind.TEMPERATURE, "Temperature"))
 # Episodes of a reading against a limit are shaded; duration rules (a month's excursion total stays open to the
 # month's end) would shade everything and say less than the pH accounting table does.
-_SPAN_RULES = ("ph_low", "ph_high", "temperature_high", "slug")
+_SPAN_RULES = (RuleName.PH_LOW, RuleName.PH_HIGH, RuleName.TEMPERATURE_HIGH, RuleName.SLUG)
 INK = "#1f3b5a"
 BAND = "#9db4cc"
 LIMIT = "#b03a2e"

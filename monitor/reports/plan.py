@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
+from config.rule_catalogue import RuleName
 from config.rules import RuleBinding
 from config.schema import Channel, ChannelKind, Site, SiteConfig
 from monitor.checks.base import VIOLATES
@@ -97,8 +98,8 @@ def _ph_range(site: Site, ch: Channel) -> Range | None:
             citation = b.citation.split("; pH range: ", 1)[-1]
             return Range(float(p["min"]), str(p["min_operator"]), float(p["max"]), str(p["max_operator"]),
                          citation)
-    low = next((b for b in mine if b.rule == "ph_low"), None)
-    high = next((b for b in mine if b.rule == "ph_high"), None)
+    low = next((b for b in mine if b.rule == RuleName.PH_LOW), None)
+    high = next((b for b in mine if b.rule == RuleName.PH_HIGH), None)
     if low is None and high is None:
         return None
     cites = list(dict.fromkeys(b.citation for b in (low, high) if b is not None))
