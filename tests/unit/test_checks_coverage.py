@@ -11,7 +11,7 @@ from config.instruments import default_max_gap
 from monitor.alarming import alarm_inputs
 from monitor.checks.coverage import Coverage, TimeWeightedMean, is_gap, weight
 from monitor.checks.engine import CheckEngine
-from tests.unit.test_checks_helpers import T0, channel, load, samples, site_toml
+from tests.unit.checks_helpers import T0, channel, load, samples, site_toml
 
 
 def test_default_max_gap_is_three_intervals_never_under_five_seconds() -> None:

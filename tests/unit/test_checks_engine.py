@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from config.schema import SiteConfig
 from monitor.checks.engine import CheckEngine
-from tests.unit.test_checks_helpers import Row, channel, csv_text, live, load, replayed, samples, site_toml
+from tests.unit.checks_helpers import Row, channel, csv_text, live, load, replayed, samples, site_toml
 
 SOUTHEAST = site_toml(
     channel("ph"),

@@ -11,7 +11,7 @@ import pytest
 
 from config.schema import SiteConfig
 from monitor.checks.events import EpisodeEvent
-from tests.unit.test_checks_helpers import Row, channel, live, load, site_toml
+from tests.unit.checks_helpers import Row, channel, live, load, site_toml
 
 NY = ZoneInfo("America/New_York")
 ADOPT = '[site.permit]\nid = "SE-IU-3"\nadopt = ["ph_excursion_single", "ph_excursion_monthly"]\n'

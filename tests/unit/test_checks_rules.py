@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from config.schema import SiteConfig
-from tests.unit.test_checks_helpers import T0, Row, brief, channel, live, load, site_toml
+from tests.unit.checks_helpers import T0, Row, brief, channel, live, load, site_toml
 
 PAWLING_PERMIT = """
 [site.permit]

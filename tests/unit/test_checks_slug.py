@@ -15,7 +15,7 @@ from config.rule_model import SlugParams
 from config.rules import RuleBinding
 from monitor.checks.events import EpisodeEvent
 from monitor.checks.slug import SlugDetector
-from tests.unit.test_checks_helpers import brief, channel, live, load, site_toml
+from tests.unit.checks_helpers import brief, channel, live, load, site_toml
 
 DAY = 86400.0
 D0 = datetime(2025, 3, 3, tzinfo=ZoneInfo("UTC")).timestamp()  # a UTC midnight

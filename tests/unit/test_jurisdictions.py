@@ -12,7 +12,7 @@ import pytest
 from config.errors import ConfigErrors
 from config.limits import JURISDICTIONS_DIR, known_jurisdictions, load_profile
 from tests.support import IN_CI
-from tests.unit.test_checks_helpers import channel, load, site_toml
+from tests.unit.checks_helpers import channel, load, site_toml
 
 # The seed ordinances' texts, which the quotes are checked against, are not in the repository: they are read from
 # $PRETREAT_ORDINANCES, else from shared/seeds beside the clone (where CI lays them).

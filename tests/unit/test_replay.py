@@ -13,7 +13,7 @@ import pytest
 from monitor.checks.events import EpisodeEvent, iso_utc
 from monitor.checks.replay_io import SortedEvents, time_parser
 from monitor.cli import main
-from tests.unit.test_checks_helpers import T0, channel, load, replayed, site_toml
+from tests.unit.checks_helpers import T0, channel, load, replayed, site_toml
 
 SITE = site_toml(channel("ph"), channel("lel"))
 

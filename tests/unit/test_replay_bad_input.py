@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_checks_helpers import channel, site_toml
+from tests.unit.checks_helpers import channel, site_toml
 from tests.unit.test_replay import SITE, run, ts
 
 EXPORT = "time,site,channel,value,unit,quality,reason\n"

@@ -9,7 +9,7 @@ import pytest
 
 from monitor.cli import main
 from monitor.reports.compliance import permit_limits
-from tests.unit.test_checks_helpers import channel, load, site_toml
+from tests.unit.checks_helpers import channel, load, site_toml
 
 LOOSER = '[site.permit]\nid = "SE-9"\n[site.permit.limits.ph_min]\nvalue = 4.0\ncite = "Permit SE-9, Part I.A"\n'
 
