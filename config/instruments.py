@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from config.links import MISSING_POINT
-from config.maps import map_expected, parse_register_map, resolve_map_path
+from config.maps import map_expected, parse_register_map, resolve_map_path, unit_register_expects
 from config.reader import ID, ID_EXPECTED, Reader
 from config.schema import (
     Channel,
@@ -129,6 +129,10 @@ def channel(raw: dict[str, Any], p: str, site: str, instruments: dict[str, Instr
         elif inst.register_map is not None and point not in inst.register_map.points:
             reader.error(f"{p}.point", point,
                          f"a point of register map '{inst.register_map.name}': {sorted(inst.register_map.points)}")
+        elif inst.register_map is not None and isinstance(raw.get("unit"), str):
+            expected = unit_register_expects(inst.register_map, point, raw["unit"])
+            if expected:
+                reader.error(f"{p}.unit", raw["unit"], expected)
     if inst is not None and inst.driver is DriverKind.MQTT and not _valid_topic(topic):
         reader.error(f"{p}.topic", topic or MISSING_POINT, "an MQTT topic (no wildcards)")
     valid_min = reader.number(raw, "valid_min", p, default=None)

@@ -25,7 +25,7 @@ from config.influx import parse_influx
 from config.instruments import channel, instrument
 from config.limits import parse_permit
 from config.links import check_mqtt_client_ids, check_mqtt_topics, check_shared_links
-from config.maps import MAPS_DIR, load_register_map, read_toml
+from config.maps import MAPS_DIR, load_register_map, maintenance_bindings, read_toml
 from config.paths import historian_problem
 from config.reader import ID, ID_EXPECTED, Reader
 from config.rules import select_rules
@@ -156,6 +156,7 @@ def _site(raw: dict[str, Any], p: str, reader: Reader, base: Path,
     checks = select_rules(site=site_id, jurisdiction=jurisdiction, timezone=tz or "UTC", kind=kind,
                           channels=list(channels.values()), permit=permit,
                           raw_rules=reader.table(raw, "rules", p), p=p, reader=reader)
+    checks += maintenance_bindings(site_id, channels.values(), instruments)
     return Site(id=site_id, name=reader.text(raw, "name", p, default=site_id), timezone=tz, kind=kind,
                 jurisdiction=jurisdiction, company=reader.text(raw, "company", p, default=""),
                 instruments=tuple(instruments.values()),

@@ -60,6 +60,7 @@ class RuleName(StrEnum):
     STALE = "stale"
     SENSOR_FAULT = "sensor_fault"
     FLATLINE = "flatline"
+    MAINTENANCE = "maintenance"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +118,11 @@ CATALOGUE: Mapping[RuleName, RuleSpec] = {
     RuleName.FLATLINE: RuleSpec(
         _ALL, bind_flatline, FlatlineParams, "Flat-lined signal", "low", data_quality=True,
         options=frozenset({"readings"})),
+    # no kinds: bound by `config.maps.maintenance_bindings` on the channels of instruments whose register map
+    # has a service/calibration bit, whatever they measure
+    RuleName.MAINTENANCE: RuleSpec(
+        (), bind_quality("maintenance"), RuleParams, "Instrument maintenance (service or calibration: readings "
+        "not judged)", "low", data_quality=True),
 }
 
 # Views of the table, for the modules that only ask one question of it.

@@ -110,6 +110,16 @@ class RegisterPoint:
     byte_order: ByteOrder = ByteOrder.BIG  # order of the two bytes inside each register
     word_order: ByteOrder = ByteOrder.BIG  # order of the registers of a 32/64-bit value
     description: str = ""
+    register: str = ""  # the number the vendor's manual prints for it ("40002"), when the map gives one
+    unit_point: str = ""  # the point whose code says this value's unit (checked against the channel's unit)
+    units: dict[int, str] = field(default_factory=dict)  # a units register: code -> unit, as the manual lists
+    faults: dict[int, str] = field(default_factory=dict)  # a status register: bit -> the vendor's fault text
+    maintenance: dict[int, str] = field(default_factory=dict)  # bit -> the vendor's service/calibration text
+
+    @property
+    def is_status(self) -> bool:
+        """A status register: its bits say whether the device's readings can be trusted (read every poll)."""
+        return bool(self.faults or self.maintenance)
 
     @property
     def count(self) -> int:
@@ -128,6 +138,35 @@ class RegisterMap:
     name: str
     points: dict[str, RegisterPoint]
     source: Path | None = None
+    description: str = ""
+    manual: Manual | None = None  # where the map was transcribed from (catalogue maps)
+
+    @property
+    def status_points(self) -> tuple[RegisterPoint, ...]:
+        return tuple(p for p in self.points.values() if p.is_status)
+
+
+@dataclass(frozen=True, slots=True)
+class Manual:
+    """The vendor document a catalogue map was transcribed from, so every address can be checked against it.
+
+    ``register_offset`` is the one conversion from the manual's printed register numbers to protocol
+    addresses: address = register - register_offset (40001 for 40001-style numbers, 0 where the manual
+    prints protocol addresses). ``word_order`` says what the manual states about 32/64-bit values, in its words,
+    or that it states nothing (then the map's order is an assumption to confirm on site).
+    """
+
+    vendor: str
+    model: str
+    title: str
+    revision: str
+    pages: str
+    url: str
+    function_codes: str
+    addressing: str
+    register_offset: int
+    word_order: str
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ from monitor.alarming import Alarming
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import START, EpisodeEvent
 from monitor.clockwatch import ClockWatch
-from monitor.health import HealthWriter, counters_of, health_path, plain
+from monitor.health import HealthWriter, counters_of, devices_of, health_path, plain
 from monitor.integrity import SEAL_INTERVAL, RecordGuard
 from monitor.logtext import episode_fields, episode_message, local_time, use_site_config
 from monitor.memory import settle_gc
@@ -283,6 +283,8 @@ class Daemon:
             "alarms": self.alarming.health(),
             "influx": asdict(self.influx.counters) if self.influx is not None else None,
             "stale_channels": ["/".join(k) for k in self.staleness.stale_channels()],
+            # what catalogue instruments say about their readings: unit mismatches, fault and service bits
+            "devices": devices_of(self.polled),
             "clock_steps": self.clock_watch.steps if self.clock_watch is not None else 0,
             "retention": {"days": self.config.daemon.retention_days, "purges": len(self.retention),
                           "deleted": sum(r.deleted for r in self.retention),

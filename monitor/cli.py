@@ -32,6 +32,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "labs": ("monitor.reports.cli:add_labs", "import composite-sample lab results (CSV)"),
     "snc": ("monitor.reports.cli:add_snc", "significant noncompliance screen over lab results"),
     "sim": ("simulators.cli:add_arguments", "serve simulated instruments of a site on loopback"),
+    "maps": ("monitor.maps_cli:add_arguments",
+             "the shipped register maps (instrument catalogue), each with the vendor's manual cited"),
     "seed": ("simulators.seed:add_arguments",
              "record days of simulated normal operation through the daemon (demos, trials of the rules)"),
     "replay": ("monitor.replay:add_arguments", "run the compliance checks over recorded readings (CSV)"),

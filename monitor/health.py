@@ -16,7 +16,7 @@ import math
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -103,6 +103,17 @@ class HealthWriter:
             return True
         except OSError:
             return False
+
+
+def devices_of(polled: Iterable[object]) -> dict[str, Any]:
+    """What catalogue instruments say about their readings (`drivers.modbus.device_state`), by instrument."""
+    out: dict[str, Any] = {}
+    for p in polled:
+        dev = getattr(p, "device", None)
+        if dev is not None and dev.active:
+            inst = p.instrument  # type: ignore[attr-defined]
+            out[f"{inst.site}/{inst.id}"] = dev.health()
+    return out
 
 
 def counters_of(obj: object) -> dict[str, Any]:

@@ -6,7 +6,9 @@ engineering value; a bad one carries ``value=None`` and a `Quality` saying why, 
 ``over_range``, a reading above the span of an instrument that saturates high (an LEL meter at 120 %): the
 value is what the instrument reported, the checks judge it as the span's top (`monitor.checks.engine`).
 Stores record bad samples too (that is the evidence that the instrument was down), and checks never judge
-them.
+them. ``maintenance`` is the instrument's own word that it is being serviced or calibrated (a catalogue map's
+status register, `config.maps`): not judged, but the device is answering, so it is not silence
+(`monitor.staleness` does not call the channel stale for it).
 
 Time is ``float`` seconds since the Unix epoch (UTC). A float keeps the hot paths (polling 1,000 devices a
 second, replaying 10 million rows) free of datetime allocations; `Sample.utc` gives the aware datetime for
@@ -32,8 +34,10 @@ class Quality(StrEnum):
     BAD_VALUE = "bad_value"  # NaN or infinity
     OUT_OF_RANGE = "out_of_range"  # a number outside the channel's configured valid range
     STALE = "stale"  # no good reading within the channel's staleness window (judged on a clock tick)
-    DEVICE_FAULT = "device_fault"  # the instrument's own fault bit is set
+    DEVICE_FAULT = "device_fault"  # the instrument's own fault bit is set (the reason quotes the vendor's text)
     OVER_RANGE = "over_range"  # above the span of a channel that judges it as valid_max (an LEL meter saturating)
+    MAINTENANCE = "maintenance"  # the instrument says it is in service or calibration: not a measurement
+    UNIT_MISMATCH = "unit_mismatch"  # the instrument's units register disagrees with the channel's unit
 
     @property
     def is_good(self) -> bool:
@@ -55,6 +59,8 @@ QUALITY_CODES: Final[dict[Quality, int]] = {
     Quality.STALE: 6,
     Quality.DEVICE_FAULT: 7,
     Quality.OVER_RANGE: 8,
+    Quality.MAINTENANCE: 9,
+    Quality.UNIT_MISMATCH: 10,
 }
 _missing_codes = set(Quality) - set(QUALITY_CODES)
 if _missing_codes:  # pragma: no cover - guards a future edit of Quality

@@ -22,6 +22,7 @@ from monitor.logtext import duration, reading
 from monitor.sample import Quality, Sample
 
 log = logging.getLogger(__name__)
+_REPORTING = frozenset({Quality.GOOD, Quality.OVER_RANGE, Quality.MAINTENANCE})  # the instrument is answering
 
 
 @dataclass(slots=True)
@@ -56,9 +57,10 @@ class StalenessTracker:
 
     def observe(self, samples: Iterable[Sample], now: float) -> None:
         """Note good readings; ``now`` is when they arrived (device timestamps may lag or lead). An over-range
-        reading counts: the instrument is reporting (an LEL meter saturated high), the checks judge it."""
+        reading counts: the instrument is reporting (an LEL meter saturated high), the checks judge it. So does
+        a maintenance sample: the instrument answers that it is being serviced, which is no silence."""
         for s in samples:
-            if s.quality is not Quality.GOOD and s.quality is not Quality.OVER_RANGE:
+            if s.quality not in _REPORTING:
                 continue
             w = self._watches.get((s.site, s.channel))
             if w is None:

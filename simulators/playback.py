@@ -14,6 +14,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from config.schema import Channel, Instrument, RegisterPoint, Site, SiteConfig
+from drivers.modbus.codec import encode
 from simulators.encoding import unencodable
 from simulators.process import Source, defaults_for
 from simulators.scenario import FaultKind, ModelSetting, Scenario, ScenarioErrors, Step, Target
@@ -136,6 +137,13 @@ def _instruments(target: Target, config: SiteConfig, path: str,
 
 
 def _resolve_step(step: Step, config: SiteConfig, errs: ScenarioErrors) -> ResolvedStep:
+    if step.register is not None:
+        instruments = _instruments(step.target, config, step.path, errs)
+        for inst in instruments:
+            problem = _unservable(inst, step.register, step.raw)
+            if problem:
+                errs.error(f"{step.path}.register", step.register, f"{problem} (instrument '{inst.id}')")
+        return ResolvedStep(step=step, instruments=instruments)
     if step.fault is not None:
         instruments = _instruments(step.target, config, step.path, errs)
         if step.fault is FaultKind.EXCEPTION:
@@ -153,6 +161,21 @@ def _resolve_step(step: Step, config: SiteConfig, errs: ScenarioErrors) -> Resol
             if why is not None:
                 errs.error(f"{step.path}.{key}", v, f"{why} for channel '{ch.id}' of site '{ch.site}'")
     return ResolvedStep(step=step, channels=channels)
+
+
+def _unservable(inst: Instrument, register: str, raw: float | None) -> str:
+    """Why a register step cannot be served by ``inst`` ("" when it can)."""
+    rmap = inst.register_map
+    if not inst.driver.is_modbus or rmap is None:
+        return "a point of a Modbus instrument's register map"
+    point = rmap.points.get(register)
+    if point is None:
+        return f"a point of register map '{rmap.name}': {sorted(rmap.points)}"
+    try:
+        encode(point, raw if raw is not None else 0)
+    except ValueError as exc:
+        return f"a value the point can hold: {exc}"
+    return ""
 
 
 def _check_params(setting: ModelSetting, ch: Channel, errs: ScenarioErrors) -> bool:
@@ -201,6 +224,8 @@ class Playback:
             rs = steps[self._next]
             self._next += 1
             fired.append(rs)
+            if rs.step.register is not None:
+                continue  # served by the caller, on the instrument's simulated device
             if rs.step.fault is not None:
                 for inst in rs.instruments:
                     if rs.step.fault is not FaultKind.RESTART:

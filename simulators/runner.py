@@ -31,6 +31,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from config.maps import unit_code
 from config.schema import Channel, DriverKind, Instrument, RegisterPoint, SiteConfig
 from monitor import clock as clocks
 from simulators.encoding import Raw, served_value, to_raw
@@ -97,6 +98,7 @@ class SiteSimulator:
                    point=point_of(config, c), device=self.device(c.site, c.instrument))
             for c in config.channels
         ]
+        self._serve_units()
         self.served: dict[tuple[str, str], Served] = {}
         self.history: dict[tuple[str, str], deque[Served]] = {
             (c.site, c.id): deque(maxlen=history) for c in config.channels} if history else {}
@@ -178,6 +180,9 @@ class SiteSimulator:
                      _describe(rs))
             if rs.step.fault is not None:
                 self._apply_fault(rs)
+            elif rs.step.register is not None:
+                for inst in rs.instruments:
+                    self.device(inst.site, inst.id).set(rs.step.register, rs.step.raw)
         values: dict[tuple[str, str], float] = {}
         for site_id, process in self.processes.items():
             for cid, v in process.step(t, self.playback.overrides.get(site_id)).items():
@@ -238,6 +243,17 @@ class SiteSimulator:
                 device = self.device(*ikey)
                 device.fault = _fault_value(type(device.fault), kind)
 
+    def _serve_units(self) -> None:
+        """A catalogue map's units registers hold the code of each channel's unit, as on a device set up for
+        the site (`drivers.modbus.device_state` checks them); a test sets another code to see a mismatch."""
+        for r in self._routes:
+            rmap = r.instrument.register_map
+            if r.device is None or r.point is None or rmap is None or not r.point.unit_point:
+                continue
+            code = unit_code(rmap.points[r.point.unit_point], r.channel.unit)
+            if code is not None:
+                r.device.set(r.point.unit_point, code)
+
     def device(self, site: str, instrument: str) -> Any:
         """The simulated Modbus device of an instrument (None for MQTT instruments): tests set its faults."""
         server = self._server_of.get((site, instrument))
@@ -288,7 +304,8 @@ def _fault_value(enum_type: Any, kind: FaultKind) -> Any:
 
 def _describe(rs: ResolvedStep) -> str:
     s = rs.step
-    what = (f"fault {s.fault.value}" if s.fault is not None else "clear" if s.clear
+    what = (f"fault {s.fault.value}" if s.fault is not None else f"register {s.register} = {s.raw:g}"
+            if s.register is not None else "clear" if s.clear
             else f"value {s.value:g}" if s.value is not None else f"ramp to {s.to:g} over {s.over:g}s")
     targets = [f"{c.site}/{c.id}" for c in rs.channels] + [f"{i.site}/{i.id}" for i in rs.instruments]
     return f"{what} on {', '.join(targets)}"

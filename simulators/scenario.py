@@ -25,12 +25,18 @@ A scenario file (shipped ones live in ``simulators/scenarios/``; a user's can li
     at = 60
     kind = "flow"                  # fault steps target the instrument carrying the channel (or `instrument`)
     fault = "silent"               # silent | exception | garbage | restart | none
+    [[step]]
+    at = 120
+    instrument = "gas-monitor"     # register steps target an instrument (or the instrument of a channel/kind)
+    register = "general_status"    # a point of its register map: a status or units register, say
+    raw = 2                        # the raw value served from now on (bit 1: the vendor's calibration bit)
 
 Each step has exactly one action: ``value`` (hold a constant; TOML's ``nan``/``inf`` are allowed, to test
-that bad values never become numbers), ``to``/``over`` (ramp), ``clear`` or ``fault`` (with ``down``, the
-simulated seconds a ``restart`` keeps the device off the wire, default 5). Values are engineering units,
-as the channel would report them. All times are simulated seconds: ``pretreat sim --speed 60`` plays a
-30-minute scenario in 30 s of wall time.
+that bad values never become numbers), ``to``/``over`` (ramp), ``clear``, ``fault`` (with ``down``, the
+simulated seconds a ``restart`` keeps the device off the wire, default 5) or ``register`` with ``raw`` (what the
+instrument itself says: a catalogue map's fault or calibration bits, a units code; Modbus instruments only).
+Values are engineering units, as the channel would report them. All times are simulated seconds:
+``pretreat sim --speed 60`` plays a 30-minute scenario in 30 s of wall time.
 
 Targets are resolved against a site configuration by `simulators.playback.resolve`, which reports a step
 that matches nothing, and a value the target's register cannot encode, as errors.
@@ -53,8 +59,10 @@ SCENARIOS_DIR = Path(__file__).parent / "scenarios"
 
 _TOP_KEYS = {"name", "description", "seed", "start_hour", "duration", "model", "step"}
 _TARGET_KEYS = {"site", "channel", "kind", "instrument"}
-_STEP_KEYS = _TARGET_KEYS | {"at", "value", "to", "over", "from", "clear", "fault", "down", "note"}
-_ACTIONS = ("value", "to", "clear", "fault")
+_STEP_KEYS = _TARGET_KEYS | {"at", "value", "to", "over", "from", "clear", "fault", "down", "note", "register",
+                             "raw"}
+_ACTIONS = ("value", "to", "clear", "fault", "register")
+_INSTRUMENT_ACTIONS = ("fault", "register")  # actions whose target may be an instrument
 
 
 class FaultKind(StrEnum):
@@ -95,6 +103,8 @@ class Step:
     clear: bool = False
     fault: FaultKind | None = None
     down: float = 5.0  # restart: simulated seconds off the wire
+    register: str | None = None  # serve ``raw`` at this point of the instrument's register map
+    raw: float | None = None
 
     @property
     def is_fault(self) -> bool:
@@ -214,10 +224,17 @@ def _step(raw: dict[str, Any], p: str, reader: Reader) -> Step:
     if len(actions) != 1:
         reader.error(f"{p}.{actions[1] if len(actions) > 1 else 'value'}",
                      {a: raw[a] for a in actions} if actions else MISSING,
-                     "exactly one action: 'value', 'to' (with 'over'), 'clear' or 'fault'")
+                     "exactly one action: 'value', 'to' (with 'over'), 'clear', 'fault' or 'register' "
+                     "(with 'raw')")
     action = actions[0] if actions else ""
     at = reader.number(raw, "at", p, minimum=0)
-    target = _target(raw, p, reader, instrument_ok=action == "fault")
+    target = _target(raw, p, reader, instrument_ok=action in _INSTRUMENT_ACTIONS)
+    register = reader.text(raw, "register", p) if action == "register" else None
+    served = _value(raw, "raw", p, reader)
+    if action == "register" and (served is None or not math.isfinite(served)):
+        reader.error(f"{p}.raw", raw.get("raw", MISSING), "the finite raw value the register serves")
+    elif action != "register" and "raw" in raw:
+        reader.error(f"{p}.raw", raw["raw"], "no such key unless the step sets a 'register'")
     fault = reader.enum(raw, "fault", p, FaultKind) if action == "fault" else None
     for key in ("over", "from"):
         if key in raw and action != "to":
@@ -236,6 +253,7 @@ def _step(raw: dict[str, Any], p: str, reader: Reader) -> Step:
         over=reader.number(raw, "over", p, minimum=0, exclusive_min=True) if action == "to" else 0.0,
         start=start, clear=action == "clear", fault=fault,
         down=reader.number(raw, "down", p, default=5.0, minimum=0) if fault is FaultKind.RESTART else 5.0,
+        register=register, raw=served if action == "register" else None,
     )
 
 

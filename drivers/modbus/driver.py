@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from config.schema import Channel, Instrument, SiteConfig, Table
 from drivers.modbus.codec import Decoder
+from drivers.modbus.device_state import DeviceState
 from drivers.modbus.link import ModbusLink, ReadFailure, bus_idle_time, quiet_pymodbus_logging
 from drivers.modbus.planner import DEFAULT_MAX_BIT_GAP, DEFAULT_MAX_GAP, Block, ReadPlan, plan_reads
 from monitor import clock
@@ -101,6 +102,9 @@ class ModbusDriver:
         self._unit = instrument.unit_id
         self._timeout = instrument.timeout
         self._idle = bus_idle_time(instrument)
+        # units and status registers of catalogue maps (`drivers.modbus.device_state`); None for plain maps
+        self.device = DeviceState(instrument=instrument, channels=self.channels)
+        self._device = self.device if self.device.active else None
         link.attach(instrument.unit_id)
 
     def _step(self, block: Block, index: dict[int, int]) -> _Step:
@@ -128,12 +132,17 @@ class ModbusDriver:
         started = time.monotonic()
         out: list[Sample | None] = [None] * len(self.channels)
         read = self.link.read
+        device = self._device
+        if device is not None:
+            await device.refresh(self._read_block)
         for step in self._steps:
             try:
                 values = await read(unit=self._unit, table=step.table, address=step.address, count=step.count,
                                     reply_timeout=self._timeout, idle_after=self._idle)
             except ReadFailure as failure:
                 self._fail(out, step, failure.quality, f"{step.prefix}: {failure.detail}", clock.wall())
+                if device is not None and failure.quality is Quality.COMM_FAILURE:
+                    device.lost_contact()
                 continue
             now = clock.wall()
             good = 0
@@ -149,9 +158,24 @@ class ModbusDriver:
                     out[t.index] = self._judge(values, t, step, now)
             self.counters.good += good
         c = self.counters
+        samples: list[Sample] = out  # type: ignore[assignment]  # every index is filled: the plan covers them all
+        if device is not None:  # what the instrument says of its readings: units, faults, maintenance
+            samples, taken = device.apply(samples, c.bad)
+            c.good -= taken
         c.polls += 1
         c.last_poll_seconds = time.monotonic() - started
-        return out  # type: ignore[return-value]  # every index is filled: the plan covers every channel
+        return samples
+
+    async def _read_block(self, block: Block) -> Sequence[int]:
+        """One read of the units/status registers (`DeviceState`), its failure told with where it was."""
+        try:
+            return await self.link.read(unit=self._unit, table=block.table, address=block.address,
+                                        count=block.count, reply_timeout=self._timeout, idle_after=self._idle)
+        except ReadFailure as failure:
+            inst = self.instrument
+            failure.detail = (f"{inst.site}/{inst.id} unit {inst.unit_id} on {self.link.key}, {block.table.value} "
+                              f"{block.address}..{block.end - 1}: {failure.detail}")
+            raise
 
     def _judge(self, values: Sequence[int], t: _Target, step: _Step, now: float) -> Sample:
         """One channel's sample from a block's registers; `poll` handles the good case itself."""

@@ -11,6 +11,10 @@ events cite `config.rule_binders.DATA_QUALITY_CITATION`.
   infinity, a Modbus exception, an undecodable reply, the device's fault bit: `base.SENSOR_FAULT_QUALITIES`)
   starts an episode; the next good reading ends it. A communication failure is not a sensor fault: if it
   lasts, the channel goes stale.
+- ``maintenance``: the instrument says it is in service or calibration (a catalogue map's status bit,
+  `drivers.modbus.device_state`): the first ``maintenance`` sample starts the episode, the next good reading ends
+  it. Bound only on channels of instruments whose register map has such a bit (`config.maps`). It
+  alleges nothing about the discharge: it puts the period in the record and the report, beside the faults.
 - ``flatline``: N successive identical good readings of an analogue sensor (opt-in per channel, because zero
   flow at night or 0 % LEL legitimately repeat) start an episode at the Nth; the first different reading ends
   it. Readings with a gap between them (`monitor.checks.coverage`) are not successive: a gap ends the episode
@@ -28,17 +32,19 @@ from config.rules import RuleBinding
 from monitor.checks.base import EMPTY, FULL, INF, SENSOR_FAULT_QUALITIES, Band, Rule
 from monitor.checks.events import EpisodeEvent
 
+_QUALITIES = {"stale": frozenset({"stale"}), "maintenance": frozenset({"maintenance"})}
+
 
 class BadSampleRule(Rule):
-    """``stale`` and ``sensor_fault``: opened by a bad sample of the given qualities, closed by a good
-    reading."""
+    """``stale``, ``sensor_fault`` and ``maintenance``: opened by a bad sample of the given qualities, closed by
+    a good reading."""
 
     __slots__ = ("qualities",)
-    runs = (RuleName.STALE, RuleName.SENSOR_FAULT)
+    runs = (RuleName.STALE, RuleName.SENSOR_FAULT, RuleName.MAINTENANCE)
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
         super().__init__(binding=binding, out=out)
-        self.qualities = frozenset({"stale"}) if binding.rule == "stale" else SENSOR_FAULT_QUALITIES
+        self.qualities = _QUALITIES.get(binding.rule, SENSOR_FAULT_QUALITIES)
         self.is_open = False
 
     def bad(self, t: float, quality: str, port: int) -> None:

@@ -281,10 +281,19 @@ def health(request: Request) -> dict[str, Any]:
     if rep.alarms is not None:
         rep.alarms = [a for a in rep.alarms if a.id.split("/", 1)[0] in wanted]  # site/channel/rule
     if s.user.role is Role.INDUSTRY:  # the daemon's own queues and other sites' problems are not theirs
-        snap = rep.snapshot or {}
-        rep.snapshot = {k: v for k, v in snap.items() if k in ("time", "uptime_s")} if rep.snapshot else None
+        rep.snapshot = industry_snapshot(rep.snapshot, instruments)
         rep.problems = problems(rep) if rep.running else []
     return rep.to_dict()
+
+
+def industry_snapshot(snap: dict[str, Any] | None, instruments: set[str]) -> dict[str, Any] | None:
+    """What an industry user sees of the daemon's health snapshot: its age, and what its own instruments say of
+    their readings (a units register that disagrees, a fault bit: `drivers.modbus.device_state`)."""
+    if not snap:
+        return None
+    out = {k: v for k, v in snap.items() if k in ("time", "uptime_s")}
+    out["devices"] = {k: v for k, v in (snap.get("devices") or {}).items() if k in instruments}
+    return out
 
 
 @router.get("/events")

@@ -246,6 +246,11 @@ def problems(report: Report) -> list[str]:
     down = [i.key for i in report.instruments if i.link == "down"]
     if down:
         out.append(f"link down: {', '.join(down)}")
+    for key, dev in (snap.get("devices") or {}).items():  # see drivers.modbus.device_state
+        for channel, why in (dev.get("unit_mismatch") or {}).items():
+            out.append(f"{key} channel {channel}: {why}")
+        if dev.get("faults"):
+            out.append(f"{key} reports a fault: {'; '.join(dev['faults'])}")
     record = snap.get("record")
     if isinstance(record, dict):
         out += [f"record integrity: {p}" for p in record.get("problems") or []]

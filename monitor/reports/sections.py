@@ -61,7 +61,7 @@ def _daily_rows(days: Sequence[DailySummary]) -> list[tuple[str, ...]]:
         h = d.headline()
         f = d.flow
         worst = min((c.completeness for c in d.channels), default=0.0)
-        eps = sum(1 for e in d.episodes if e.rule not in ("stale", "sensor_fault", "flatline"))
+        eps = sum(1 for e in d.episodes if e.rule not in ("stale", "sensor_fault", "flatline", "maintenance"))
         rows.append((d.day, f"{d.hours:g}", num(h["total_flow"], 0), num(h["integrated_flow"], 0),
                      (num(100 * f.difference, 1) + (" !" if f.flagged else "")) if f and f.difference is not None
                      else "—", num(h["peak_flow"]), num(h["peak_30min_flow"]), num(h["ph_min"], 2),

@@ -1,7 +1,7 @@
 """The historian's SQLite file: its layout, schema versioning, and the read side.
 
-Layout (schema version 2, kept in ``PRAGMA user_version``; version 1 files lack only quality code 8 and are
-upgraded in place when opened for writing; the episode store shares the file with its own
+Layout (schema version 3, kept in ``PRAGMA user_version``; version 1 and 2 files lack only quality codes (8;
+9 and 10) and are upgraded in place when opened for writing; the episode store shares the file with its own
 tables and must not touch ``user_version``):
 
 - ``channels(id, site, channel, unit)``, unique on (site, channel, unit). The unit is part of a series'
@@ -38,7 +38,7 @@ from typing import Final
 from monitor.sample import QUALITY_BY_CODE, QUALITY_CODES, Sample
 from monitor.stores.readonly import connect_readonly
 
-SCHEMA_VERSION: Final = 2  # 2: quality code 8, over_range (a version-1 file is upgraded in place)
+SCHEMA_VERSION: Final = 3  # 2: quality code 8, over_range; 3: codes 9 and 10 (older files upgraded in place)
 # The quality codes stored in the readings table are `monitor.sample.QUALITY_CODES`: adding a quality needs a new
 # code there and a SCHEMA_VERSION bump here (older readers would not know the code).
 
@@ -122,7 +122,7 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
             for ddl in _SCHEMA:
                 conn.execute(ddl)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        elif version < SCHEMA_VERSION:  # version 1 lacks only the over_range code, added below
+        elif version < SCHEMA_VERSION:  # older versions lack only quality codes, added below
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         _check_layout(conn, path)
         conn.executemany("INSERT OR IGNORE INTO qualities (code, name) VALUES (?, ?)",

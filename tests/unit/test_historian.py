@@ -16,6 +16,7 @@ import pytest
 
 from monitor.sample import Quality, Sample
 from monitor.stores.historian import Historian, HistorianError, read_channels, read_readings
+from monitor.stores.historian_db import SCHEMA_VERSION
 from tests.support import eventually
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -344,5 +345,28 @@ async def test_an_over_range_reading_keeps_its_number_and_a_version_1_file_is_up
     (s,) = read_readings(path, site="acme", channel="lel")
     assert (s.quality, s.value) == (Quality.OVER_RANGE, 120.0)
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert conn.execute("SELECT name FROM qualities WHERE code = 8").fetchone() == ("over_range",)
+
+
+async def test_a_version_2_file_gains_the_maintenance_and_unit_mismatch_codes(tmp_path: Path) -> None:
+    path = tmp_path / "v2.sqlite"
+    h = Historian(path=path)
+    await h.start()
+    await h.close()
+    with sqlite3.connect(path) as conn:  # as version 2 wrote it: no codes 9 and 10
+        conn.execute("DELETE FROM qualities WHERE code IN (9, 10)")
+        conn.execute("PRAGMA user_version = 2")
+    h = Historian(path=path)
+    await h.start()
+    h.submit([Sample(time=T0, site="acme", channel="lel", value=None, unit="%LEL", quality=Quality.MAINTENANCE,
+                     reason="instrument in maintenance: Calibration Active - Sensor 1 (general_status bit 1)"),
+              Sample(time=T0 + 1, site="acme", channel="lel", value=None, unit="%LEL",
+                     quality=Quality.UNIT_MISMATCH, reason="unit mismatch")])
+    await h.close()
+    assert [s.quality for s in read_readings(path, site="acme", channel="lel")] == [Quality.MAINTENANCE,
+                                                                                  Quality.UNIT_MISMATCH]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert conn.execute("SELECT name FROM qualities WHERE code IN (9, 10) ORDER BY code").fetchall() == [
+            ("maintenance",), ("unit_mismatch",)]

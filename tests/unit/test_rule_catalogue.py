@@ -33,7 +33,7 @@ def test_the_catalogue_says_what_the_old_tables_said() -> None:
     assert DEFAULT_ALARMS["ph_monthly_excursion"].priority.value == "medium"
     assert DEFAULT_ALARMS["sampler_interval_unverified"].priority.value == "low"
     assert NO_READING_PEAK == {"ph_excursion_duration", "ph_monthly_excursion", "sampler_interval", "stale",
-                               "sensor_fault", "flatline", "sampler_interval_unverified"}
+                               "sensor_fault", "flatline", "sampler_interval_unverified", "maintenance"}
 
 
 @pytest.mark.parametrize("path", SITES, ids=lambda p: p.parent.name if p.name == "site.toml" else p.name)

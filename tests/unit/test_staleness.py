@@ -56,3 +56,22 @@ def test_an_lel_meter_saturated_above_its_span_is_reporting_not_stale() -> None:
                                     quality=Quality.OVER_RANGE, reason="above the span")], t0 + k)
         assert tr.tick(t0 + k + 0.5) == [], k
     assert window < 5
+
+
+def test_an_instrument_in_maintenance_is_answering_not_stale_but_a_fault_is_no_reading() -> None:
+    """A calibration longer than the window is the device saying so, not silence; a fault bit is no reading."""
+    cfg = load_config(SITES_DIR / "demo.toml")
+    t0 = 1_000_000.0
+    tr = StalenessTracker(config=cfg, now=t0)
+    window = tr.window("acme-plating", "ph")
+    others = [Sample(time=t0, site=c.site, channel=c.id, value=1.0, unit=c.unit)
+              for c in cfg.channels if c.id != "ph"]
+    for k in range(1, 6):  # five seconds of calibration: longer than the window
+        tr.observe([*others, Sample.bad(time=t0 + k, site="acme-plating", channel="ph", unit="pH",
+                                        quality=Quality.MAINTENANCE, reason="instrument in maintenance")], t0 + k)
+        assert tr.tick(t0 + k + 0.5) == [], k
+    assert window < 5
+    for k in range(6, 11):
+        tr.observe([*others, Sample.bad(time=t0 + k, site="acme-plating", channel="ph", unit="pH",
+                                        quality=Quality.DEVICE_FAULT, reason="instrument fault")], t0 + k)
+    assert ("acme-plating", "ph") in {(s.site, s.channel) for s in tr.tick(t0 + 10.5)}
