@@ -168,7 +168,7 @@ def _load_profile(key: str, seen: tuple[str, ...]) -> tuple[Profile | None, list
     except (OSError, tomllib.TOMLDecodeError) as exc:
         reader.error("(file)", str(path), f"a readable TOML profile ({exc})")
         return None, reader.errors
-    reader.unknown_keys(data, "", {"key", "name", "seed", "parent", "limits", "clauses"})
+    reader.unknown_keys(data, "", {"key", "name", "seed", "parent", "limits", "clauses", "obligations"})
     limits: dict[str, Limit] = {}
     clauses: dict[str, Clause] = {}
     parent = reader.text(data, "parent", "", default="")

@@ -23,6 +23,7 @@ from config.alarms import alarm_specs
 from config.schema import SiteConfig
 from monitor.checks.coverage import END_GAP
 from monitor.checks.events import END, START, EpisodeEvent
+from monitor.obligation_watch import OBLIGATION_OVERDUE, ObligationWatch, condition_of, obligation_alarm_specs
 from monitor.sample import Sample
 from monitor.stores.influx import InfluxSink
 from monitor.stores.influx_lines import alarm_record
@@ -30,6 +31,7 @@ from monitor.stores.influx_lines import alarm_record
 RECORD_CHANNEL = "record"  # the alarm id's channel part for alarms about the record itself
 RECORD_INTEGRITY = "record_integrity"
 _RECORD_CITATION = "40 CFR 403.12(o): monitoring records kept, and kept unaltered"
+_NOT_IN_GATEWAY = (RECORD_INTEGRITY, OBLIGATION_OVERDUE)  # the register map has rule alarms only
 
 
 def alarm_input(e: EpisodeEvent) -> AlarmInput:
@@ -68,8 +70,9 @@ class Alarming:
         # one record-integrity alarm a site: the record of evidence itself failed a check (monitor.integrity)
         integrity = [(s.id, RECORD_CHANNEL, RECORD_INTEGRITY, AlarmSettings(priority=Priority.HIGH))
                      for s in config.sites]
-        self.engine = AlarmEngine(path=path, alarms=[*alarm_specs(config.sites, config.alarms), *integrity],
-                                  now=now)
+        self.engine = AlarmEngine(path=path, alarms=[*alarm_specs(config.sites, config.alarms), *integrity,
+                                                     *obligation_alarm_specs(config.sites)], now=now)
+        self.obligations = ObligationWatch(sites=config.sites, journal=self.engine.journal)
         self.commands = CommandQueue(path=path)
         self._sites = [s.id for s in config.sites]
         self.influx = influx
@@ -98,7 +101,7 @@ class Alarming:
         if self.gateway is not None:
             await self.gateway.start()
             # (the register map has rule alarms only; record_integrity reaches SCADA over MQTT and the routes)
-            self.gateway.update_alarms(s for s in self.engine.states() if s.key.rule != RECORD_INTEGRITY)
+            self.gateway.update_alarms(s for s in self.engine.states() if s.key.rule not in _NOT_IN_GATEWAY)
         if self.dispatcher is not None:
             await self.dispatcher.start()
 
@@ -117,6 +120,7 @@ class Alarming:
 
     def on_episodes(self, events: Sequence[EpisodeEvent], now: float) -> None:
         self.announce(self.engine.apply_many(alarm_inputs(events), now))
+        self.obligations.on_episodes(events, now)  # after the episode's own alarm: its obligations follow it
 
     def record_integrity(self, active: bool, why: str, now: float) -> None:
         """Raise (or clear) every site's ``record_integrity`` alarm: the record of evidence failed a check
@@ -137,6 +141,9 @@ class Alarming:
 
     def tick(self, now: float) -> None:
         self.announce(self.engine.tick(now) + apply_pending(self.commands, self.engine, now))
+        overdue = self.obligations.inputs(now, condition_of(self.engine))
+        if overdue:
+            self.announce(self.engine.apply_many(overdue, now))
 
     def _on_scada_command(self, alarm_id: str, action: str, user: str,
                           note: str) -> list[Transition] | Refusal | Awaitable[Any]:
@@ -156,7 +163,7 @@ class Alarming:
             self.dispatcher.submit(transitions)
         if self.gateway is not None:
             for t in transitions:
-                if not t.alarm_id.endswith(f"/{RECORD_INTEGRITY}"):
+                if t.alarm_id.rsplit("/", 1)[-1] not in _NOT_IN_GATEWAY:
                     self.gateway.update_alarm(t)
         if self.influx is not None:
             records = []

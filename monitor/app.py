@@ -213,6 +213,9 @@ class Daemon:
         if inputs:
             log.info("reconciling %d alarm(s) with the recorded episodes", len(inputs))
             self.alarming.announce(self.alarming.engine.apply_many(inputs, now))
+            # an episode whose alarm the live path never raised (killed in between) never opened its obligations
+            raised = {(i.site, i.channel, i.rule) for i in inputs if i.active}
+            self.alarming.obligations.on_episodes([e for e in events if (e.site, e.channel, e.rule) in raised], now)
 
     # -- recorded history ------------------------------------------------------------------------------
     async def record_history(self, batches: Iterable[Sequence[Sample]], *, start: float) -> HistoryRecorded:

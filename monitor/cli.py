@@ -29,6 +29,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "influx": ("monitor.influx_cli:add_arguments", "InfluxDB telemetry tools (backfill)"),
     "report": ("monitor.reports.cli:add_report",
                "compliance reports, daily summaries, pH accounting, episode annotations"),
+    "obligations": ("monitor.obligations_cli:add_arguments",
+                    "what the episodes oblige the industry to do (deadlines, cited), and recording it done"),
     "labs": ("monitor.reports.cli:add_labs", "import composite-sample lab results (CSV)"),
     "snc": ("monitor.reports.cli:add_snc", "significant noncompliance screen over lab results"),
     "sim": ("simulators.cli:add_arguments", "serve simulated instruments of a site on loopback"),

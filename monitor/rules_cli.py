@@ -119,9 +119,26 @@ def site_lines(site: Site, baselines: dict[tuple[str, str], str], skipped: list[
         lines.append("  clauses of the ordinance that are no streaming rule:")
         for c in profile.clauses.values():
             lines.append(f"    {c.key} [{c.treatment}]: {c.note} ({c.citation}: \"{c.quote}\")")
+    lines += obligation_lines(site)
     unchecked_n = sum(1 for (s, _c) in missing if s == site.id)
     lines.append(f"  {unchecked_n} channel(s) left unchecked")
     return lines
+
+
+def obligation_lines(site: Site) -> list[str]:
+    """What a violation episode at the site obliges the industry to do (`config.obligations`), or that the
+    ordinance states nothing."""
+    from config.obligations import obligations_of, silence_note
+
+    rules = obligations_of(site)
+    if not rules:
+        return ["  obligations of an episode: none (a plant's own monitoring obliges no industry notice)"]
+    out = ["  obligations of a violation episode:"]
+    note = silence_note(site.jurisdiction)
+    if note:
+        out.append(f"    {note}")
+    out += [f"    {r.action}, to {r.to}: {r.due_text} ({r.citation}: \"{r.quote}\")" for r in rules]
+    return out
 
 
 def binding_lines(b: RuleBinding, unit: str, baseline: str | None) -> list[str]:

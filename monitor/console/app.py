@@ -35,6 +35,7 @@ from config.schema import SiteConfig
 from monitor.console.auth import DEFAULT_LIFETIME, LoginLimiter, Sessions
 from monitor.console.events import Hub
 from monitor.console.users import UsersError, UserStore
+from monitor.stores.casefile import MAX_FILE
 
 STATIC = Path(__file__).parent / "static"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -68,7 +69,12 @@ def create_app(*, config: SiteConfig, users_path: Path, secure_cookies: bool = F
                session_lifetime: float = DEFAULT_LIFETIME, poll_interval: float = 0.1,
                action_wait: float = 5.0, limiter: LoginLimiter | None = None) -> FastAPI:
     """The console app for ``config``'s daemon file. ``users_path`` is the users file (`users`)."""
-    from monitor.console import api, pages, reports  # routes import FastAPI machinery: only when an app is built
+    from monitor.console import (  # routes import FastAPI machinery: only when an app is built
+        api,
+        casefile,
+        pages,
+        reports,
+    )
     from monitor.reports.schedule import reports_dir
 
     db = config.daemon.historian
@@ -94,6 +100,7 @@ def create_app(*, config: SiteConfig, users_path: Path, secure_cookies: bool = F
                   openapi_url=None)
     app.state.console = console
     app.include_router(api.router)
+    app.include_router(casefile.router)
     app.include_router(reports.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
@@ -112,13 +119,14 @@ async def _users_file_broken(_request: Request, exc: Exception) -> Response:
 
 LOGIN_BODY_MAX = 4 * 1024  # bytes: a login form (name, password, two tokens) is well under 1 KiB
 API_BODY_MAX = 64 * 1024  # bytes: an alarm action's JSON (a reason, an expiry) is well under 1 KiB
+UPLOAD_PATH = "/api/files"  # a written report (PDF) or an attachment: up to `monitor.stores.casefile.MAX_FILE`
 
 
 class BodyLimit:
-    """Refuses a request body over `LOGIN_BODY_MAX` (the login and logout forms) or `API_BODY_MAX`
-    (everything else) with 413, before any handler buffers it: by its declared ``Content-Length``, or
-    while reading it for a chunked one. Bodies under the limit are read here and handed on unchanged; a
-    request without a body (GET, the event stream) passes straight through."""
+    """Refuses a request body over `LOGIN_BODY_MAX` (the login and logout forms), `MAX_FILE` (an upload to
+    `UPLOAD_PATH`) or `API_BODY_MAX` (everything else) with 413, before any handler buffers it: by its
+    declared ``Content-Length``, or while reading it for a chunked one. Bodies under the limit are read here
+    and handed on unchanged; a request without a body (GET, the event stream) passes straight through."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -127,7 +135,8 @@ class BodyLimit:
         if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        limit = LOGIN_BODY_MAX if scope.get("path") in ("/login", "/logout") else API_BODY_MAX
+        path = scope.get("path")
+        limit = LOGIN_BODY_MAX if path in ("/login", "/logout") else MAX_FILE if path == UPLOAD_PATH else API_BODY_MAX
         headers = dict(scope.get("headers", []))
         try:
             declared = int(headers.get(b"content-length", b"0"))

@@ -9,7 +9,9 @@ is the record that the explanation was given, by whom and when.
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +24,8 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS report_annotations (
     site TEXT NOT NULL, channel TEXT NOT NULL, rule TEXT NOT NULL, start REAL NOT NULL,
     cause TEXT NOT NULL, action TEXT NOT NULL, user TEXT NOT NULL,
     time REAL NOT NULL,           -- when it was entered (epoch s UTC)
-    journal_seq INTEGER           -- the journal record that carries it
+    journal_seq INTEGER,          -- the journal record that carries it
+    attachments TEXT NOT NULL DEFAULT '[]'  -- JSON list of file ids (sha256, `monitor.stores.casefile`)
 ) STRICT"""
 
 
@@ -33,6 +36,7 @@ class Annotation:
     action: str
     user: str
     time: float
+    attachments: tuple[str, ...] = ()  # file ids (sha256) of what the industry attached
 
 
 class AnnotationError(ValueError):
@@ -54,10 +58,14 @@ def parse_episode_id(text: str) -> tuple[str, str, str, float]:
 
 def ensure_schema(conn: sqlite3.Connection) -> None:
     conn.execute(_SCHEMA)
+    if "attachments" not in {r[1] for r in conn.execute("PRAGMA table_info(report_annotations)")}:
+        conn.execute("ALTER TABLE report_annotations ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]'")
 
 
-def annotate(path: Path, *, episode: str, cause: str, action: str, user: str, now: float) -> Annotation:
-    """Record an annotation for an existing episode, journaled in the same transaction."""
+def annotate(path: Path, *, episode: str, cause: str, action: str, user: str, now: float,
+             attachments: Sequence[str] = ()) -> Annotation:
+    """Record an annotation for an existing episode, journaled in the same transaction. ``attachments``: ids
+    of files already stored in the case file (`monitor.stores.casefile.CaseFile.store_file`)."""
     from alarms.journal import Entry, Journal
 
     site, channel, rule, start = parse_episode_id(episode)
@@ -74,17 +82,21 @@ def annotate(path: Path, *, episode: str, cause: str, action: str, user: str, no
     journal = Journal(path=path)
     try:
         ensure_schema(journal.connection)
-        payload = {"episode": episode, "cause": cause, "action": action, "user": user}
+        payload: dict[str, object] = {"episode": episode, "cause": cause, "action": action, "user": user}
+        if attachments:
+            payload["attachments"] = list(attachments)
 
         def row(seqs: list[int]) -> list[tuple[str, list[tuple[object, ...]]]]:
             return [("INSERT INTO report_annotations (episode, site, channel, rule, start, cause, action, user, "
-                     "time, journal_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     [(episode, site, channel, rule, found[0].start, cause, action, user, now, seqs[0])])]
+                     "time, journal_seq, attachments) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     [(episode, site, channel, rule, found[0].start, cause, action, user, now, seqs[0],
+                       json.dumps(list(attachments)))])]
 
         journal.append_many([Entry("annotation", payload, now)], also=row)
     finally:
         journal.close()
-    return Annotation(episode=episode, cause=cause, action=action, user=user, time=now)
+    return Annotation(episode=episode, cause=cause, action=action, user=user, time=now,
+                      attachments=tuple(attachments))
 
 
 def latest_annotations(conn: sqlite3.Connection, site: str) -> dict[str, Annotation]:
@@ -95,3 +107,16 @@ def latest_annotations(conn: sqlite3.Connection, site: str) -> dict[str, Annotat
     rows = conn.execute("SELECT episode, cause, action, user, time FROM report_annotations WHERE site = ? "
                         "ORDER BY time, id", (site,))
     return {r[0]: Annotation(*r) for r in rows}
+
+
+def episode_annotations(conn: sqlite3.Connection, episode: str) -> list[Annotation]:
+    """Every annotation of one episode, oldest first (the latest is the one in force), with attachments."""
+    have = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'report_annotations'")
+    if have.fetchone() is None:
+        return []
+    cols = {r[1] for r in conn.execute("PRAGMA table_info(report_annotations)")}
+    extra = ", attachments" if "attachments" in cols else ", '[]'"
+    rows = conn.execute(f"SELECT episode, cause, action, user, time{extra} FROM report_annotations "
+                        "WHERE episode = ? ORDER BY time, id", (episode,))
+    return [Annotation(episode=r[0], cause=r[1], action=r[2], user=r[3], time=r[4],
+                       attachments=tuple(json.loads(r[5]))) for r in rows]

@@ -1,0 +1,78 @@
+"""The daemon's side of obligations: create them when an episode is confirmed, and raise an alarm while any is
+overdue.
+
+Each industry site whose episodes oblige anything has one alarm, ``<site>/obligations/obligation_overdue``,
+active while at least one of its obligations is past its due time with no fulfilment recorded, and cleared
+when every overdue one is recorded as done. It goes through the ordinary alarm engine, so it is journaled,
+announced on the site's routes (the industry's and the plant operator's audiences alike) and listed in the
+console and `pretreat alarms list`; its citation names the section of the first overdue obligation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from alarms.journal import Journal
+from alarms.model import AlarmInput, AlarmSettings, Priority
+from config.obligations import obligations_of
+from config.schema import Site
+from monitor.checks.events import START, EpisodeEvent
+from monitor.logtext import local_time
+from monitor.stores.casefile import CaseFile, overdue_sites
+
+OBLIGATION_CHANNEL = "obligations"  # the alarm id's channel part: no instrument channel
+OBLIGATION_OVERDUE = "obligation_overdue"
+CHECK_EVERY = 10.0  # s between looks at the due times (deadlines are hours or days apart)
+
+
+def obligation_alarm_specs(sites: Iterable[Site]) -> list[tuple[str, str, str, AlarmSettings]]:
+    """The engine's overdue-obligation alarms: one for each site where an episode obliges anything."""
+    return [(s.id, OBLIGATION_CHANNEL, OBLIGATION_OVERDUE, AlarmSettings(priority=Priority.HIGH))
+            for s in sites if obligations_of(s)]
+
+
+class ObligationWatch:
+    """Creates obligations from episode events and says which overdue alarms change (see the module doc)."""
+
+    def __init__(self, *, sites: Sequence[Site], journal: Journal) -> None:
+        self.sites = {s.id: s for s in sites if obligations_of(s)}
+        self.casefile = CaseFile(journal)
+        self._checked = float("-inf")
+
+    def on_episodes(self, events: Sequence[EpisodeEvent], now: float) -> list[int]:
+        """Open the obligations of the violation episodes that start in ``events``; the new ids."""
+        made: list[int] = []
+        for site_id in {e.site for e in events if e.event == START}:
+            site = self.sites.get(site_id)
+            if site is not None:
+                made += self.casefile.open_obligations(site, events, now)
+        if made:
+            self._checked = float("-inf")  # an "immediately" obligation is due at once: look now
+        return made
+
+    def inputs(self, now: float, condition: Callable[[str], bool], *, force: bool = False) -> list[AlarmInput]:
+        """Alarm inputs for the sites whose overdue state differs from the alarm's ``condition(alarm_id)``;
+        looks at most every `CHECK_EVERY` s unless ``force``."""
+        if not self.sites or (not force and now - self._checked < CHECK_EVERY):
+            return []
+        self._checked = now
+        overdue = overdue_sites(self.casefile.journal.connection, now)
+        out: list[AlarmInput] = []
+        for site_id, site in self.sites.items():
+            late = overdue.get(site_id, [])
+            if bool(late) == condition(f"{site_id}/{OBLIGATION_CHANNEL}/{OBLIGATION_OVERDUE}"):
+                continue
+            first = late[0] if late else None
+            why = (f"{len(late)} obligation(s) overdue; first: {first.action} ({first.due_text}, due "
+                   f"{local_time(first.due, ZoneInfo(site.timezone))}); {first.citation}") if first else \
+                "every overdue obligation recorded as done"
+            out.append(AlarmInput(time=now, site=site_id, channel=OBLIGATION_CHANNEL, rule=OBLIGATION_OVERDUE,
+                                  active=bool(late), value=None, limit=None, citation=why[:500]))
+        return out
+
+
+def condition_of(engine: Any) -> Callable[[str], bool]:
+    """``condition(alarm_id)`` read from an `alarms.engine.AlarmEngine`."""
+    return lambda alarm_id: bool(engine.state(alarm_id).condition)

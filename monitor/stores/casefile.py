@@ -1,0 +1,388 @@
+"""The case file of each exceedance episode: its obligations and their fulfilment, the industry's cause and
+corrective action (`monitor.reports.annotations`), enforcement's invalidation, and the files uploaded for them.
+
+Everything lives in the historian's SQLite file beside the episodes and is written through the hash-chained
+journal (`alarms.journal`), each row in the same transaction as the journal record that carries it, so the
+record guard's chain covers every step: ``obligation`` (created when an episode is confirmed), ``fulfilment``,
+``invalidation``, ``file`` (and ``annotation``). Nothing is ever changed or deleted: SQL triggers refuse
+UPDATE and DELETE on these tables; a later fulfilment of the same obligation supersedes the earlier for
+display, and both stay.
+
+An episode is named as the reports name it, ``site/channel/rule@start`` (`annotations.episode_id`).
+Invalidation is enforcement's decision (the console and this module's callers check the role): an invalidated
+episode stays in the record, shown struck through with the reason, and is left out of violation counts
+(`invalid_episodes`).
+
+Uploaded files (a written report as PDF, attachments) are stored content-addressed under
+``<historian>.files/<first two hex digits>/<sha256>``, at most `MAX_FILE` bytes, with their name and media type
+in ``casefile_files``.
+
+Read API (a plain ``sqlite3.Connection``, read-only is enough; missing tables read as empty): `obligations`,
+`fulfilments`, `invalid_episodes`, `invalidation`, `file_info`, `file_path`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from alarms.journal import Entry, Journal
+from config.obligations import ObligationRule, obligations_of, obliges
+from config.schema import Site
+from monitor.checks.events import START, EpisodeEvent, iso_utc
+
+MAX_FILE = 10 * 1024 * 1024  # bytes: a written report or a photo; more belongs in the program's document system
+MEDIA = {b"%PDF-": "application/pdf", b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg"}
+MAX_TEXT = 4000  # characters of a free-text field
+
+_TABLES = ("obligations", "obligation_fulfilments", "episode_invalidations", "casefile_files")
+_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS obligations (
+        id INTEGER PRIMARY KEY, episode TEXT NOT NULL, site TEXT NOT NULL, channel TEXT NOT NULL,
+        rule TEXT NOT NULL, onset REAL NOT NULL, aware REAL NOT NULL, key TEXT NOT NULL, source TEXT NOT NULL,
+        action TEXT NOT NULL, recipient TEXT NOT NULL, written INTEGER NOT NULL, citation TEXT NOT NULL,
+        quote TEXT NOT NULL, due REAL NOT NULL, due_text TEXT NOT NULL, created REAL NOT NULL,
+        journal_seq INTEGER, UNIQUE (episode, source, key)) STRICT""",
+    "CREATE INDEX IF NOT EXISTS obligations_due ON obligations (site, due)",
+    """CREATE TABLE IF NOT EXISTS obligation_fulfilments (
+        id INTEGER PRIMARY KEY, obligation INTEGER NOT NULL, done_at REAL NOT NULL, how TEXT NOT NULL,
+        recipient TEXT NOT NULL, note TEXT NOT NULL, report TEXT, user TEXT NOT NULL, recorded REAL NOT NULL,
+        journal_seq INTEGER) STRICT""",
+    """CREATE TABLE IF NOT EXISTS episode_invalidations (
+        id INTEGER PRIMARY KEY, episode TEXT NOT NULL, site TEXT NOT NULL, reason TEXT NOT NULL,
+        user TEXT NOT NULL, time REAL NOT NULL, journal_seq INTEGER) STRICT""",
+    """CREATE TABLE IF NOT EXISTS casefile_files (
+        sha256 TEXT PRIMARY KEY, name TEXT NOT NULL, media TEXT NOT NULL, size INTEGER NOT NULL,
+        user TEXT NOT NULL, time REAL NOT NULL, journal_seq INTEGER) STRICT""",
+    *(f"""CREATE TRIGGER IF NOT EXISTS {t}_no_update BEFORE UPDATE ON {t}
+        BEGIN SELECT RAISE(ABORT, 'the case file is append-only: {t} rows cannot be changed'); END"""
+      for t in _TABLES),
+    *(f"""CREATE TRIGGER IF NOT EXISTS {t}_no_delete BEFORE DELETE ON {t}
+        BEGIN SELECT RAISE(ABORT, 'the case file is append-only: {t} rows cannot be deleted'); END"""
+      for t in _TABLES),
+]
+
+
+class CaseFileError(ValueError):
+    """A request the case file refuses (says why: unknown obligation, empty reason, not a PDF ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fulfilment:
+    obligation: int
+    done_at: float  # when the industry did it (epoch s UTC), as it states
+    how: str  # telephone, e-mail, letter, written report ...
+    recipient: str  # to whom
+    note: str
+    report: str | None  # sha256 of the uploaded written report, if any
+    user: str
+    recorded: float  # when it was entered
+
+
+@dataclass(frozen=True, slots=True)
+class Obligation:
+    """One obligation of one episode, with its latest fulfilment. `status` is judged at a given time."""
+
+    id: int
+    episode: str
+    site: str
+    channel: str
+    rule: str
+    onset: float
+    aware: float
+    key: str
+    source: str
+    action: str
+    recipient: str
+    written: bool
+    citation: str
+    quote: str
+    due: float
+    due_text: str
+    done: Fulfilment | None = None
+
+    def status(self, now: float) -> str:
+        """``done`` (on time: at or before the due time), ``done late``, ``overdue`` or ``open``."""
+        if self.done is not None:
+            return "done" if self.done.done_at <= self.due else "done late"
+        return "overdue" if now > self.due else "open"
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in ("id", "episode", "site", "channel", "rule", "onset", "aware", "key",
+                                             "source", "action", "recipient", "written", "citation", "quote",
+                                             "due", "due_text")}
+        out["status"] = self.status(now)
+        out["done"] = None if self.done is None else {
+            k: getattr(self.done, k) for k in ("done_at", "how", "recipient", "note", "report", "user", "recorded")}
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Invalidation:
+    episode: str
+    site: str
+    reason: str
+    user: str
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFile:
+    sha256: str
+    name: str
+    media: str
+    size: int
+    user: str
+    time: float
+
+
+def episode_key(site: str, channel: str, rule: str, start: float) -> str:
+    """The episode's id as the reports print it (`monitor.reports.annotations.episode_id`)."""
+    return f"{site}/{channel}/{rule}@{iso_utc(start)}"
+
+
+def ensure_schema(conn: sqlite3.Connection) -> None:
+    for sql in _SCHEMA:
+        conn.execute(sql)
+
+
+def files_dir(historian: Path) -> Path:
+    return historian.with_name(historian.name + ".files")
+
+
+def file_path(historian: Path, sha256: str) -> Path:
+    if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+        raise CaseFileError(f"not a file id: {sha256!r}")
+    return files_dir(historian) / sha256[:2] / sha256
+
+
+# ---- reading ---------------------------------------------------------------------------------------------
+
+def _has(conn: sqlite3.Connection, table: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone() \
+        is not None
+
+
+_OB_COLUMNS = ("id, episode, site, channel, rule, onset, aware, key, source, action, recipient, written, citation, "
+               "quote, due, due_text")
+
+
+def obligations(conn: sqlite3.Connection, *, site: str | None = None, sites: Iterable[str] | None = None,
+                episode: str | None = None, ids: Sequence[int] | None = None) -> list[Obligation]:
+    """Obligations (each with its latest fulfilment), by due time; filtered by site(s), episode or ids."""
+    if not _has(conn, "obligations"):
+        return []
+    where, params = _where(site=site, sites=sites, episode=episode)
+    if ids is not None:
+        where.append(f"id IN ({','.join('?' * len(ids))})")
+        params += list(ids)
+    sql = f"SELECT {_OB_COLUMNS} FROM obligations"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    rows = conn.execute(sql + " ORDER BY due, id", params).fetchall()
+    done = fulfilments(conn, [int(r[0]) for r in rows])
+    return [_obligation(r, done.get(int(r[0]))) for r in rows]
+
+
+def _obligation(r: Sequence[Any], done: Fulfilment | None) -> Obligation:
+    return Obligation(id=int(r[0]), episode=r[1], site=r[2], channel=r[3], rule=r[4], onset=r[5], aware=r[6],
+                      key=r[7], source=r[8], action=r[9], recipient=r[10], written=bool(r[11]), citation=r[12],
+                      quote=r[13], due=r[14], due_text=r[15], done=done)
+
+
+def _where(*, site: str | None, sites: Iterable[str] | None, episode: str | None) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    if site is not None:
+        where.append("site = ?")
+        params.append(site)
+    if sites is not None:
+        wanted = sorted(sites)
+        where.append(f"site IN ({','.join('?' * len(wanted))})")
+        params += wanted
+    if episode is not None:
+        where.append("episode = ?")
+        params.append(episode)
+    return where, params
+
+
+def fulfilments(conn: sqlite3.Connection, obligation_ids: Sequence[int]) -> dict[int, Fulfilment]:
+    """The latest fulfilment recorded for each of these obligations (earlier ones stay in the table)."""
+    if not obligation_ids or not _has(conn, "obligation_fulfilments"):
+        return {}
+    rows = conn.execute(
+        "SELECT obligation, done_at, how, recipient, note, report, user, recorded FROM obligation_fulfilments "
+        f"WHERE obligation IN ({','.join('?' * len(obligation_ids))}) ORDER BY recorded, id", list(obligation_ids))
+    return {int(r[0]): Fulfilment(*r) for r in rows}
+
+
+def invalid_episodes(conn: sqlite3.Connection, *, site: str | None = None) -> dict[str, Invalidation]:
+    """Every invalidated episode (by id), with enforcement's reason: left out of violation counts."""
+    if not _has(conn, "episode_invalidations"):
+        return {}
+    where, params = _where(site=site, sites=None, episode=None)
+    sql = "SELECT episode, site, reason, user, time FROM episode_invalidations"
+    rows = conn.execute(sql + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY time, id", params)
+    return {r[0]: Invalidation(*r) for r in rows}
+
+
+def invalidation(conn: sqlite3.Connection, episode: str) -> Invalidation | None:
+    if not _has(conn, "episode_invalidations"):
+        return None
+    r = conn.execute("SELECT episode, site, reason, user, time FROM episode_invalidations WHERE episode = ? "
+                     "ORDER BY time, id LIMIT 1", (episode,)).fetchone()
+    return None if r is None else Invalidation(*r)
+
+
+def file_info(conn: sqlite3.Connection, sha256: str) -> StoredFile | None:
+    if not _has(conn, "casefile_files"):
+        return None
+    r = conn.execute("SELECT sha256, name, media, size, user, time FROM casefile_files WHERE sha256 = ?",
+                     (sha256,)).fetchone()
+    return None if r is None else StoredFile(*r)
+
+
+def overdue_sites(conn: sqlite3.Connection, now: float) -> dict[str, list[Obligation]]:
+    """The sites with obligations past due and not fulfilled, and those obligations."""
+    if not _has(conn, "obligations"):
+        return {}
+    out: dict[str, list[Obligation]] = {}
+    for o in obligations(conn, ids=[int(r[0]) for r in conn.execute(
+            "SELECT id FROM obligations WHERE due < ? AND id NOT IN (SELECT obligation FROM obligation_fulfilments)",
+            (now,))]):
+        out.setdefault(o.site, []).append(o)
+    return out
+
+
+# ---- writing ---------------------------------------------------------------------------------------------
+
+class CaseFile:
+    """Writes to the case file through a journal (the daemon's own, or one opened for a console or CLI call)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        ensure_schema(journal.connection)
+
+    @classmethod
+    def open(cls, path: Path) -> CaseFile:
+        return cls(Journal(path=path))
+
+    def close(self) -> None:
+        self.journal.close()
+
+    def open_obligations(self, site: Site, events: Sequence[EpisodeEvent], now: float) -> list[int]:
+        """Create the obligations of every violation episode that starts among ``events`` (idempotent: an
+        episode's obligations are created once). Returns the new obligations' ids."""
+        rules = obligations_of(site)
+        new: list[tuple[EpisodeEvent, ObligationRule]] = [
+            (e, r) for e in events if e.event == START and e.site == site.id and obliges(site, e.channel, e.rule)
+            for r in rules]
+        if not new:
+            return []
+        conn = self.journal.connection
+        fresh = [(e, r) for e, r in new if conn.execute(
+            "SELECT 1 FROM obligations WHERE episode = ? AND source = ? AND key = ?",
+            (episode_key(e.site, e.channel, e.rule, e.time), r.source, r.key)).fetchone() is None]
+        rows = [_obligation_row(site, e, r, now) for e, r in fresh]
+        if not rows:
+            return []
+        entries = [Entry("obligation", {k: v for k, v in row.items() if k != "created"}, now) for row in rows]
+
+        def insert(seqs: list[int]) -> list[tuple[str, Sequence[Sequence[Any]]]]:
+            cols = [*rows[0], "journal_seq"]
+            return [(f"INSERT INTO obligations ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                     [[*row.values(), seq] for row, seq in zip(rows, seqs, strict=True)])]
+
+        self.journal.append_many(entries, also=insert)
+        return [int(r[0]) for r in conn.execute(
+            f"SELECT id FROM obligations ORDER BY id DESC LIMIT {len(rows)}").fetchall()][::-1]
+
+    def fulfil(self, obligation: int, *, done_at: float, how: str, recipient: str, user: str, now: float,
+               note: str = "", report: str | None = None) -> Fulfilment:
+        """Record that the industry did what the obligation asks (how, to whom, when; the written report's file
+        id where the obligation is a written report)."""
+        found = obligations(self.journal.connection, ids=[obligation])
+        if not found:
+            raise CaseFileError(f"no obligation {obligation}")
+        how, recipient, note = _text(how, "how", True), _text(recipient, "to whom", True), _text(note, "note", False)
+        if report is not None and file_info(self.journal.connection, report) is None:
+            raise CaseFileError(f"no uploaded file {report}")
+        if found[0].written and report is None:
+            raise CaseFileError(f"{found[0].citation} asks for a written report: upload it (PDF) with the fulfilment")
+        if done_at > now + 300:
+            raise CaseFileError("the time it was done is in the future")
+        f = Fulfilment(obligation, done_at, how, recipient, note, report, user, now)
+        payload = {"obligation": obligation, "episode": found[0].episode, "done_at": done_at, "how": how,
+                   "recipient": recipient, "note": note, "report": report, "user": user}
+        self.journal.append_many([Entry("fulfilment", payload, now)], also=lambda seqs: [(
+            "INSERT INTO obligation_fulfilments (obligation, done_at, how, recipient, note, report, user, recorded, "
+            "journal_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [[*(getattr(f, k) for k in (
+                "obligation", "done_at", "how", "recipient", "note", "report", "user", "recorded")), seqs[0]]])])
+        return f
+
+    def invalidate(self, episode: str, *, site: str, reason: str, user: str, now: float) -> Invalidation:
+        """Mark an episode invalid (enforcement's decision; the caller checks the role). Once: it stays."""
+        reason = _text(reason, "justification", True)
+        if invalidation(self.journal.connection, episode) is not None:
+            raise CaseFileError(f"episode {episode} is already marked invalid")
+        inv = Invalidation(episode, site, reason, user, now)
+        self.journal.append_many(
+            [Entry("invalidation", {"episode": episode, "site": site, "reason": reason, "user": user}, now)],
+            also=lambda seqs: [("INSERT INTO episode_invalidations (episode, site, reason, user, time, journal_seq) "
+                                "VALUES (?, ?, ?, ?, ?, ?)", [[episode, site, reason, user, now, seqs[0]]])])
+        return inv
+
+    def store_file(self, data: bytes, *, name: str, user: str, now: float,
+                   media: Iterable[str] = ("application/pdf",)) -> StoredFile:
+        """Keep an uploaded file, content-addressed; the same bytes uploaded again are the same file."""
+        if len(data) > MAX_FILE:
+            raise CaseFileError(f"the file is {len(data)} bytes; at most {MAX_FILE} are accepted")
+        kind = next((m for magic, m in MEDIA.items() if data.startswith(magic)), None)
+        allowed = tuple(media)
+        if kind not in allowed:
+            raise CaseFileError(f"not an accepted file ({', '.join(allowed)}): {name!r}")
+        sha = hashlib.sha256(data).hexdigest()
+        known = file_info(self.journal.connection, sha)
+        if known is not None:
+            return known
+        path = file_path(self.journal.path, sha)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with tmp.open("wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        clean = os.path.basename(name.replace("\\", "/"))[:200] or "upload"
+        stored = StoredFile(sha, clean, kind or "", len(data), user, now)
+        self.journal.append_many(
+            [Entry("file", {"sha256": sha, "name": clean, "media": stored.media, "size": len(data), "user": user},
+                   now)],
+            also=lambda seqs: [("INSERT INTO casefile_files (sha256, name, media, size, user, time, journal_seq) "
+                                "VALUES (?, ?, ?, ?, ?, ?, ?)", [[sha, clean, stored.media, len(data), user, now,
+                                                                  seqs[0]]])])
+        return stored
+
+
+def _obligation_row(site: Site, e: EpisodeEvent, r: ObligationRule, now: float) -> dict[str, Any]:
+    aware = e.confirmed if e.confirmed is not None else e.time
+    return {"episode": episode_key(e.site, e.channel, e.rule, e.time), "site": e.site, "channel": e.channel,
+            "rule": e.rule, "onset": e.time, "aware": aware, "key": r.key, "source": r.source, "action": r.action,
+            "recipient": r.to, "written": int(r.written), "citation": r.citation, "quote": r.quote,
+            "due": r.due(onset=e.time, aware=aware, timezone=site.timezone), "due_text": r.due_text,
+            "created": now}
+
+
+def _text(value: object, what: str, required: bool) -> str:
+    text = str(value or "").strip()
+    if required and not text:
+        raise CaseFileError(f"{what} is required")
+    if len(text) > MAX_TEXT:
+        raise CaseFileError(f"{what} is limited to {MAX_TEXT} characters")
+    return text
+
