@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 CSV_COLUMNS = ["n", "site", "channel", "rule", "status", "start", "end", "duration_s", "start_value",
                "end_value", "peak", "limit", "unit", "readings_good", "readings_expected", "completeness_pct",
-               "citation", "end_reason", "measured_s", "unmeasured_s", "censored"]
+               "citation", "end_reason", "measured_s", "unmeasured_s", "censored", "invalid"]
 EVIDENCE_COLUMNS = ["evidence_channel", "evidence_time", "evidence_value", "evidence_quality",
                     "evidence_reason"]
 
@@ -60,7 +60,7 @@ def _fields(n: int, e: Episode) -> list[Any]:
             "" if e.duration is None else round(e.duration, 3), _num(e.start_value), _num(e.end_value),
             _num(e.peak), _num(e.limit), e.unit, "" if e.good is None else e.good,
             "" if e.expected is None else e.expected, "" if pct is None else f"{pct:.1f}", e.citation,
-            e.end_reason or "", _num(e.measured), _num(e.unmeasured), "true" if e.censored else "false"]
+            e.end_reason or "", _num(e.measured), _num(e.unmeasured), "true" if e.censored else "false", e.invalid]
 
 
 def write_csv(out: TextIO, episodes: Iterable[tuple[int, Episode]], *, evidence: bool) -> None:
@@ -125,7 +125,8 @@ def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int,
              _end_text(e), _duration(e.duration), _measured_text(e),
              f"{e.site}/{e.channel}", e.rule, f"{_num(e.peak)} {e.unit}{' (censored)' if e.censored else ''}".strip(),
              f"{_num(e.limit)} {e.unit}".strip() if e.limit is not None else "",
-             "" if e.completeness is None else f"{e.completeness:.1f}%", e.citation] for n, e in episodes]
+             "" if e.completeness is None else f"{e.completeness:.1f}%",
+             f"[INVALID: {e.invalid}] {e.citation}" if e.invalid else e.citation] for n, e in episodes]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
     line = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
     out.write(line.format(*head) + "\n")
@@ -137,4 +138,6 @@ def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int,
     ongoing = sum(1 for _n, e in episodes if e.status == "ongoing")
     more = f"; the {total - len(episodes)} earlier ones are not shown (--limit 0 shows all)" \
         if total > len(episodes) else ""
-    out.write(f"{total} episodes, {ongoing} ongoing{more}\n")
+    invalid = sum(1 for _n, e in episodes if e.invalid)
+    marked = f", {invalid} of those shown marked invalid by enforcement (not violations)" if invalid else ""
+    out.write(f"{total} episodes, {ongoing} ongoing{marked}{more}\n")

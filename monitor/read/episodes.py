@@ -47,6 +47,8 @@ from typing import Any
 
 from config.rule_catalogue import DATA_QUALITY_RULES, NO_READING_PEAK
 from config.schema import SiteConfig
+from monitor.checks.events import iso_utc
+from monitor.stores.casefile import episode_key, invalid_episodes
 from monitor.stores.historian_db import QUALITY_BY_CODE
 from monitor.stores.readonly import has_table
 
@@ -78,6 +80,7 @@ class Episode:
     measured: float | None = None  # s of the episode covered by readings (monitor.checks.coverage)
     unmeasured: float | None = None  # s not covered: measured + unmeasured is the worst case
     censored: bool = False  # caused by an over-range reading judged as the instrument's span top
+    invalid: str = ""  # enforcement marked it invalid (`monitor.stores.casefile`): who, when, why; no violation
 
     @property
     def at(self) -> float:
@@ -217,8 +220,12 @@ def annotate(conn: sqlite3.Connection, episodes: list[Episode], config: SiteConf
     permitted = {(s.id, b.channel, b.rule): str(b.params["permitted"]) for s in (config.sites if config else ())
                  for b in s.checks if b.params.get("permitted")}
     todo: list[tuple[int, int, int, float, float, int]] = []
+    invalid = invalid_episodes(conn)
     for n, e in enumerate(episodes):
         plan = plans[(e.site, e.channel, e.rule)]
+        inv = invalid.get(episode_key(e.site, e.channel, e.rule, e.start)) if e.start is not None else None
+        if inv is not None:
+            e.invalid = f"marked invalid by {inv.user} at {iso_utc(inv.time)}: {inv.reason}"
         if (e.site, e.channel, e.rule) in permitted:  # the permit adopts 40 CFR 401.17: not a violation
             e.citation += (f" [permitted excursion under {permitted[(e.site, e.channel, e.rule)]}, adopted by the "
                            f"permit: not a violation]")

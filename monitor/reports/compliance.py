@@ -35,6 +35,7 @@ from monitor.reports.periods import Period
 from monitor.reports.ph_accounting import MonthAccount, monthly_accounts
 from monitor.reports.plan import compile_plans
 from monitor.reports.snc import SncScreen, screen, window_ending
+from monitor.stores.casefile import Invalidation, invalid_episodes
 from monitor.stores.episodes import EpisodeStore
 
 
@@ -58,6 +59,7 @@ class EpisodeLine:
     data_quality: bool
     annotation: Annotation | None
     permitted: bool = False  # a pH excursion within 40 CFR 401.17's allowances, where the permit adopts it
+    invalid: Invalidation | None = None  # marked invalid by enforcement (`monitor.stores.casefile`): no violation
 
     @property
     def duration(self) -> float | None:
@@ -98,8 +100,14 @@ class ComplianceReport:
 
     @property
     def exceedances(self) -> tuple[EpisodeLine, ...]:
-        """Violations: discharge episodes that are neither data quality nor permitted excursions."""
-        return tuple(e for e in self.episodes if not e.data_quality and not e.permitted)
+        """Violations: discharge episodes that are neither data quality, permitted excursions nor marked invalid
+        by enforcement."""
+        return tuple(e for e in self.episodes if not e.data_quality and not e.permitted and e.invalid is None)
+
+    @property
+    def invalidated(self) -> tuple[EpisodeLine, ...]:
+        """Episodes enforcement marked invalid, with the justification: listed, struck, never counted."""
+        return tuple(e for e in self.episodes if e.invalid is not None)
 
     @property
     def permitted_excursions(self) -> tuple[EpisodeLine, ...]:
@@ -220,10 +228,11 @@ def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Si
     notes = _notes(site, days)
     annotations = latest_annotations(conn, site.id)
     permitted = {(b.channel, b.rule) for b in site.checks if b.params.get("permitted")}
+    invalid = invalid_episodes(conn, site=site.id)
     lines = tuple(EpisodeLine(id=episode_id(e), channel=e.channel, rule=e.rule, start=e.start, end=e.end,
                               peak=e.peak, limit=e.limit, citation=e.citation,
                               data_quality=e.rule in DATA_QUALITY_RULES, annotation=annotations.get(episode_id(e)),
-                              permitted=(e.channel, e.rule) in permitted)
+                              permitted=(e.channel, e.rule) in permitted, invalid=invalid.get(episode_id(e)))
                   for e in episodes)
     snc_first, snc_last = window_ending(period.last)
     labs = read_results(conn, site=site.id, first=min(snc_first, period.first), last=period.last)

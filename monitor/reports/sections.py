@@ -148,6 +148,15 @@ def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
             "Excursions from the pH range within 40 CFR 401.17's allowances are permitted; a single excursion over "
             "60 minutes or over 7 h 26 min in a calendar month is a violation, listed above.",
             r.permitted_excursions, clock))
+    if r.invalidated:
+        out.append(Section(
+            "Episodes marked invalid by the control authority (not violations)", key="invalidated",
+            text=("Each stays in the record with the justification given; none is counted as a violation.",),
+            columns=("Episode id", "Rule", "Start", "Peak", "Limit", "Citation", "Justification", "Marked by"),
+            widths=(2.2, 1.1, 1.3, 0.6, 0.6, 2.0, 2.6, 1.2),
+            rows=tuple((e.id, RULE_LABELS.get(e.rule, e.rule), clock(e.start), num(e.peak, 2), num(e.limit, 2),
+                        e.citation, e.invalid.reason, f"{e.invalid.user}, {clock(e.invalid.time, '%Y-%m-%d')}")
+                       for e in r.invalidated if e.invalid is not None)))
     out.append(Section(
         "Data completeness and instrument downtime", key="completeness",
         text=("Expected readings follow each instrument's poll interval; downtime is time with no good reading "

@@ -1,0 +1,78 @@
+"""An episode enforcement marked invalid stays in every export, with its justification, and is left out of the
+violation counts: the compliance report (cover count, episode table, its own section in HTML and CSV) and
+`pretreat exceedances` (table, CSV, JSON). Scenario data recorded through the real stores."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import io
+import json
+import sqlite3
+from datetime import date, datetime
+
+import pytest
+
+from config.schema import SiteConfig
+from monitor.exceedances import report as exceedances_report
+from monitor.reports.compliance import build_report
+from monitor.reports.periods import Period
+from monitor.reports.render_csv import render_csv
+from monitor.reports.render_html import render_html
+from monitor.stores.casefile import CaseFile
+from tests.unit.test_report_scenarios import SITE, TZ, record, scenario, site_config
+
+NOW = datetime(2026, 3, 20, 9, 0, tzinfo=TZ).timestamp()
+PERIOD = Period(date(2026, 3, 1), date(2026, 3, 4), date(2026, 3, 15), "test period")
+REASON = "pH probe failed its calibration check of 2026-03-02 (record CAL-118); readings invalid"
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> SiteConfig:
+    config = site_config(tmp_path_factory.mktemp("casefile-exports"))
+    asyncio.run(record(config, scenario(date(2026, 3, 1), 4)))
+    return config
+
+
+def _exceedances(config: SiteConfig, fmt: str) -> str:
+    out = io.StringIO()
+    db = config.daemon.historian
+    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        exceedances_report(conn, out, config=config, now=NOW, start=None, end=None, args=argparse.Namespace(
+            site=SITE, rule=None, channel=None, format=fmt, evidence=False, data_quality=False, limit=0))
+    finally:
+        conn.close()
+    return out.getvalue()
+
+
+def test_an_invalidated_episode_is_listed_struck_and_not_counted(recorded: SiteConfig) -> None:
+    config = recorded
+    before = build_report(config, SITE, PERIOD, now=NOW)
+    assert before.exceedances, "the scenario has violations to count"
+    target = before.exceedances[0]
+    cf = CaseFile.open(config.daemon.historian)
+    try:
+        cf.invalidate(target.id, site=SITE, reason=REASON, user="enf", now=NOW)
+        assert cf.journal.verify().ok
+    finally:
+        cf.close()
+
+    after = build_report(config, SITE, PERIOD, now=NOW)
+    assert len(after.exceedances) == len(before.exceedances) - 1
+    assert target.id not in {e.id for e in after.exceedances}
+    assert [(e.id, e.invalid.reason if e.invalid else "") for e in after.invalidated] == [(target.id, REASON)]
+    assert len(after.episodes) == len(before.episodes)  # nothing is removed from the record
+    html, csv_text = render_html(after), render_csv(after)
+    for text in (html, csv_text):
+        assert REASON in text and target.id in text and "marked invalid" in text
+
+    rows = [json.loads(line) for line in _exceedances(config, "json").splitlines()]
+    marked = [r for r in rows if r["invalid"]]
+    assert len(marked) == 1 and REASON in marked[0]["invalid"] and "enf" in marked[0]["invalid"]
+    assert all(r["invalid"] is None for r in rows if r is not marked[0])
+    table = _exceedances(config, "table")
+    assert "[INVALID: marked invalid by enf" in table and "1 of those shown marked invalid" in table
+    csv_rows = list(csv.DictReader(io.StringIO(_exceedances(config, "csv"))))
+    assert sum(1 for r in csv_rows if REASON in r["invalid"]) == 1 and len(csv_rows) == len(rows)

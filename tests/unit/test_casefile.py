@@ -1,0 +1,149 @@
+"""The case file store: obligations opened once per confirmed episode, fulfilment, invalidation, uploaded files,
+every step in the hash-chained journal, nothing changed or deleted; and the overdue-obligation alarm inputs."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from alarms.journal import Journal
+from config.schema import Site
+from monitor.checks.events import END, START, EpisodeEvent
+from monitor.obligation_watch import OBLIGATION_OVERDUE, ObligationWatch
+from monitor.stores import casefile as store
+from monitor.stores.casefile import CaseFile, CaseFileError
+from tests.unit.test_checks_helpers import channel, load, site_toml
+
+NY = "America/New_York"
+PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\n%%EOF\n"
+T0 = datetime(2026, 3, 7, 15, 0, tzinfo=ZoneInfo(NY)).timestamp()
+
+
+def _event(rule: str = "ph_low", *, t: float = T0, event: str = START, confirmed: float | None = None,
+           site: str = "acme") -> EpisodeEvent:
+    return EpisodeEvent(time=t, site=site, channel="ph", rule=rule, event=event, value=4.2, limit=5.0,
+                        citation="Town of Wilson § 105-5C(1)", confirmed=confirmed)
+
+
+@pytest.fixture()
+def site_and_file(tmp_path: Path) -> Iterator[tuple[Site, CaseFile]]:
+    config = load(tmp_path, site_toml(channel("ph"), jurisdiction="wilson", timezone=NY))
+    db = tmp_path / "pretreat.sqlite"
+    cf = CaseFile(Journal(path=db))
+    yield config.sites[0], cf
+    cf.close()
+
+
+def _kinds(cf: CaseFile) -> list[str]:
+    return [r.kind for r in cf.journal.records()]
+
+
+def test_a_confirmed_violation_opens_its_obligations_once_each_journaled(site_and_file: tuple[Site, CaseFile]) -> None:
+    site, cf = site_and_file
+    made = cf.open_obligations(site, [_event(), _event("stale"), _event(event=END, t=T0 + 60)], T0 + 1)
+    assert len(made) == 4  # Wilson's two, the CFR's two; a data-quality episode and an end open nothing
+    assert cf.open_obligations(site, [_event()], T0 + 2) == []  # idempotent: a replayed start opens nothing new
+    found = store.obligations(cf.journal.connection, site="acme")
+    assert [(o.source, o.key) for o in found] == [("wilson", "immediate_notice"), ("federal", "notice_24h"),
+                                                  ("wilson", "written_statement"), ("federal", "repeat_sampling")]
+    assert {o.episode for o in found} == {"acme/ph/ph_low@2026-03-07T20:00:00Z"}
+    assert _kinds(cf) == ["obligation"] * 4
+    assert cf.journal.verify().ok
+    assert all(o.status(T0 + 2) == "open" for o in found[1:]) and found[0].status(T0 + 2) == "overdue"
+
+
+def test_awareness_is_the_confirmation_of_a_duration_rule(site_and_file: tuple[Site, CaseFile]) -> None:
+    site, cf = site_and_file
+    cf.open_obligations(site, [_event("ph_excursion_duration", confirmed=T0 + 3600)], T0 + 3600)
+    by_key = {o.key: o for o in store.obligations(cf.journal.connection)}
+    assert by_key["immediate_notice"].due == T0 + 3600 and by_key["notice_24h"].due == T0 + 3600 + 86400
+    assert by_key["immediate_notice"].onset == T0
+
+
+def test_fulfilment_how_to_whom_when_and_the_written_report(site_and_file: tuple[Site, CaseFile]) -> None:
+    site, cf = site_and_file
+    cf.open_obligations(site, [_event()], T0)
+    by_key = {o.key: o for o in store.obligations(cf.journal.connection)}
+    cf.fulfil(by_key["immediate_notice"].id, done_at=T0 + 600, how="telephone", recipient="Town clerk",
+              user="acme", now=T0 + 700)
+    with pytest.raises(CaseFileError, match="written report"):
+        cf.fulfil(by_key["written_statement"].id, done_at=T0, how="letter", recipient="Town", user="acme", now=T0)
+    with pytest.raises(CaseFileError, match="required"):
+        cf.fulfil(by_key["notice_24h"].id, done_at=T0, how=" ", recipient="CA", user="acme", now=T0)
+    report = cf.store_file(PDF, name="../../etc/statement.pdf", user="acme", now=T0)
+    assert report.name == "statement.pdf" and report.sha256 == hashlib.sha256(PDF).hexdigest()
+    assert store.file_path(cf.journal.path, report.sha256).read_bytes() == PDF
+    cf.fulfil(by_key["written_statement"].id, done_at=T0 + 86400, how="letter", recipient="Town",
+              user="acme", now=T0 + 86400, report=report.sha256)
+    now = T0 + 2 * 86400
+    status = {o.key: o.status(now) for o in store.obligations(cf.journal.connection)}
+    assert status == {"immediate_notice": "done late", "written_statement": "done", "notice_24h": "overdue",
+                      "repeat_sampling": "open"}  # the notice was 10 min after "immediately": late, and says so
+    assert _kinds(cf)[-3:] == ["fulfilment", "file", "fulfilment"]
+    assert cf.journal.verify().ok
+
+
+def test_files_are_content_addressed_size_limited_and_typed(site_and_file: tuple[Site, CaseFile]) -> None:
+    _site, cf = site_and_file
+    a = cf.store_file(PDF, name="a.pdf", user="acme", now=T0)
+    assert cf.store_file(PDF, name="b.pdf", user="acme", now=T0 + 1) == a  # the same bytes are the same file
+    with pytest.raises(CaseFileError, match="not an accepted file"):
+        cf.store_file(b"MZ\x90\x00 not a pdf", name="x.pdf", user="acme", now=T0)
+    with pytest.raises(CaseFileError, match="at most"):
+        cf.store_file(b"%PDF-" + b"0" * store.MAX_FILE, name="big.pdf", user="acme", now=T0)
+    assert _kinds(cf) == ["file"]
+
+
+def test_invalidation_stays_once_and_nothing_is_changed_or_deleted(site_and_file: tuple[Site, CaseFile]) -> None:
+    site, cf = site_and_file
+    cf.open_obligations(site, [_event()], T0)
+    ep = "acme/ph/ph_low@2026-03-07T20:00:00Z"
+    with pytest.raises(CaseFileError, match="justification"):
+        cf.invalidate(ep, site="acme", reason="  ", user="enf", now=T0)
+    cf.invalidate(ep, site="acme", reason="pH probe failed its calibration check", user="enf", now=T0 + 5)
+    with pytest.raises(CaseFileError, match="already"):
+        cf.invalidate(ep, site="acme", reason="again", user="enf", now=T0 + 6)
+    conn = cf.journal.connection
+    assert store.invalid_episodes(conn, site="acme")[ep].reason == "pH probe failed its calibration check"
+    for sql in ("UPDATE episode_invalidations SET reason = 'x'", "DELETE FROM episode_invalidations",
+                "DELETE FROM obligations", "UPDATE obligations SET due = 0"):
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            conn.execute(sql)
+    assert _kinds(cf)[-1] == "invalidation" and cf.journal.verify().ok
+
+
+def test_the_read_api_on_a_file_without_the_tables(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "empty.sqlite")
+    assert store.obligations(conn) == [] and store.invalid_episodes(conn) == {}
+    assert store.invalidation(conn, "x") is None and store.overdue_sites(conn, T0) == {}
+
+
+def test_the_overdue_alarm_rises_when_a_deadline_passes_and_clears_when_done(
+        site_and_file: tuple[Site, CaseFile]) -> None:
+    site, cf = site_and_file
+    watch = ObligationWatch(sites=[site], journal=cf.journal)
+    state = {"on": False}
+    made = watch.on_episodes([_event()], T0)
+    assert len(made) == 4
+    first = watch.inputs(T0, lambda _id: state["on"])
+    assert first == []  # due at the confirmation itself: not yet past it
+    # "immediately" was due at the confirmation: a second later it is overdue
+    raised = watch.inputs(T0 + 1, lambda _id: state["on"], force=True)
+    assert [(i.site, i.channel, i.rule, i.active) for i in raised] == [("acme", "obligations", OBLIGATION_OVERDUE,
+                                                                        True)]
+    assert "Town of Wilson § 105-7E(8)" in raised[0].citation
+    state["on"] = True
+    assert watch.inputs(T0 + 2, lambda _id: state["on"], force=True) == []  # unchanged: nothing to say
+    ob = {o.key: o for o in store.obligations(cf.journal.connection)}
+    cf.fulfil(ob["immediate_notice"].id, done_at=T0 + 1, how="telephone", recipient="Town", user="acme", now=T0 + 3)
+    cleared = watch.inputs(T0 + 4, lambda _id: state["on"], force=True)
+    assert [(i.rule, i.active) for i in cleared] == [(OBLIGATION_OVERDUE, False)]
+    # a day and a bit later the 24-hour notice is overdue too
+    again = watch.inputs(T0 + 86401, lambda _id: False, force=True)
+    assert [i.active for i in again] == [True] and "403.12(g)(2)" in again[0].citation
