@@ -21,9 +21,14 @@ from alarms.model import AlarmInput, AlarmSettings, Priority, Refusal, Transitio
 from alarms.notifiers.base import NotifierContext
 from config.alarms import alarm_specs
 from config.schema import SiteConfig
-from monitor.checks.coverage import END_GAP
-from monitor.checks.events import END, START, EpisodeEvent
-from monitor.obligation_watch import OBLIGATION_OVERDUE, ObligationWatch, condition_of, obligation_alarm_specs
+from monitor.checks.events import EpisodeEvent
+from monitor.obligation_watch import (
+    OBLIGATION_OVERDUE,
+    ObligationWatch,
+    condition_of,
+    obligation_alarm_specs,
+    resumed_after_gap,
+)
 from monitor.sample import Sample
 from monitor.stores.influx import InfluxSink
 from monitor.stores.influx_lines import alarm_record
@@ -51,14 +56,7 @@ def alarm_inputs(events: Sequence[EpisodeEvent]) -> list[AlarmInput]:
     they are in the same batch. Such a pair is left out here: the alarm stays as it is (active, acknowledged or
     not) instead of clearing and raising again, e.g. after the daemon itself was down longer than max_gap. A
     gap end with no start after it (the channel came back within limits) clears the alarm as any end does."""
-    resumed: set[int] = set()
-    gap_end: dict[tuple[str, str, str], int] = {}
-    for i, e in enumerate(events):
-        key = (e.site, e.channel, e.rule)
-        if e.event == END and e.end_reason == END_GAP:
-            gap_end[key] = i
-        elif e.event == START and key in gap_end and events[gap_end[key]].time <= e.time:
-            resumed.update((gap_end.pop(key), i))
+    resumed = resumed_after_gap(events)
     return [alarm_input(e) for i, e in enumerate(events) if i not in resumed]
 
 

@@ -18,7 +18,8 @@ from alarms.journal import Journal
 from alarms.model import AlarmInput, AlarmSettings, Priority
 from config.obligations import obligations_of
 from config.schema import Site
-from monitor.checks.events import START, EpisodeEvent
+from monitor.checks.coverage import END_GAP
+from monitor.checks.events import END, START, EpisodeEvent
 from monitor.logtext import local_time
 from monitor.stores.casefile import CaseFile, overdue_sites
 
@@ -33,29 +34,49 @@ def obligation_alarm_specs(sites: Iterable[Site]) -> list[tuple[str, str, str, A
             for s in sites if obligations_of(s)]
 
 
+def resumed_after_gap(events: Sequence[EpisodeEvent]) -> set[int]:
+    """Indexes of the (gap end, start) pairs in a batch that only split one episode at a gap in the data
+    (`monitor.checks.coverage`): the end at the last reading before the gap and the start at the first after
+    it come out of judging that one reading, so they are in the same batch."""
+    resumed: set[int] = set()
+    gap_end: dict[tuple[str, str, str], int] = {}
+    for i, e in enumerate(events):
+        key = (e.site, e.channel, e.rule)
+        if e.event == END and e.end_reason == END_GAP:
+            gap_end[key] = i
+        elif e.event == START and key in gap_end and events[gap_end[key]].time <= e.time:
+            resumed.update((gap_end.pop(key), i))
+    return resumed
+
+
 class ObligationWatch:
     """Creates obligations from episode events and says which overdue alarms change (see the module doc)."""
 
-    def __init__(self, *, sites: Sequence[Site], journal: Journal) -> None:
+    def __init__(self, *, sites: Sequence[Site], journal: Journal, every: float = CHECK_EVERY) -> None:
         self.sites = {s.id: s for s in sites if obligations_of(s)}
         self.casefile = CaseFile(journal)
+        self.every = every  # s between looks at the due times
         self._checked = float("-inf")
 
     def on_episodes(self, events: Sequence[EpisodeEvent], now: float) -> list[int]:
-        """Open the obligations of the violation episodes that start in ``events``; the new ids."""
+        """Open the obligations of the violation episodes that start in ``events``; the new ids. A start that
+        only resumes an episode split by a gap in the data (`resumed_after_gap`) is the same discharge, whose
+        obligations are already open: it opens none."""
+        skip = resumed_after_gap(events)
+        starts = [e for i, e in enumerate(events) if e.event == START and i not in skip]
         made: list[int] = []
-        for site_id in {e.site for e in events if e.event == START}:
+        for site_id in {e.site for e in starts}:
             site = self.sites.get(site_id)
             if site is not None:
-                made += self.casefile.open_obligations(site, events, now)
+                made += self.casefile.open_obligations(site, starts, now)
         if made:
             self._checked = float("-inf")  # an "immediately" obligation is due at once: look now
         return made
 
     def inputs(self, now: float, condition: Callable[[str], bool], *, force: bool = False) -> list[AlarmInput]:
         """Alarm inputs for the sites whose overdue state differs from the alarm's ``condition(alarm_id)``;
-        looks at most every `CHECK_EVERY` s unless ``force``."""
-        if not self.sites or (not force and now - self._checked < CHECK_EVERY):
+        looks at most every ``every`` s unless ``force``."""
+        if not self.sites or (not force and now - self._checked < self.every):
             return []
         self._checked = now
         overdue = overdue_sites(self.casefile.journal.connection, now)

@@ -73,8 +73,9 @@ def annotate(path: Path, *, episode: str, cause: str, action: str, user: str, no
         raise AnnotationError("cause, corrective action and user are all required")
     store = EpisodeStore(path=path)
     try:
-        found = [e for e in store.episodes(site=site, rule=rule, start=start, end=start + 0.001)
-                 if e.channel == channel and abs(e.start - start) < 0.0005]
+        # the id's start is rounded to the millisecond, so the stored start may be up to half of one either side
+        found = [e for e in store.episodes(site=site, rule=rule, start=start - 0.001, end=start + 0.001)
+                 if e.channel == channel and abs(e.start - start) <= 0.0005]
     finally:
         store.close()
     if not found:

@@ -316,6 +316,8 @@ class CaseFile:
             raise CaseFileError(f"{found[0].citation} asks for a written report: upload it (PDF) with the fulfilment")
         if done_at > now + 300:
             raise CaseFileError("the time it was done is in the future")
+        if done_at < found[0].onset:
+            raise CaseFileError(f"the time it was done is before the episode started ({iso_utc(found[0].onset)})")
         f = Fulfilment(obligation, done_at, how, recipient, note, report, user, now)
         payload = {"obligation": obligation, "episode": found[0].episode, "done_at": done_at, "how": how,
                    "recipient": recipient, "note": note, "report": report, "user": user}

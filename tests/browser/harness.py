@@ -41,6 +41,7 @@ from monitor.console.app import ConsoleServer, create_app
 from monitor.console.auth import LoginLimiter
 from monitor.console.users import Role, User, hash_password, save_users
 from monitor.health import health_path
+from monitor.obligation_watch import ObligationWatch, condition_of, obligation_alarm_specs
 from monitor.reports.schedule import reports_dir, write_daily
 from monitor.sample import Quality, Sample, judge_value
 from monitor.stores.episodes import EpisodeStore
@@ -173,9 +174,12 @@ def to_input(e: EpisodeEvent) -> AlarmInput:
 class Plant:
     """The daemon's data path in a thread (see the module doc). Use as a context manager."""
 
-    def __init__(self, config: SiteConfig, *, tick: float = 0.05) -> None:
+    def __init__(self, config: SiteConfig, *, tick: float = 0.05, obligations: bool = False) -> None:
+        """``obligations``: open the obligations of confirmed episodes and raise the overdue-obligation alarm
+        (`monitor.obligation_watch`), as the daemon's `monitor.alarming` does, looking every tick."""
         self.config = config
         self.tick = tick
+        self.obligations = obligations
         self.inbox: queue.SimpleQueue[list[Sample]] = queue.SimpleQueue()
         self.ready = threading.Event()
         self.stop = threading.Event()
@@ -249,7 +253,11 @@ class Plant:
         await historian.start()
         episodes = EpisodeStore(path=db)
         checks = CheckEngine.for_config(self.config)
-        engine = AlarmEngine(path=db, alarms=alarm_specs(self.config.sites, None), now=time.time())
+        specs = alarm_specs(self.config.sites, None)
+        engine = AlarmEngine(path=db, alarms=[*specs, *(obligation_alarm_specs(self.config.sites)
+                                                         if self.obligations else [])], now=time.time())
+        watch = ObligationWatch(sites=self.config.sites if self.obligations else [], journal=engine.journal,
+                                every=0.0)
         commands = CommandQueue(path=db)
         started, last_health = time.time(), 0.0
         try:
@@ -266,7 +274,9 @@ class Plant:
                     if events:
                         episodes.record(events)
                         self.transitions += engine.apply_many([to_input(e) for e in events], now)
+                        watch.on_episodes(events, now)
                 self.transitions += apply_pending(commands, engine, now)
+                self.transitions += engine.apply_many(watch.inputs(now, condition_of(engine)), now)
                 self.transitions += engine.tick(now)
                 if now - last_health >= 0.5:
                     last_health = now

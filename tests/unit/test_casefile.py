@@ -147,3 +147,23 @@ def test_the_overdue_alarm_rises_when_a_deadline_passes_and_clears_when_done(
     # a day and a bit later the 24-hour notice is overdue too
     again = watch.inputs(T0 + 86401, lambda _id: False, force=True)
     assert [i.active for i in again] == [True] and "403.12(g)(2)" in again[0].citation
+
+
+def test_an_episode_split_by_a_data_gap_keeps_the_obligations_of_its_first_part(
+        site_and_file: tuple[Site, CaseFile]) -> None:
+    site, cf = site_and_file
+    watch = ObligationWatch(sites=[site], journal=cf.journal)
+    assert len(watch.on_episodes([_event()], T0)) == 4
+    gap_end = EpisodeEvent(time=T0 + 60, site="acme", channel="ph", rule="ph_low", event=END, value=4.3, limit=5.0,
+                           citation="x", end_reason="gap")
+    assert watch.on_episodes([gap_end, _event(t=T0 + 600)], T0 + 600) == []  # the same discharge, resumed
+    assert len(watch.on_episodes([_event(t=T0 + 7200)], T0 + 7200)) == 4  # a new episode after a clear end
+
+
+def test_a_fulfilment_before_the_episode_started_is_refused(site_and_file: tuple[Site, CaseFile]) -> None:
+    site, cf = site_and_file
+    [first, *_] = cf.open_obligations(site, [_event()], T0)
+    with pytest.raises(CaseFileError, match="before the episode started"):
+        cf.fulfil(first, done_at=T0 - 3600, how="telephone", recipient="Town", user="acme", now=T0 + 5)
+    with pytest.raises(CaseFileError, match="no obligation"):
+        cf.fulfil(9999, done_at=T0, how="telephone", recipient="Town", user="acme", now=T0 + 5)
