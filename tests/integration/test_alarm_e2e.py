@@ -22,6 +22,7 @@ from tests.support import Mosquitto, demo_site_file, require_binary, wait_for_si
 
 ROOT = Path(__file__).resolve().parents[2]
 PH_LOW = "acme-plating/ph/ph_low"
+OVERDUE = "acme-plating/obligations/obligation_overdue"
 
 SCENARIO = """
 description = "pH falls below 5.0 at 2 s and recovers at {recover} s"
@@ -123,6 +124,21 @@ def test_ph_alarm_reaches_scada_and_email_and_acks_are_journaled(
                               "--until", until, "--reason", "probe being replaced", "--user", "jdoe"],
                              cwd=ROOT, capture_output=True, text=True, timeout=30)
         assert out.returncode == 0, out.stdout + out.stderr
+
+        # the episode opened its obligations; the telephone notice of § 112-5H is due "immediately", so the
+        # overdue-obligation alarm rises on the site's routes, and clears once the industry records it done
+        assert wait_until(lambda: (OVERDUE, "raise") in {(a, k) for a, k, _ in kinds(probe)}), log.read_text()[-3000:]
+        assert any("112-5H" in m.get_content() for m in smtp_server.wait_for(2)), "the overdue alarm by email"
+        listed = subprocess.run([sys.executable, "-m", "monitor.cli", "obligations", "list", "--config", str(site),
+                                 "--status", "overdue", "--json"], cwd=ROOT, capture_output=True, text=True,
+                                timeout=30)
+        overdue = [json.loads(x) for x in listed.stdout.splitlines()]
+        assert [o["key"] for o in overdue] == ["telephone_notice"], listed.stdout + listed.stderr
+        done = subprocess.run([sys.executable, "-m", "monitor.cli", "obligations", "done", str(overdue[0]["id"]),
+                               "--config", str(site), "--how", "telephone", "--to", "POTW", "--user", "acme-ehs"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert wait_until(lambda: (OVERDUE, "clear") in {(a, k) for a, k, _ in kinds(probe)})
     finally:
         stop(daemon)
         stop(sim)
@@ -132,6 +148,9 @@ def test_ph_alarm_reaches_scada_and_email_and_acks_are_journaled(
     transitions = [r.payload for r in j.records() if r.kind == "transition"]
     who = {(t["who"], t["kind"]) for t in transitions if t["alarm"] == PH_LOW}
     assert ("scada-op", "ack") in who and ("jdoe", "shelve") in who, who
+    obligations = [r.payload for r in j.records() if r.kind == "obligation"]
+    assert sorted(o["key"] for o in obligations) == ["notice_24h", "repeat_sampling", "telephone_notice"]
+    assert [r.payload["user"] for r in j.records() if r.kind == "fulfilment"] == ["acme-ehs"]
     assert j.verify().ok
     j.close()
 
