@@ -173,6 +173,11 @@ def test_3_enforcement_marks_the_episode_invalid_and_it_is_struck_through(browse
     page.screenshot(path=str(artifacts / "casefile-invalidated.png"), full_page=True)
     [inv] = _journal(env["db"], "invalidation")
     assert inv["user"] == "enf" and inv["reason"] == reason
+    page.goto(env["base"] + "/history")  # the history lists it still, struck through, the reason on hover
+    row = page.locator(f"#h-rows tr:has(a[href='/episodes/{env['episode']}'])")
+    row.wait_for()
+    assert "struck" in (row.get_attribute("class") or "") and reason in (row.get_attribute("title") or "")
+    assert page.locator("#h-rows tr.struck").count() == 1
     page.close()
 
     industry = _login(browser, env["base"], "acme")  # the industry sees the decision and its reason too

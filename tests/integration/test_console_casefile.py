@@ -81,6 +81,10 @@ def test_a_confirmed_episode_opens_its_cited_obligations_visible_to_every_role(e
             ("repeat_sampling", "40 CFR 403.12(g)(2)", "within 30 days after becoming aware")]
         assert d["may"] == {"fulfil": name == "acme", "annotate": name == "acme", "invalidate": name == "enf"}
     assert env["bolt"].get(f"/api/episodes/{ep}/casefile").status_code == 403  # another company's
+    listed = {a["alarm"]: a for a in env["op"].get("/api/alarms").json()}  # on the plant's alarm list ...
+    assert OVERDUE in listed and "Town of Southeast § 112-5H" in listed[OVERDUE]["citation"]
+    assert OVERDUE in {a["alarm"] for a in env["acme"].get("/api/alarms").json()}  # ... and the industry's
+    assert OVERDUE not in {a["alarm"] for a in env["bolt"].get("/api/alarms").json()}
     assert {o["site"] for o in env["bolt"].get("/api/obligations").json()} == {BOLT}
 
 

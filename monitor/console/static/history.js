@@ -34,7 +34,7 @@
     for (const r of rows) {
       const start = r.start ? Date.parse(r.start) / 1000 : null, end = r.end ? Date.parse(r.end) / 1000 : null;
       const link = r.episode_id ? el("a", { href: "/episodes/" + r.episode_id }, String(r.n)) : String(r.n);
-      frag.append(el("tr", { "data-rule": r.rule },
+      frag.append(el("tr", { "data-rule": r.rule, class: r.invalid ? "struck" : null, title: r.invalid || null },
         el("td", {}, link), el("td", {}, r.site), el("td", {}, r.channel), el("td", {}, r.rule), el("td", {}, r.status),
         el("td", {}, time(start)), el("td", {}, time(end)), el("td", {}, duration(r.duration_s)),
         el("td", { class: "num" }, num(r.peak)), el("td", { class: "num" }, num(r.limit) + (r.unit ? " " + r.unit : "")),
