@@ -213,9 +213,14 @@ class Daemon:
         if inputs:
             log.info("reconciling %d alarm(s) with the recorded episodes", len(inputs))
             self.alarming.announce(self.alarming.engine.apply_many(inputs, now))
-            # an episode whose alarm the live path never raised (killed in between) never opened its obligations
+            # an episode whose alarm the live path never raised (killed in between) never opened its obligations:
+            # the open episode (its last start, no end after it) of each alarm raised here
             raised = {(i.site, i.channel, i.rule) for i in inputs if i.active}
-            self.alarming.obligations.on_episodes([e for e in events if (e.site, e.channel, e.rule) in raised], now)
+            last: dict[tuple[str, str, str], EpisodeEvent] = {}
+            for e in events:
+                if (key := (e.site, e.channel, e.rule)) in raised:
+                    last[key] = e
+            self.alarming.obligations.on_episodes([e for e in last.values() if e.event == START], now)
 
     # -- recorded history ------------------------------------------------------------------------------
     async def record_history(self, batches: Iterable[Sequence[Sample]], *, start: float) -> HistoryRecorded:

@@ -32,6 +32,7 @@ from monitor.checks.engine import CheckEngine
 from monitor.checks.events import EpisodeEvent
 from monitor.checks.slug import LOOKBACK_DAYS
 from monitor.logtext import duration
+from monitor.obligation_watch import OBLIGATION_OVERDUE
 from monitor.sample import Sample
 from monitor.stores.historian import Historian
 
@@ -99,8 +100,8 @@ def reconcile(alarms: AlarmEngine, engine: CheckEngine, events: Sequence[Episode
     inputs: list[AlarmInput] = []
     for st in alarms.states():
         key = (st.key.site, st.key.channel, st.key.rule)
-        if key[2] == "record_integrity":  # not a rule's: raised and cleared by the record check at start
-            continue
+        if key[2] in ("record_integrity", OBLIGATION_OVERDUE):  # not a rule's: the record check at start and
+            continue  # the obligation watch on the clock tick raise and clear these
         found = last.get(key)
         if st.condition and key not in open_now:
             t, value = (found.time, found.value) if found is not None and found.event == "end" else (now, None)

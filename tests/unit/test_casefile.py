@@ -167,3 +167,23 @@ def test_a_fulfilment_before_the_episode_started_is_refused(site_and_file: tuple
         cf.fulfil(first, done_at=T0 - 3600, how="telephone", recipient="Town", user="acme", now=T0 + 5)
     with pytest.raises(CaseFileError, match="no obligation"):
         cf.fulfil(9999, done_at=T0, how="telephone", recipient="Town", user="acme", now=T0 + 5)
+
+
+def test_a_restart_leaves_the_overdue_alarm_to_the_watch(tmp_path: Path) -> None:
+    """`warmup.reconcile` brings rule alarms in line with the rebuilt episodes; the overdue alarm is no episode's,
+    so a restart must neither clear it nor raise it (the watch does, on the clock tick)."""
+    from alarms.engine import AlarmEngine
+    from alarms.model import AlarmInput
+    from monitor.checks.engine import CheckEngine
+    from monitor.obligation_watch import obligation_alarm_specs
+    from monitor.warmup import reconcile
+
+    config = load(tmp_path, site_toml(channel("ph"), jurisdiction="wilson", timezone=NY))
+    engine = AlarmEngine(path=tmp_path / "a.sqlite", alarms=obligation_alarm_specs(config.sites), now=T0)
+    try:
+        engine.apply(AlarmInput(time=T0, site="acme", channel="obligations", rule=OBLIGATION_OVERDUE, active=True,
+                                value=None, limit=None, citation="x"), T0)
+        assert engine.state(f"acme/obligations/{OBLIGATION_OVERDUE}").condition
+        assert reconcile(engine, CheckEngine.for_config(config), [], T0 + 60) == []
+    finally:
+        engine.close()
