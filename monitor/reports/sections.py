@@ -55,13 +55,17 @@ class Clock:
         return "—" if t is None else datetime.fromtimestamp(t, self.tz).strftime(fmt)
 
 
-def _daily_rows(days: Sequence[DailySummary]) -> list[tuple[str, ...]]:
+def _daily_rows(days: Sequence[DailySummary], invalid: frozenset[tuple[str, str, float]] = frozenset()
+                ) -> list[tuple[str, ...]]:
+    """One row a day; its episode count leaves out data-quality episodes and those marked invalid (``invalid``:
+    (channel, rule, start) of each)."""
     rows: list[tuple[str, ...]] = []
     for d in days:
         h = d.headline()
         f = d.flow
         worst = min((c.completeness for c in d.channels), default=0.0)
-        eps = sum(1 for e in d.episodes if e.rule not in ("stale", "sensor_fault", "flatline", "maintenance"))
+        eps = sum(1 for e in d.episodes if e.rule not in ("stale", "sensor_fault", "flatline", "maintenance")
+                  and (e.channel, e.rule, e.start) not in invalid)
         rows.append((d.day, f"{d.hours:g}", num(h["total_flow"], 0), num(h["integrated_flow"], 0),
                      (num(100 * f.difference, 1) + (" !" if f.flagged else "")) if f and f.difference is not None
                      else "—", num(h["peak_flow"]), num(h["peak_30min_flow"]), num(h["ph_min"], 2),
@@ -114,7 +118,7 @@ def build_sections(r: ComplianceReport) -> list[Section]:
         columns=("Day", "Hours", "Flow total", "Integrated", "Δ %", "Peak", "30-min", "pH min", "pH max",
                  "pH out min", "T max", "LEL max", "Samples", "Fridge min/max", "Fridge out", "Compl. %", "Episodes"),
         widths=(1.45, 0.6, 1.15, 1.15, 0.7, 0.75, 0.75, 0.7, 0.7, 0.8, 0.65, 0.7, 0.75, 1.1, 0.8, 0.8, 0.8),
-        rows=tuple(_daily_rows(r.days))))
+        rows=tuple(_daily_rows(r.days, frozenset((e.channel, e.rule, e.start) for e in r.invalidated)))))
     out.extend(_record_sections(r, clock))
     out.extend(_lab_sections(r, clock))
     if r.notes:

@@ -16,10 +16,11 @@ import pytest
 
 from config.schema import SiteConfig
 from monitor.exceedances import report as exceedances_report
-from monitor.reports.compliance import build_report
+from monitor.reports.compliance import ComplianceReport, build_report
 from monitor.reports.periods import Period
 from monitor.reports.render_csv import render_csv
 from monitor.reports.render_html import render_html
+from monitor.reports.sections import build_sections
 from monitor.stores.casefile import CaseFile
 from tests.unit.test_report_scenarios import SITE, TZ, record, scenario, site_config
 
@@ -47,6 +48,11 @@ def _exceedances(config: SiteConfig, fmt: str) -> str:
     return out.getvalue()
 
 
+def _daily_episodes(report: ComplianceReport) -> int:
+    [daily] = [x for x in build_sections(report) if x.key == "daily"]
+    return sum(int(row[-1]) for row in daily.rows)
+
+
 def test_an_invalidated_episode_is_listed_struck_and_not_counted(recorded: SiteConfig) -> None:
     config = recorded
     before = build_report(config, SITE, PERIOD, now=NOW)
@@ -61,6 +67,7 @@ def test_an_invalidated_episode_is_listed_struck_and_not_counted(recorded: SiteC
 
     after = build_report(config, SITE, PERIOD, now=NOW)
     assert len(after.exceedances) == len(before.exceedances) - 1
+    assert _daily_episodes(after) == _daily_episodes(before) - 1  # nor in the daily table's count
     assert target.id not in {e.id for e in after.exceedances}
     assert [(e.id, e.invalid.reason if e.invalid else "") for e in after.invalidated] == [(target.id, REASON)]
     assert len(after.episodes) == len(before.episodes)  # nothing is removed from the record
