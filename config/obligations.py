@@ -36,6 +36,8 @@ from config.rules import is_data_quality
 from config.schema import Site
 
 FROM = ("occurrence", "awareness", "date_of_occurrence")
+OBLIGATION_CHANNEL = "obligations"  # the overdue alarm's id: <site>/obligations/obligation_overdue (no instrument)
+OBLIGATION_OVERDUE = "obligation_overdue"
 _KEYS = {"action", "to", "written", "within_hours", "within_days", "from", "cite", "line", "quote"}
 
 

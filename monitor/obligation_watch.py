@@ -16,15 +16,13 @@ from zoneinfo import ZoneInfo
 
 from alarms.journal import Journal
 from alarms.model import AlarmInput, AlarmSettings, Priority
-from config.obligations import obligations_of
+from config.obligations import OBLIGATION_CHANNEL, OBLIGATION_OVERDUE, obligations_of
 from config.schema import Site
 from monitor.checks.coverage import END_GAP
 from monitor.checks.events import END, START, EpisodeEvent
 from monitor.logtext import local_time
 from monitor.stores.casefile import CaseFile, overdue_sites
 
-OBLIGATION_CHANNEL = "obligations"  # the alarm id's channel part: no instrument channel
-OBLIGATION_OVERDUE = "obligation_overdue"
 CHECK_EVERY = 10.0  # s between looks at the due times (deadlines are hours or days apart)
 
 

@@ -38,6 +38,7 @@ from monitor.console.users import Role
 from monitor.reports.annotations import AnnotationError, annotate, episode_annotations
 from monitor.stores import casefile as store
 from monitor.stores.casefile import CaseFile, CaseFileError
+from monitor.stores.readonly import has_table
 
 router = APIRouter(prefix="/api")
 UPLOAD_MEDIA = ("application/pdf", "image/png", "image/jpeg")
@@ -61,7 +62,7 @@ def _need(s: Session, role: Role, what: str) -> None:
 def _episode_of(c: Console, s: Session, conn: sqlite3.Connection, event_id: int) -> tuple[str, str]:
     """(episode id, site) of the episode whose start or end record is ``event_id``; 403/404 as the API does."""
     row = None
-    if queries.has_table(conn, "episode_events"):
+    if has_table(conn, "episode_events"):
         row = conn.execute("SELECT site, channel, rule, event, time FROM episode_events WHERE id = ?",
                            (event_id,)).fetchone()
     if row is None:
@@ -113,7 +114,13 @@ def obligation_list(request: Request, site: str | None = None) -> list[dict[str,
     conn = _read(c)
     try:
         now = clock.wall()
-        return [o.to_json(now) for o in store.obligations(conn, sites=wanted)]
+        out = [o.to_json(now) for o in store.obligations(conn, sites=wanted)]
+        for o in out:  # the episode page's id: the start record's
+            row = conn.execute("SELECT id FROM episode_events WHERE site = ? AND channel = ? AND rule = ? AND "
+                               "event = 'start' AND time = ?", (o["site"], o["channel"], o["rule"], o["onset"]))
+            found = row.fetchone()
+            o["event_id"] = int(found[0]) if found else None
+        return out
     finally:
         conn.close()
 
@@ -260,12 +267,12 @@ def _names_file(conn: sqlite3.Connection, sha256: str, sites: frozenset[str]) ->
     if not sites:
         return False
     marks = ",".join("?" * len(sites))
-    if queries.has_table(conn, "obligation_fulfilments") and conn.execute(
+    if has_table(conn, "obligation_fulfilments") and conn.execute(
             f"SELECT 1 FROM obligation_fulfilments f JOIN obligations o ON o.id = f.obligation "
             f"WHERE f.report = ? AND o.site IN ({marks})", [sha256, *sorted(sites)]).fetchone():
         return True
     try:
-        return bool(queries.has_table(conn, "report_annotations") and conn.execute(
+        return bool(has_table(conn, "report_annotations") and conn.execute(
             f"SELECT 1 FROM report_annotations WHERE site IN ({marks}) AND attachments LIKE ?",
             [*sorted(sites), f'%"{sha256}"%']).fetchone())
     except sqlite3.OperationalError:  # a file from before attachments: no column, so none names it

@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from alarms.model import AlarmKey, State
+from config.obligations import OBLIGATION_CHANNEL, OBLIGATION_OVERDUE, obligations_of
 from config.schema import SiteConfig
 from monitor.stores.readonly import has_table
 
@@ -31,8 +32,12 @@ JOURNAL_KINDS = ("transition", "action", "refusal")
 
 
 def configured_alarms(config: SiteConfig) -> dict[str, tuple[str, str]]:
-    """alarm id -> (site id, citation) of every alarm the daemon creates: one per rule binding of a site."""
-    return {AlarmKey(b.site, b.channel, b.rule).id: (s.id, b.citation) for s in config.sites for b in s.checks}
+    """alarm id -> (site id, citation) of every alarm the daemon creates: one per rule binding of a site, and
+    the overdue-obligation alarm of each site whose episodes oblige anything (`monitor.obligation_watch`)."""
+    out = {AlarmKey(b.site, b.channel, b.rule).id: (s.id, b.citation) for s in config.sites for b in s.checks}
+    out.update({AlarmKey(s.id, OBLIGATION_CHANNEL, OBLIGATION_OVERDUE).id: (s.id, "obligations past their due time")
+                for s in config.sites if obligations_of(s)})
+    return out
 
 
 def alarm_rows(conn: sqlite3.Connection, config: SiteConfig | None) -> list[dict[str, Any]]:

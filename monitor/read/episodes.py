@@ -48,7 +48,8 @@ from typing import Any
 from config.rule_catalogue import DATA_QUALITY_RULES, NO_READING_PEAK
 from config.schema import SiteConfig
 from monitor.checks.events import iso_utc
-from monitor.stores.casefile import episode_key, invalid_episodes
+from monitor.stores.casefile import episode_key as casefile_id
+from monitor.stores.casefile import invalid_episodes
 from monitor.stores.historian_db import QUALITY_BY_CODE
 from monitor.stores.readonly import has_table
 
@@ -223,7 +224,7 @@ def annotate(conn: sqlite3.Connection, episodes: list[Episode], config: SiteConf
     invalid = invalid_episodes(conn)
     for n, e in enumerate(episodes):
         plan = plans[(e.site, e.channel, e.rule)]
-        inv = invalid.get(episode_key(e.site, e.channel, e.rule, e.start)) if e.start is not None else None
+        inv = invalid.get(casefile_id(e.site, e.channel, e.rule, e.start)) if e.start is not None else None
         if inv is not None:
             e.invalid = f"marked invalid by {inv.user} at {iso_utc(inv.time)}: {inv.reason}"
         if (e.site, e.channel, e.rule) in permitted:  # the permit adopts 40 CFR 401.17: not a violation

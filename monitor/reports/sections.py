@@ -158,7 +158,7 @@ def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
             text=("Each stays in the record with the justification given; none is counted as a violation.",),
             columns=("Episode id", "Rule", "Start", "Peak", "Limit", "Citation", "Justification", "Marked by"),
             widths=(2.2, 1.1, 1.3, 0.6, 0.6, 2.0, 2.6, 1.2),
-            rows=tuple((e.id, RULE_LABELS.get(e.rule, e.rule), clock(e.start), num(e.peak, 2), num(e.limit, 2),
+            rows=tuple((e.id, label(e.rule), clock(e.start), num(e.peak, 2), num(e.limit, 2),
                         e.citation, e.invalid.reason, f"{e.invalid.user}, {clock(e.invalid.time, '%Y-%m-%d')}")
                        for e in r.invalidated if e.invalid is not None)))
     out.append(Section(

@@ -85,6 +85,12 @@ def _row(page: Any, key_text: str) -> Any:
 def test_1_industry_records_fulfilment_with_its_report_and_the_cause(browser: Any, env: dict[str, Any],
                                                                      artifacts: Path) -> None:
     page = _login(browser, env["base"], "acme")
+    page.wait_for_selector("body[data-obligations='loaded']")  # the overview lists what is not yet met
+    overdue = page.locator("#ob-rows tr.overdue")
+    assert overdue.count() == 1 and "Town of Southeast § 112-5H" in overdue.inner_text()
+    assert page.locator("#ob-rows tr").count() == 3  # the CFR's two are open, not yet due
+    assert page.locator(f"#ob-rows a[href='/episodes/{env['episode']}']").count() == 3
+    page.screenshot(path=str(artifacts / "casefile-overview.png"), full_page=True)
     _episode(page, env)
     assert page.locator("#cf-obligations tbody tr").count() == 3
     tel = _row(page, "Telephone and notify the POTW")
@@ -138,6 +144,10 @@ def _now_local(page: Any) -> str:
 def test_2_operator_sees_it_with_who_and_when_but_cannot_speak_for_the_industry(browser: Any,
                                                                                env: dict[str, Any]) -> None:
     page = _login(browser, env["base"], "op")
+    page.wait_for_selector("body[data-obligations='loaded']")  # the plant's overview: only the 24-hour notice left
+    acme = page.locator("#ob-rows tr", has_text=ACME)
+    assert [r.get_attribute("class") for r in acme.all()] == ["open"]
+    assert page.locator("#ob-rows tr", has_text=BOLT).count() == 3  # another company's, untouched
     _episode(page, env)
     text = page.inner_text("#cf")
     assert "Caustic dosing pump tripped on overload" in text and "entered by acme" in text

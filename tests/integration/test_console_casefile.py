@@ -85,6 +85,9 @@ def test_a_confirmed_episode_opens_its_cited_obligations_visible_to_every_role(e
     assert OVERDUE in listed and "Town of Southeast § 112-5H" in listed[OVERDUE]["citation"]
     assert OVERDUE in {a["alarm"] for a in env["acme"].get("/api/alarms").json()}  # ... and the industry's
     assert OVERDUE not in {a["alarm"] for a in env["bolt"].get("/api/alarms").json()}
+    assert listed[OVERDUE]["configured"]
+    r = post(env["acme"], f"/api/alarms/{OVERDUE}/ack", {"note": "calling the POTW now"})  # the industry acks it
+    assert r.status_code == 200 and r.json()["status"] == "done", r.text
     assert {o["site"] for o in env["bolt"].get("/api/obligations").json()} == {BOLT}
 
 
