@@ -117,8 +117,10 @@ class Alarming:
                 self.gateway.update_sample(s)
 
     def on_episodes(self, events: Sequence[EpisodeEvent], now: float) -> None:
+        # obligations first: killed in between, the restart's reconcile raises the missing alarm and opens the
+        # obligations with it (`Daemon._warm_up`; opening is idempotent), so neither is ever lost
+        self.obligations.on_episodes(events, now)
         self.announce(self.engine.apply_many(alarm_inputs(events), now))
-        self.obligations.on_episodes(events, now)  # after the episode's own alarm: its obligations follow it
 
     def record_integrity(self, active: bool, why: str, now: float) -> None:
         """Raise (or clear) every site's ``record_integrity`` alarm: the record of evidence failed a check

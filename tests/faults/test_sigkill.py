@@ -88,6 +88,9 @@ def excursions(sims: SimThread) -> Iterator[None]:
         sims.call(lambda: overrides.pop("ph", None))
 
 
+OVERDUE = "/obligations/obligation_overdue"
+
+
 def alarm_records(config: SiteConfig) -> dict[str, dict[str, Any]]:
     conn = connect_readonly(config.daemon.historian, timeout=10)
     try:
@@ -144,8 +147,8 @@ def run_kills(tmp_path: Path, mosquitto: Mosquitto, kills: int, seed: int, raise
 
 def _settled(config: SiteConfig, probe: MqttProbe) -> bool:
     """Every alarm's condition is gone and SCADA heard every journaled transition."""
-    states = alarm_records(config)
-    if not states or any(r["condition"] or r["active"] for r in states.values()):
+    states = alarm_records(config)  # (obligations stay overdue until the industry records them: not a discharge)
+    if not states or any(r["condition"] or r["active"] for a, r in states.items() if not a.endswith(OVERDUE)):
         return False
     heard = {int(m.json()["seq"]) for m in probe.messages(EVENTS)}
     return {r.seq for r in journal_transitions(config)} <= heard
@@ -173,7 +176,14 @@ def check_record(config: SiteConfig, probe: MqttProbe, served: list[Any], log: P
     for alarm, kinds in per_alarm.items():
         edges = [k for k in kinds if k in ("raise", "clear")]
         assert all(a != b for a, b in itertools.pairwise(edges)), (alarm, kinds)
-        assert edges[0] == "raise" and edges[-1] == "clear", (alarm, kinds)
+        assert edges[0] == "raise" and (edges[-1] == "clear" or alarm.endswith(OVERDUE)), (alarm, kinds)
+    assert any(a.endswith(OVERDUE) for a in per_alarm), "the episodes' obligations fell overdue"
+    j = Journal(path=config.daemon.historian)
+    try:
+        obligations = [r.payload for r in j.records(kinds=["obligation"])]
+    finally:
+        j.close()
+    assert len({(o["episode"], o["source"], o["key"]) for o in obligations}) == len(obligations)  # once each
     assert per_alarm[PH_LOW].count("raise") >= raises
 
     conn = connect_readonly(config.daemon.historian)
