@@ -10,6 +10,8 @@ queued by `pretreat alarms …` (and acknowledgements from SCADA over MQTT).
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -33,6 +35,7 @@ from monitor.sample import Sample
 from monitor.stores.influx import InfluxSink
 from monitor.stores.influx_lines import alarm_record
 
+log = logging.getLogger(__name__)
 RECORD_CHANNEL = "record"  # the alarm id's channel part for alarms about the record itself
 RECORD_INTEGRITY = "record_integrity"
 _RECORD_CITATION = "40 CFR 403.12(o): monitoring records kept, and kept unaltered"
@@ -141,9 +144,12 @@ class Alarming:
 
     def tick(self, now: float) -> None:
         self.announce(self.engine.tick(now) + apply_pending(self.commands, self.engine, now))
-        overdue = self.obligations.inputs(now, condition_of(self.engine))
-        if overdue:
-            self.announce(self.engine.apply_many(overdue, now))
+        try:
+            overdue = self.obligations.inputs(now, condition_of(self.engine))
+            if overdue:
+                self.announce(self.engine.apply_many(overdue, now))
+        except sqlite3.Error as exc:  # the disk is full, say: the watch looks again and raises it then
+            log.error("cannot raise or clear the overdue-obligation alarm (%s); tried again shortly", exc)
 
     def _on_scada_command(self, alarm_id: str, action: str, user: str,
                           note: str) -> list[Transition] | Refusal | Awaitable[Any]:
