@@ -98,7 +98,7 @@ def episode_record(n: int, e: Episode, *, evidence: bool) -> dict[str, Any]:
         "unit": e.unit, "readings_good": e.good, "readings_expected": e.expected,
         "completeness_pct": None if pct is None else round(pct, 1), "citation": e.citation,
         "end_reason": e.end_reason, "measured_s": e.measured, "unmeasured_s": e.unmeasured,
-        "censored": e.censored}
+        "censored": e.censored, "invalid": e.invalid or None}
     if evidence:
         obj["evidence"] = [{"channel": ch, "time": iso(t), "value": v, "quality": q, "reason": why}
                            for ch, t, v, q, why in e.evidence or ()]

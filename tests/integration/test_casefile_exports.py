@@ -22,7 +22,7 @@ from monitor.reports.render_csv import render_csv
 from monitor.reports.render_html import render_html
 from monitor.reports.sections import build_sections
 from monitor.stores.casefile import CaseFile
-from tests.unit.test_report_scenarios import SITE, TZ, record, scenario, site_config
+from tests.unit.report_scenarios import SITE, TZ, record, scenario, site_config
 
 NOW = datetime(2026, 3, 20, 9, 0, tzinfo=TZ).timestamp()
 PERIOD = Period(date(2026, 3, 1), date(2026, 3, 4), date(2026, 3, 15), "test period")

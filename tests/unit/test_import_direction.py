@@ -61,6 +61,7 @@ LAYER_OF: dict[str, int] = {
     "monitor.alarms_cli": 6,
     "monitor.influx_cli": 6,
     "monitor.rules_cli": 6,
+    "monitor.obligations_cli": 6,
     "monitor.reports.cli": 6,
     "simulators": 6,
 }
