@@ -18,7 +18,7 @@ from monitor.checks.events import END, START, EpisodeEvent
 from monitor.obligation_watch import OBLIGATION_OVERDUE, ObligationWatch
 from monitor.stores import casefile as store
 from monitor.stores.casefile import CaseFile, CaseFileError
-from tests.unit.test_checks_helpers import channel, load, site_toml
+from tests.unit.checks_helpers import channel, load, site_toml
 
 NY = "America/New_York"
 PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\n%%EOF\n"

@@ -15,7 +15,7 @@ import pytest
 from config.limits import known_jurisdictions
 from config.obligations import obligations_of, obliges, profile_obligations, silence_note, site_obligations
 from tests.support import IN_CI
-from tests.unit.test_checks_helpers import channel, load, site_toml
+from tests.unit.checks_helpers import channel, load, site_toml
 
 SEEDS = Path(os.environ.get("PRETREAT_ORDINANCES") or Path(__file__).resolve().parents[3] / "shared" / "seeds")
 NY = "America/New_York"

@@ -14,7 +14,7 @@ from monitor import cli
 from monitor.checks.events import START, EpisodeEvent
 from monitor.stores import casefile as store
 from monitor.stores.casefile import CaseFile
-from tests.unit.test_checks_helpers import channel, load, site_toml
+from tests.unit.checks_helpers import channel, load, site_toml
 
 NY = "America/New_York"
 PDF = b"%PDF-1.4\n%%EOF\n"
