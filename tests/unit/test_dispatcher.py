@@ -236,7 +236,7 @@ async def test_a_hung_channel_never_holds_up_the_others_or_submit(tmp_path: Path
         await ch["hook"].until(lambda: len(ch["hook"].notices) == 50)
     finally:
         await d.stop(drain_timeout=0)
-    assert elapsed < 0.5  # three SQLite commits, no network
+    assert elapsed < 2.0  # three SQLite commits, no network (waiting on the hung channel would never return)
     assert len(ch["hook"].notices) == 50 and len(ch["scada"].notices) == 50
     assert ch["mail"].notices == []
 
