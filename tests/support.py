@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
+import unicodedata
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
@@ -29,6 +31,17 @@ if TYPE_CHECKING:
     from monitor.app import Daemon
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+# The seed ordinances' texts, which the profiles' quotes are checked against, are not in the repository: they are
+# read from $PRETREAT_ORDINANCES, else from shared/seeds beside the clone (where CI lays them).
+SEEDS = Path(os.environ.get("PRETREAT_ORDINANCES") or Path(__file__).resolve().parents[2] / "shared" / "seeds")
+
+
+def normalize_quote(text: str) -> str:
+    """A quote or a seed line as compared: NFKC, non-breaking hyphens as hyphens, runs of white space as one."""
+    text = unicodedata.normalize("NFKC", text).replace("\u2011", "-")
+    return re.sub(r"\s+", " ", text).strip()
+
 
 PATIENCE = 30.0
 """Seconds a test waits for a condition before it fails. Generous on purpose: the suite runs on loaded machines

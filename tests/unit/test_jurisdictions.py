@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import re
-import unicodedata
 from pathlib import Path
 
 import pytest
 
 from config.errors import ConfigErrors
 from config.limits import JURISDICTIONS_DIR, known_jurisdictions, load_profile
-from tests.support import IN_CI
+from tests.support import IN_CI, SEEDS, normalize_quote
 from tests.unit.checks_helpers import channel, load, site_toml
 
-# The seed ordinances' texts, which the quotes are checked against, are not in the repository: they are read from
-# $PRETREAT_ORDINANCES, else from shared/seeds beside the clone (where CI lays them).
-SEEDS = Path(os.environ.get("PRETREAT_ORDINANCES") or Path(__file__).resolve().parents[3] / "shared" / "seeds")
 PROFILES = ["mineola", "pawling", "southeast", "vestal", "vestal_endicott", "wilson"]
 WORDS = {
     2: "two",
@@ -54,11 +48,6 @@ def test_every_seed_jurisdiction_has_a_profile() -> None:
         assert errors == [] and profile is not None and profile.key == key
 
 
-def _normalize(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).replace("\u2011", "-")
-    return re.sub(r"\s+", " ", text).strip()
-
-
 @pytest.mark.parametrize("key", PROFILES)
 def test_each_stated_limit_quotes_its_seed_line_and_contains_its_numbers(key: str) -> None:
     if not SEEDS.is_dir():
@@ -73,8 +62,8 @@ def test_each_stated_limit_quotes_its_seed_line_and_contains_its_numbers(key: st
     for limit in profile.limits.values():
         if not limit.quote:
             continue
-        text = _normalize(" ".join(lines[limit.line - 1 : (limit.line_end or limit.line)]))
-        assert _normalize(limit.quote) in text, f"{key}.{limit.key}: quote not at line {limit.line}"
+        text = normalize_quote(" ".join(lines[limit.line - 1 : (limit.line_end or limit.line)]))
+        assert normalize_quote(limit.quote) in text, f"{key}.{limit.key}: quote not at line {limit.line}"
         if not limit.stated:
             continue
         for name, number in limit.numbers.items():
@@ -82,7 +71,7 @@ def test_each_stated_limit_quotes_its_seed_line_and_contains_its_numbers(key: st
                 spelled = [WORDS[int(number)], f"{number:g}"]
             else:
                 spelled = [f"{number:g}"] + ([WORDS[int(number)]] if number in WORDS else [])
-            assert any(s in _normalize(limit.quote).lower() for s in spelled), (
+            assert any(s in normalize_quote(limit.quote).lower() for s in spelled), (
                 f"{key}.{limit.key}.{name}={number}"
             )
         assert limit.line > 0 and limit.citation, f"{key}.{limit.key}: no cite or no seed line"
@@ -90,8 +79,8 @@ def test_each_stated_limit_quotes_its_seed_line_and_contains_its_numbers(key: st
         checked += 1
     assert checked >= 1
     for clause in profile.clauses.values():  # what the seed states that no streaming rule judges
-        text = _normalize(" ".join(lines[clause.line - 1 : (clause.line_end or clause.line)]))
-        assert _normalize(clause.quote) in text, f"{key}.clauses.{clause.key}: quote not at line {clause.line}"
+        text = normalize_quote(" ".join(lines[clause.line - 1 : (clause.line_end or clause.line)]))
+        assert normalize_quote(clause.quote) in text, f"{key}.clauses.{clause.key}: quote not at line {clause.line}"
         assert "seed" not in clause.citation
 
 

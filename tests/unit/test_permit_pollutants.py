@@ -16,8 +16,7 @@ from config.schema import SiteConfig
 from monitor.cli import main
 from monitor.reports.compliance import permit_limits
 from monitor.reports.snc import SncScreen
-from tests.unit.test_report_labs import SITE, SITES
-from tests.unit.test_report_snc import screen_imported
+from tests.unit.lab_scenarios import SITE, SITES, screen_imported
 
 PERMIT = """
 [site.permit]

@@ -3,67 +3,18 @@ harmless, contradictions are refused; imports are journaled; the lab limits quot
 
 from __future__ import annotations
 
-from datetime import date
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 from alarms.journal import Journal
-from config.loader import load_config
 from config.pollutants import JURISDICTION_LIMITS, PARAMETERS, canonical_parameter
 from config.schema import SiteConfig
 from monitor.reports.aggregates_db import connect
-from monitor.reports.labs import LabImportError, import_csv, read_results
-from tests.support import IN_CI
-from tests.unit.test_jurisdictions import SEEDS, _normalize
-
-SITES = """
-[daemon]
-historian = "{db}"
-{sites}
-"""
-SITE = """
-[[site]]
-id = "{id}"
-name = "{id}"
-jurisdiction = "{jurisdiction}"
-timezone = "America/New_York"
-
-[[site.instrument]]
-id = "m"
-driver = "mqtt"
-host = "127.0.0.1"
-
-[[site.channel]]
-id = "flow"
-instrument = "m"
-topic = "{id}/flow"
-payload = "number"
-kind = "flow"
-unit = "gpm"
-"""
-TODAY = date(2026, 7, 15)
-
-
-def lab_config(tmp_path: Path, sites: dict[str, str] | None = None) -> SiteConfig:
-    sites = sites or {"plating": "southeast", "bakery": "southeast", "wilson-co": "wilson"}
-    text = SITES.format(db=tmp_path / "pretreat.sqlite",
-                        sites="".join(SITE.format(id=i, jurisdiction=j) for i, j in sites.items()))
-    (tmp_path / "site.toml").write_text(text)
-    return load_config(tmp_path / "site.toml")
-
-
-def _import(tmp_path: Path, config: SiteConfig, text: str, name: str = "results.csv"):  # type: ignore[no-untyped-def]
-    path = tmp_path / name
-    path.write_text(text)
-    conn = connect(config.daemon.historian)
-    journal = Journal(path=config.daemon.historian)
-    try:
-        return import_csv(conn, path, config, now=1_780_000_000.0, today=TODAY, journal=journal)
-    finally:
-        journal.close()
-        conn.close()
+from monitor.reports.labs import LabImportError, read_results
+from tests.support import IN_CI, SEEDS, normalize_quote
+from tests.unit.lab_scenarios import import_lab, lab_config
 
 
 def _stored(config: SiteConfig) -> int:
@@ -102,7 +53,7 @@ plating,2026-03-03,lead,<0.005,ug/L,S11
 def test_every_malformed_row_is_reported_with_its_line_and_nothing_is_imported(tmp_path: Path) -> None:
     config = lab_config(tmp_path)
     with pytest.raises(LabImportError) as err:
-        _import(tmp_path, config, BAD)
+        import_lab(tmp_path, config, BAD)
     lines = [line for line, _msg in err.value.problems]
     assert lines == [3, 4, 5, 6, 7, 8, 9, 11, 12, 13]  # line 10 is blank; 2 and 14 are good
     text = dict(err.value.problems)
@@ -121,7 +72,7 @@ def test_every_malformed_row_is_reported_with_its_line_and_nothing_is_imported(t
 def test_a_bad_header_is_line_1(tmp_path: Path) -> None:
     config = lab_config(tmp_path)
     with pytest.raises(LabImportError) as err:
-        _import(tmp_path, config, "site,date,parameter,value,unit\nplating,2026-03-02,BOD,250,mg/L\n")
+        import_lab(tmp_path, config, "site,date,parameter,value,unit\nplating,2026-03-02,BOD,250,mg/L\n")
     assert [line for line, _ in err.value.problems] == [1]
     assert "sample_date" in err.value.problems[0][1]
 
@@ -132,9 +83,9 @@ def test_import_then_reimport_then_contradiction(tmp_path: Path) -> None:
             "plating,2026-03-02,BOD,250,mg/L,S1,composite,Acme Labs\n"
             "plating,2026-03-02,Total Chromium,120,ug/L,S1,composite,Acme Labs\n"
             "plating,2026-03-03,lead,<0.005,mg/L,S2,composite,Acme Labs\n")
-    first = _import(tmp_path, config, good)
+    first = import_lab(tmp_path, config, good)
     assert (first.imported, first.skipped) == (3, 0)
-    again = _import(tmp_path, config, good)
+    again = import_lab(tmp_path, config, good)
     assert (again.imported, again.skipped) == (0, 3) and again.sha256 == first.sha256
     assert _journal_kinds(config) == ["lab_import", "lab_import"]
     conn = connect(config.daemon.historian)
@@ -145,7 +96,7 @@ def test_import_then_reimport_then_contradiction(tmp_path: Path) -> None:
     lead = next(r for r in results if r.parameter == "lead")
     assert lead.nondetect and lead.value == 0.005
     with pytest.raises(LabImportError) as err:
-        _import(tmp_path, config, good.replace(",250,", ",260,"), name="corrected.csv")
+        import_lab(tmp_path, config, good.replace(",250,", ",260,"), name="corrected.csv")
     assert [line for line, _ in err.value.problems] == [2]
     assert "contradicts" in err.value.problems[0][1]
     assert _stored(config) == 3
@@ -167,7 +118,7 @@ def test_lab_limits_quote_their_seed_line(key: str) -> None:
         (pytest.fail if IN_CI else pytest.skip)(f"seed ordinances not found at {SEEDS}")
     for lim in JURISDICTION_LIMITS[key]:
         lines = (SEEDS / lim.seed).read_text(encoding="utf-8").splitlines()
-        assert _normalize(lim.quote) in _normalize(lines[lim.line - 1]), (key, lim.parameter)
+        assert normalize_quote(lim.quote) in normalize_quote(lines[lim.line - 1]), (key, lim.parameter)
 
 
 @pytest.mark.parametrize("value", ["1_000", "4_0", "infinity", "Infinity", " 5 ", "5 ", "٣", "0x10", "1e"])
@@ -176,7 +127,7 @@ def test_only_plain_decimal_numbers_are_results(tmp_path: Path, value: str) -> N
     config = lab_config(tmp_path)
     text = f"site,sample_date,parameter,value,unit,sample_id\nplating,2026-03-02,lead,{value},mg/L,S1\n"
     with pytest.raises(LabImportError) as err:
-        _import(tmp_path, config, text)
+        import_lab(tmp_path, config, text)
     assert [line for line, _ in err.value.problems] == [2]
     assert "plain decimal number" in err.value.problems[0][1]
 
@@ -185,9 +136,9 @@ def test_ph_outside_0_to_14_is_refused(tmp_path: Path) -> None:
     config = lab_config(tmp_path)
     head = "site,sample_date,parameter,value,unit,sample_id\n"
     with pytest.raises(LabImportError) as err:
-        _import(tmp_path, config, head + "plating,2026-03-02,pH,15.2,SU,S1\nplating,2026-03-03,pH,-0.5,SU,S2\n")
+        import_lab(tmp_path, config, head + "plating,2026-03-02,pH,15.2,SU,S1\nplating,2026-03-03,pH,-0.5,SU,S2\n")
     assert [line for line, _ in err.value.problems] == [2, 3]
     assert "between 0 and 14" in err.value.problems[0][1]
-    _import(tmp_path, config, head + "plating,2026-03-02,pH,14,SU,S1\nplating,2026-03-03,pH,0.0,SU,S2\n"
+    import_lab(tmp_path, config, head + "plating,2026-03-02,pH,14,SU,S1\nplating,2026-03-03,pH,0.0,SU,S2\n"
             "plating,2026-03-04,lead,2.5E-3,mg/L,S3\n")
     assert _stored(config) == 3

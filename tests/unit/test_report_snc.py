@@ -8,11 +8,8 @@ from datetime import date
 from fractions import Fraction
 from pathlib import Path
 
-from config.schema import SiteConfig
-from monitor.reports.aggregates_db import connect
-from monitor.reports.labs import read_results
-from monitor.reports.snc import SncScreen, percent, screen, window_ending
-from tests.unit.test_report_labs import _import, lab_config
+from monitor.reports.snc import SncScreen, percent, window_ending
+from tests.unit.lab_scenarios import lab_config, screen_imported
 
 
 def _rows(site: str, param: str, values: list[str], start: int = 0, month: int = 3) -> list[str]:
@@ -40,18 +37,6 @@ def _dataset() -> str:
     rows += ["wilson-co,2026-04-01,cyanide,<5,mg/L,a", "wilson-co,2026-04-02,cyanide,<5,mg/L,b",
              "wilson-co,2026-04-03,cyanide,2,mg/L,c"]
     return "\n".join(rows) + "\n"
-
-
-def screen_imported(tmp_path: Path, config: SiteConfig, csv_text: str, count: int) -> SncScreen:
-    """Import ``csv_text`` (``count`` results) and screen every result over the first half of 2026."""
-    assert _import(tmp_path, config, csv_text).imported == count
-    first, last = window_ending(date(2026, 6, 30))
-    assert (first, last) == (date(2026, 1, 1), date(2026, 6, 30))
-    conn = connect(config.daemon.historian)
-    try:
-        return screen(read_results(conn), config, first, last)
-    finally:
-        conn.close()
 
 
 def _screen(tmp_path: Path) -> SncScreen:
