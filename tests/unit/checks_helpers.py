@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import io
+import json
 import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+
+import pytest
 
 from config.loader import load_config
 from config.schema import SiteConfig
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import EpisodeEvent, iso_utc
 from monitor.checks.replay_run import replay
+from monitor.cli import main
 from monitor.sample import Quality, Sample
 
 T0 = datetime(2025, 3, 3, tzinfo=UTC).timestamp()  # a Monday, well away from month ends and DST changes
@@ -131,3 +135,30 @@ def replayed(config: SiteConfig, text: str) -> tuple[list[dict[str, object]], st
 def brief(events: Iterable[EpisodeEvent]) -> list[tuple[float, str, str, str, float | None]]:
     """(seconds after T0, channel, rule, event, value): compact expectations."""
     return [(e.time - T0, e.channel, e.rule, e.event, e.value) for e in events]
+
+
+REPLAY_SITE = site_toml(channel("ph"), channel("lel"))
+
+
+def write_file(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def ts(offset: float) -> str:
+    """The ISO 8601 UTC time ``offset`` seconds after `T0`, as a replay CSV row writes it."""
+    return iso_utc(T0 + offset)
+
+
+def run_replay(
+    tmp_path: Path, csv_text: str, capsys: pytest.CaptureFixture[str], site: str = REPLAY_SITE, *extra: str
+) -> tuple[int, list[dict[str, object]], str]:
+    """`pretreat replay` in-process on ``csv_text``: its exit code, the episodes it wrote and its stderr."""
+    cfg = write_file(tmp_path, "site.toml", site)
+    data = write_file(tmp_path, "readings.csv", csv_text)
+    out = tmp_path / "episodes.jsonl"
+    code = main(["replay", "--config", str(cfg), str(data), "--output", str(out), *extra])
+    err = capsys.readouterr().err
+    lines = out.read_text(encoding="utf-8").splitlines() if out.exists() else []
+    return code, [json.loads(x) for x in lines], err

@@ -10,34 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from monitor.checks.events import EpisodeEvent, iso_utc
+from monitor.checks.events import EpisodeEvent
 from monitor.checks.replay_io import SortedEvents, time_parser
 from monitor.cli import main
-from tests.unit.checks_helpers import T0, channel, load, replayed, site_toml
-
-SITE = site_toml(channel("ph"), channel("lel"))
-
-
-def write(tmp_path: Path, name: str, text: str) -> Path:
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return p
-
-
-def ts(offset: float) -> str:
-    return iso_utc(T0 + offset)
-
-
-def run(
-    tmp_path: Path, csv_text: str, capsys: pytest.CaptureFixture[str], site: str = SITE, *extra: str
-) -> tuple[int, list[dict[str, object]], str]:
-    cfg = write(tmp_path, "site.toml", site)
-    data = write(tmp_path, "readings.csv", csv_text)
-    out = tmp_path / "episodes.jsonl"
-    code = main(["replay", "--config", str(cfg), str(data), "--output", str(out), *extra])
-    err = capsys.readouterr().err
-    lines = out.read_text(encoding="utf-8").splitlines() if out.exists() else []
-    return code, [json.loads(x) for x in lines], err
+from tests.unit.checks_helpers import (
+    REPLAY_SITE,
+    channel,
+    load,
+    replayed,
+    run_replay,
+    site_toml,
+    ts,
+    write_file,
+)
 
 
 def test_episodes_sorted_by_time_across_channels_written_one_after_the_other(
@@ -45,7 +30,7 @@ def test_episodes_sorted_by_time_across_channels_written_one_after_the_other(
 ) -> None:
     text = "time,channel,value\n" + "".join(f"{ts(i)},lel,{v}\n" for i, v in enumerate([1, 12, 1]))
     text += "".join(f"{ts(i)},ph,{v}\n" for i, v in enumerate([7, 4, 7]))
-    code, events, err = run(tmp_path, text, capsys)
+    code, events, err = run_replay(tmp_path, text, capsys)
     assert code == 0
     assert [(e["time"], e["channel"], e["rule"], e["event"]) for e in events] == [
         (ts(1), "lel", "lel_single", "start"),
@@ -76,7 +61,7 @@ def test_bad_rows_are_reported_with_line_numbers_and_skipped(
         f"time,channel,value\n{ts(0)},ph,7\n{ts(1)},ph,abc\n{ts(2)},xx,1\n2025-03-03T00:00:03,ph,7\n"
         f"{ts(5)},ph,4\n{ts(4)},ph,7\n{ts(6)},ph,7,extra\n{ts(7)},ph,4.5\n"
     )
-    code, events, err = run(tmp_path, text, capsys, SITE, "--max-rejected", "100")
+    code, events, err = run_replay(tmp_path, text, capsys, REPLAY_SITE, "--max-rejected", "100")
     assert code == 0
     assert "readings.csv:3: skipped (unparseable)" in err
     assert "readings.csv:4: skipped (unknown channel): 'xx'" in err
@@ -96,7 +81,7 @@ def test_quoted_rows_switch_to_the_csv_tokenizer_and_keep_line_numbers(
         f'time,channel,value\n{ts(0)},ph,7\n"{ts(1)}","ph","4"\n{ts(2)},"p\nh",4\n{ts(3)},ph,7\n'
         f"{ts(4)},ph,nope\n"
     )
-    code, events, err = run(tmp_path, text, capsys, SITE, "--max-rejected", "100")
+    code, events, err = run_replay(tmp_path, text, capsys, REPLAY_SITE, "--max-rejected", "100")
     assert code == 0
     assert [(e["time"], e["event"]) for e in events] == [(ts(1), "start"), (ts(3), "end")]
     assert "readings.csv:4: skipped (unknown channel): 'p\\nh'" in err  # a field spanning lines 4-5
@@ -112,7 +97,7 @@ def test_quality_site_and_extra_columns_as_pretreat_readings_exports_them(
         f"{ts(90)},acme,ph,,pH,comm_failure,timeout\n{ts(120)},acme,ph,4.0,pH,good,\n"
         f"{ts(130)},other,ph,4.0,pH,good,\n{ts(140)},acme,ph,,pH,STRANGE WORD,\n{ts(150)},acme,ph,7.0,pH,,\n"
     )
-    code, events, err = run(tmp_path, text, capsys, SITE, "--max-rejected", "100")
+    code, events, err = run_replay(tmp_path, text, capsys, REPLAY_SITE, "--max-rejected", "100")
     assert code == 0
     assert [(e["time"], e["rule"], e["event"]) for e in events] == [
         (ts(60), "stale", "start"),
@@ -125,17 +110,17 @@ def test_quality_site_and_extra_columns_as_pretreat_readings_exports_them(
 
 
 def test_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    good_site = write(tmp_path, "site.toml", SITE)
-    bad_site = write(tmp_path, "bad.toml", site_toml(channel("ph"), jurisdiction="pawling"))
-    data = write(tmp_path, "r.csv", f"time,channel,value\n{ts(0)},ph,7\n")
+    good_site = write_file(tmp_path, "site.toml", REPLAY_SITE)
+    bad_site = write_file(tmp_path, "bad.toml", site_toml(channel("ph"), jurisdiction="pawling"))
+    data = write_file(tmp_path, "r.csv", f"time,channel,value\n{ts(0)},ph,7\n")
     assert main(["replay", "--config", str(bad_site), str(data)]) == 2
     assert "permit.limits.ph_min" in capsys.readouterr().err
     assert main(["replay", "--config", str(good_site), str(tmp_path / "missing.csv")]) == 1
     assert (
-        main(["replay", "--config", str(good_site), str(write(tmp_path, "h.csv", "when,what\n1,2\n"))]) == 1
+        main(["replay", "--config", str(good_site), str(write_file(tmp_path, "h.csv", "when,what\n1,2\n"))]) == 1
     )
     assert "lacks ['time', 'channel', 'value']" in capsys.readouterr().err
-    assert main(["replay", "--config", str(good_site), str(write(tmp_path, "e.csv", ""))]) == 1
+    assert main(["replay", "--config", str(good_site), str(write_file(tmp_path, "e.csv", ""))]) == 1
     assert (
         main(["replay", "--config", str(good_site), str(data), "--output", str(tmp_path / "no/dir/x")]) == 1
     )
@@ -143,11 +128,11 @@ def test_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_several_sites_need_a_site_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     second = site_toml(channel("ph"), site="beta").split("[[site]]", 1)[1]
-    cfg = write(tmp_path, "two.toml", SITE + "\n[[site]]" + second)
-    data = write(tmp_path, "r.csv", f"time,channel,value\n{ts(0)},ph,7\n")
+    cfg = write_file(tmp_path, "two.toml", REPLAY_SITE + "\n[[site]]" + second)
+    data = write_file(tmp_path, "r.csv", f"time,channel,value\n{ts(0)},ph,7\n")
     assert main(["replay", "--config", str(cfg), str(data)]) == 1
     assert "no 'site' column, but the site file has 2 sites" in capsys.readouterr().err
-    data2 = write(tmp_path, "r2.csv", f"time,site,channel,value\n{ts(0)},beta,ph,4\n{ts(0)},acme,ph,7\n")
+    data2 = write_file(tmp_path, "r2.csv", f"time,site,channel,value\n{ts(0)},beta,ph,4\n{ts(0)},acme,ph,7\n")
     assert main(["replay", "--config", str(cfg), str(data2), "--output", str(tmp_path / "o.jsonl")]) == 0
     assert json.loads((tmp_path / "o.jsonl").read_text().splitlines()[0])["site"] == "beta"
 
@@ -198,15 +183,15 @@ def test_sorted_events_spill_to_disk_and_merge_in_order() -> None:
 
 
 def test_replay_function_returns_counts(tmp_path: Path) -> None:
-    config = load(tmp_path, SITE)
+    config = load(tmp_path, REPLAY_SITE)
     events, err = replayed(config, f"time,channel,value\n{ts(0)},lel,6\n{ts(1)},lel,6\n")
     assert [e["rule"] for e in events] == ["lel_successive"]
     assert "rows read: 2" in err
 
 
 def test_the_installed_command_runs(tmp_path: Path) -> None:
-    cfg = write(tmp_path, "site.toml", SITE)
-    data = write(tmp_path, "r.csv", f"time,channel,value\n{ts(0)},ph,4\n")
+    cfg = write_file(tmp_path, "site.toml", REPLAY_SITE)
+    data = write_file(tmp_path, "r.csv", f"time,channel,value\n{ts(0)},ph,4\n")
     proc = subprocess.run(
         [sys.executable, "-m", "monitor.cli", "replay", "--config", str(cfg), str(data)],
         capture_output=True,
@@ -229,7 +214,7 @@ def test_export_layout_with_quoted_reasons(tmp_path: Path, capsys: pytest.Captur
         f"{ts(30)},acme,ph,7.0,pH,good,\n"
         f"{ts(40)},acme,ph,oops,pH,good,\n"
     )
-    code, events, err = run(tmp_path, text, capsys, SITE, "--max-rejected", "100")
+    code, events, err = run_replay(tmp_path, text, capsys, REPLAY_SITE, "--max-rejected", "100")
     assert code == 0
     assert [(e["time"], e["rule"], e["event"]) for e in events] == [
         (ts(0), "sensor_fault", "start"), (ts(10), "ph_low", "start"), (ts(10), "sensor_fault", "end"),

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.checks_helpers import channel, site_toml
-from tests.unit.test_replay import SITE, run, ts
+from tests.unit.checks_helpers import REPLAY_SITE, channel, run_replay, site_toml, ts
 
 EXPORT = "time,site,channel,value,unit,quality,reason\n"
 
@@ -21,7 +20,7 @@ def ph_rows(offsets: range, value: str = "7") -> str:
 
 def test_a_stray_quote_rejects_its_own_line_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = "time,channel,value\n" + ph_rows(range(0, 5)) + f'{ts(5)},ph,"4\n' + ph_rows(range(6, 200), "4")
-    code, events, err = run(tmp_path, text, capsys, SITE, "--max-rejected", "100")
+    code, events, err = run_replay(tmp_path, text, capsys, REPLAY_SITE, "--max-rejected", "100")
     assert code == 0
     assert "readings.csv:7: skipped (unparseable): unbalanced quote: " in err
     assert "rows read: 200\nrows rejected: 1; unparseable 1" in err
@@ -33,7 +32,7 @@ def test_a_field_over_the_csv_limit_is_one_rejected_row_quoted_short(
 ) -> None:
     huge = "x" * 300_000
     text = "time,channel,value\n" + ph_rows(range(0, 3)) + f'{ts(3)},"{huge}",7\n' + ph_rows(range(4, 6), "4")
-    code, events, err = run(tmp_path, text, capsys, SITE, "--max-rejected", "100")
+    code, events, err = run_replay(tmp_path, text, capsys, REPLAY_SITE, "--max-rejected", "100")
     assert code == 0
     line = next(x for x in err.splitlines() if x.startswith(f"{tmp_path}/readings.csv:5:"))
     assert "skipped (unparseable): field larger than field limit (131072): " in line
@@ -47,7 +46,7 @@ def test_an_oversized_unquoted_cell_is_quoted_truncated(
 ) -> None:
     huge = "9" * 100_000 + "z"
     row = f"{ts(1)},ph,{huge}\n" if where == "value" else f"{ts(1)},{huge},7\n"
-    code, _events, err = run(tmp_path, "time,channel,value\n" + ph_rows(range(0, 1)) + row, capsys, SITE,
+    code, _events, err = run_replay(tmp_path, "time,channel,value\n" + ph_rows(range(0, 1)) + row, capsys, REPLAY_SITE,
                              "--max-rejected", "100")
     assert code == 0
     reported = [x for x in err.splitlines() if "readings.csv:3:" in x]
@@ -56,7 +55,7 @@ def test_an_oversized_unquoted_cell_is_quoted_truncated(
 
 def test_a_row_dated_9999_does_not_disorder_its_channel(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = "time,channel,value\n" + ph_rows(range(0, 10)) + "9999-12-31T00:00:00Z,ph,7\n" + ph_rows(range(10, 20), "4")
-    code, events, err = run(tmp_path, text, capsys, SITE, "--max-rejected", "100")
+    code, events, err = run_replay(tmp_path, text, capsys, REPLAY_SITE, "--max-rejected", "100")
     assert code == 0
     assert "readings.csv:12: skipped (implausible time): 9999-12-31T00:00:00Z is more than 300 s after now" in err
     assert "out of order" not in err
@@ -73,7 +72,7 @@ def test_a_misdated_row_beyond_the_data_is_rejected_and_a_real_gap_is_not(
     text += f"{ts(month)},ph,7\n"  # line 22: misdated
     text += "".join(f"{ts(i)},ph,7\n{ts(i)},lel,1\n" for i in range(10, 20))
     text += "".join(f"{ts(i)},ph,4\n{ts(i)},lel,1\n" for i in range(3 * 3600, 3 * 3600 + 10))  # after a gap
-    code, events, err = run(tmp_path, text, capsys, SITE, "--max-rejected", "100")
+    code, events, err = run_replay(tmp_path, text, capsys, REPLAY_SITE, "--max-rejected", "100")
     assert code == 0
     assert re.search(r"readings.csv:22: skipped \(implausible time\): \S+ is 720.0 h after the rows before it "
                      r"and the next row of its channel is back at", err), err
@@ -86,7 +85,7 @@ def test_hourly_data_is_read_whole(tmp_path: Path, capsys: pytest.CaptureFixture
     rows = [(h, "4" if h in (5, 6) else "7") for h in range(0, 11)]
     text = "time,channel,value\n" + "".join(f"{ts(h * 3600)},ph,{v}\n" for h, v in rows)
     hourly = site_toml(channel("ph", max_gap=3600))  # an hourly meter: an hour between readings is no gap
-    code, events, err = run(tmp_path, text, capsys, hourly)
+    code, events, err = run_replay(tmp_path, text, capsys, hourly)
     assert code == 0 and "rows read: 11\nrows rejected: 0" in err
     assert [(e["time"], e["event"]) for e in events] == [(ts(5 * 3600), "start"), (ts(7 * 3600), "end")]
 
@@ -100,7 +99,7 @@ def test_only_plain_decimal_numbers_are_values(
         text = f"time,channel,value\n{ts(0)},ph,7\n{ts(1)},ph,{value}\n{ts(2)},ph,4\n"
     else:
         text = f"{EXPORT}{ts(0)},acme,ph,7,pH,good,\n{ts(1)},acme,ph,{value},pH,good,\n{ts(2)},acme,ph,4,pH,good,\n"
-    code, events, err = run(tmp_path, text, capsys, SITE, "--max-rejected", "100")
+    code, events, err = run_replay(tmp_path, text, capsys, REPLAY_SITE, "--max-rejected", "100")
     assert code == 0
     assert "readings.csv:3: skipped (unparseable): value " in err and "is not a plain decimal number" in err
     assert "rows rejected: 1; unparseable 1" in err
@@ -111,7 +110,7 @@ def test_only_plain_decimal_numbers_are_values(
 def test_plain_numbers_in_every_form_repr_writes_are_values(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
 ) -> None:
-    code, _events, err = run(tmp_path, f"time,channel,value\n{ts(0)},lel,{value}\r\n", capsys)
+    code, _events, err = run_replay(tmp_path, f"time,channel,value\n{ts(0)},lel,{value}\r\n", capsys)
     assert code == 0 and "rows rejected: 0" in err
 
 
@@ -120,13 +119,14 @@ def test_more_than_the_stated_share_rejected_fails_after_the_counts(
 ) -> None:
     good = ph_rows(range(0, 198))
     two_bad = good + f"{ts(198)},ph,x\n{ts(199)},ph,y\n"  # 2 of 200 = 1 %: not more than 1 %
-    code, _events, err = run(tmp_path, "time,channel,value\n" + two_bad, capsys)
+    code, _events, err = run_replay(tmp_path, "time,channel,value\n" + two_bad, capsys)
     assert code == 0 and "rows rejected: 2" in err
     three_bad = two_bad + f"{ts(200)},ph,z\n"  # 3 of 201 > 1 %
-    code, _events, err = run(tmp_path, "time,channel,value\n" + three_bad, capsys)
+    code, _events, err = run_replay(tmp_path, "time,channel,value\n" + three_bad, capsys)
     assert code == 3
     assert err.index("rows read: 201\nrows rejected: 3") < err.index("1.49 % of the rows were rejected")
-    code, _events, err = run(tmp_path, "time,channel,value\n" + three_bad, capsys, SITE, "--max-rejected", "2")
+    code, _events, err = run_replay(tmp_path, "time,channel,value\n" + three_bad, capsys, REPLAY_SITE,
+                                    "--max-rejected", "2")
     assert code == 0
 
 
@@ -140,7 +140,7 @@ def test_every_layout_reads_the_same_with_either_line_ending(
     results = []
     for eol in ("\n", "\r\n"):
         text = header + eol + "".join(template.format(t=ts(i), v=v) + eol for i, v in rows)
-        code, events, err = run(tmp_path, text, capsys)
+        code, events, err = run_replay(tmp_path, text, capsys)
         assert code == 0 and "rows read: 4\nrows rejected: 0" in err, err
         results.append(events)
     assert results[0] == results[1] and [(e["time"], e["event"]) for e in results[0]] == [
@@ -153,7 +153,7 @@ def test_a_byte_that_is_not_utf8_rejects_its_row_only(tmp_path: Path, capsys: py
     (tmp_path / "readings.csv").write_bytes(data)
     from monitor.cli import main
 
-    (tmp_path / "site.toml").write_text(SITE, encoding="utf-8")
+    (tmp_path / "site.toml").write_text(REPLAY_SITE, encoding="utf-8")
     code = main(["replay", "--config", str(tmp_path / "site.toml"), str(tmp_path / "readings.csv"),
                  "--output", str(tmp_path / "out.jsonl"), "--max-rejected", "100"])
     err = capsys.readouterr().err
@@ -168,7 +168,7 @@ def test_after_an_outlier_its_channel_is_judged_at_once_in_file_order(
     come out in file order (ties in time are written in the order the engine emitted them)."""
     text = "time,channel,value\n" + f"{ts(0)},lel,1\n{ts(0)},ph,7\n{ts(86400)},ph,7\n"
     text += f"{ts(1)},ph,4\n{ts(1)},lel,6\n{ts(2)},ph,7\n{ts(2)},lel,6\n"
-    code, events, err = run(tmp_path, text, capsys, SITE, "--max-rejected", "100")
+    code, events, err = run_replay(tmp_path, text, capsys, REPLAY_SITE, "--max-rejected", "100")
     assert code == 0 and "rows rejected: 1; implausible time 1" in err
     assert [(e["time"], e["rule"], e["event"]) for e in events] == [
         (ts(1), "ph_low", "start"), (ts(2), "ph_low", "end"), (ts(2), "lel_successive", "start")]
