@@ -23,6 +23,9 @@ daemon's health snapshot, and the worst single lag), and the proof:
 - no (channel, time) twice in the historian; the journal verifies;
 - alarms: every journaled transition was heard by the MQTT capture, in order; each injected pH excursion
   raised its ph_low alarm once and cleared it; no alarm is active at the end.
+
+Why one script of about 430 lines: a soak run is one program run by hand (the site, the fault plan, the alarm
+capture, the verification, the report), and none of its parts has a user apart from it.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 VictoriaMetrics names series ``<measurement>_<field>`` and stores numbers only (a string field arrives as 0,
 which still marks the timestamp), and by default keeps duplicate samples — so a point sent twice shows up
 twice in ``/api/v1/export``, which is what lets these tests see duplicates at all.
+
+Why one module of about 530 lines: every test drives the one sink against the same server fixture and reads it
+back with the same helpers; the line format, the HTTP write and the durable queue have unit tests of their
+own (test_influx_lines, test_influx_writer, test_outbox).
 """
 
 from __future__ import annotations

@@ -2,6 +2,10 @@
 
 Publishers are real paho clients. Network outages with the broker still up are made with a small TCP relay
 (our own seam) between the driver and the broker, which the test can cut and restore on the same port.
+
+Why one module of about 550 lines: every test runs the one driver against a broker fixture with the same
+publisher, relay and sink helpers; payload decoding and duplicates have unit tests of their own
+(test_mqtt_payload, test_mqtt_dedupe).
 """
 
 from __future__ import annotations
