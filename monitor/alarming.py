@@ -21,6 +21,7 @@ from alarms.engine import AlarmEngine
 from alarms.gateway import ModbusGateway
 from alarms.model import AlarmInput, AlarmSettings, Priority, Refusal, Transition
 from alarms.notifiers.base import NotifierContext
+from alarms.notifiers.mqtt import MqttNotifier
 from config.alarms import alarm_specs
 from config.schema import SiteConfig
 from monitor.checks.events import EpisodeEvent
@@ -140,7 +141,7 @@ class Alarming:
             return 0
         body = json.dumps({"seq": head[0], "hash": head[1], "time": now}).encode()
         return sum(bool(n.publish_journal_head(body)) for n in self.dispatcher.notifiers()
-                   if hasattr(n, "publish_journal_head"))
+                   if isinstance(n, MqttNotifier))
 
     def tick(self, now: float) -> None:
         self.announce(self.engine.tick(now) + apply_pending(self.commands, self.engine, now))

@@ -81,6 +81,7 @@ class MqttNotifier:
         self._link: MqttLink | None = None
         self._task: asyncio.Task[None] | None = None
         self._replies: set[asyncio.Task[None]] = set()
+        self._journal_head: bytes | None = None  # the last head given, re-published on every connect
         self.ready: asyncio.Event = asyncio.Event()  # replaced by the link's in start()
         self.counters = {"notices": 0, "commands": 0, "commands_ok": 0, "commands_refused": 0, "snapshots": 0}
 
@@ -167,10 +168,10 @@ class MqttNotifier:
         down (it goes out on the next connect)."""
         if head is not None:
             self._journal_head = head
-        head = getattr(self, "_journal_head", None)
-        if head is None or self._link is None:
+        if self._journal_head is None or self._link is None:
             return False
-        return self._link.publish(f"{self.settings.topic_prefix}/journal/head", head, retain=True) is not None
+        return self._link.publish(f"{self.settings.topic_prefix}/journal/head", self._journal_head,
+                                  retain=True) is not None
 
     def _snapshot(self) -> None:
         """On every connect: the retained state of every alarm the daemon knows (if it offered them)."""
