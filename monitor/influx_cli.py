@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from config.errors import ConfigErrors
 from config.influx import InfluxSettings, TokenError
@@ -62,7 +61,7 @@ def time_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def backfill(*, settings: InfluxSettings, instruments: Mapping[tuple[str, str], tuple[str, Any]],
+def backfill(*, settings: InfluxSettings, instruments: Mapping[tuple[str, str], tuple[str, str]],
              historian: Path, start: float, end: float, site: str | None = None,
              channels: Sequence[str] | None = None, give_up_after: float = 60.0, dry_run: bool = False,
              progress: Callable[[str, int], None] | None = None) -> BackfillReport:

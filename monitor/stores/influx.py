@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from config.influx import InfluxSettings, TokenError
+from config.schema import SiteConfig
 from drivers.backoff import retries
 from monitor.logtext import duration
 from monitor.sample import Sample
@@ -108,7 +109,7 @@ class InfluxCounters:
 class InfluxSink:
     """See the module docstring. ``instruments`` maps (site, channel) → (instrument id, channel kind)."""
 
-    def __init__(self, *, settings: InfluxSettings, instruments: Mapping[tuple[str, str], tuple[str, Any]],
+    def __init__(self, *, settings: InfluxSettings, instruments: Mapping[tuple[str, str], tuple[str, str]],
                  on_queue_alarm: Callable[[bool, str], None] | None = None,
                  health_interval: float | None = 10.0, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
@@ -513,6 +514,6 @@ def _startup_message(s: InfluxSettings, result: WriteResult) -> str:
     return f"influx: {s.url} rejected the start-up write (HTTP {result.status}): {result.message}"
 
 
-def instruments_of(config: Any) -> dict[tuple[str, str], tuple[str, Any]]:
+def instruments_of(config: SiteConfig) -> dict[tuple[str, str], tuple[str, str]]:
     """The (site, channel) → (instrument, kind) map from a `config.schema.SiteConfig`."""
     return {(c.site, c.id): (c.instrument, c.kind) for c in config.channels}

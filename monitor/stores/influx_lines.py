@@ -125,9 +125,9 @@ class SampleFormatter:
     dropping it would lose data, guessing an instrument would invent it.
     """
 
-    def __init__(self, *, instruments: Mapping[tuple[str, str], tuple[str, Any]]) -> None:
-        self._instruments = {k: (inst, str(getattr(kind, "value", kind))) for k, (inst, kind) in
-                             instruments.items()}
+    def __init__(self, *, instruments: Mapping[tuple[str, str], tuple[str, str]]) -> None:
+        # a `ChannelKind` is a StrEnum: str() of it is its value
+        self._instruments = {k: (inst, str(kind)) for k, (inst, kind) in instruments.items()}
         self._prefix: dict[tuple[str, str, str], str] = {}
         self.unknown_channels = 0
         self.invalid_values = 0  # "good" samples whose value could not be written as a number
