@@ -162,3 +162,16 @@ def run_replay(
     err = capsys.readouterr().err
     lines = out.read_text(encoding="utf-8").splitlines() if out.exists() else []
     return code, [json.loads(x) for x in lines], err
+
+
+# An episode store recorded before coverage was kept (schema version 1), with one pH episode of site "acme".
+SCHEMA_1 = """CREATE TABLE episode_events (
+    id INTEGER PRIMARY KEY, time REAL NOT NULL, site TEXT NOT NULL, channel TEXT NOT NULL, rule TEXT NOT NULL,
+    event TEXT NOT NULL CHECK (event IN ('start', 'end')), value REAL, limit_value REAL, peak REAL,
+    citation TEXT NOT NULL, data_quality INTEGER NOT NULL, UNIQUE (site, channel, rule, event, time)) STRICT;
+CREATE TABLE episode_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) STRICT;
+INSERT INTO episode_meta VALUES ('schema_version', 1);
+INSERT INTO episode_events (time, site, channel, rule, event, value, limit_value, peak, citation, data_quality)
+VALUES (10.0, 'acme', 'ph', 'ph_low', 'start', 4.0, 5.0, NULL, 'cite', 0),
+       (20.0, 'acme', 'ph', 'ph_low', 'end', 7.0, 5.0, 3.5, 'cite', 0);
+"""

@@ -10,6 +10,7 @@ import pytest
 
 from monitor.checks.events import EpisodeEvent
 from monitor.stores.episodes import EpisodeStore, EpisodeStoreError
+from tests.unit.checks_helpers import SCHEMA_1
 
 CITE = "Town of Southeast § 112-5A(1)(c)"
 
@@ -141,18 +142,6 @@ async def test_lives_beside_a_running_historian_in_one_file(tmp_path: Path) -> N
     finally:
         await historian.close()
         episodes.close()
-
-
-SCHEMA_1 = """CREATE TABLE episode_events (
-    id INTEGER PRIMARY KEY, time REAL NOT NULL, site TEXT NOT NULL, channel TEXT NOT NULL, rule TEXT NOT NULL,
-    event TEXT NOT NULL CHECK (event IN ('start', 'end')), value REAL, limit_value REAL, peak REAL,
-    citation TEXT NOT NULL, data_quality INTEGER NOT NULL, UNIQUE (site, channel, rule, event, time)) STRICT;
-CREATE TABLE episode_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) STRICT;
-INSERT INTO episode_meta VALUES ('schema_version', 1);
-INSERT INTO episode_events (time, site, channel, rule, event, value, limit_value, peak, citation, data_quality)
-VALUES (10.0, 'acme', 'ph', 'ph_low', 'start', 4.0, 5.0, NULL, 'cite', 0),
-       (20.0, 'acme', 'ph', 'ph_low', 'end', 7.0, 5.0, 3.5, 'cite', 0);
-"""
 
 
 def test_a_schema_1_file_gains_the_coverage_columns_and_its_old_episodes_read_as_unknown(tmp_path: Path) -> None:

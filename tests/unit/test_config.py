@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from config.errors import ConfigErrors
 from config.loader import SITES_DIR, check_config, load_config
 from config.schema import ByteOrder, DataType, DriverKind, Table
 from monitor.cli import main
+from tests.unit.config_helpers import errors_of, site, write
 
 GOOD_MAP = """
 name = "m"
@@ -21,43 +21,6 @@ table = "holding"
 address = 0
 type = "float32"
 """
-
-
-def write(tmp_path: Path, text: str, name: str = "site.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(textwrap.dedent(text))
-    return p
-
-
-def site(instrument: str = "", channel: str = "", extra: str = "") -> str:
-    inst = instrument or """
-        [[site.instrument]]
-        id = "fm"
-        driver = "modbus_tcp"
-        host = "127.0.0.1"
-        port = 5020
-        register_map = "flow_meter"
-        """
-    ch = channel or """
-        [[site.channel]]
-        id = "flow"
-        instrument = "fm"
-        point = "flow_rate"
-        kind = "flow"
-        unit = "gpm"
-        """
-    return f"""
-        [[site]]
-        id = "s1"
-        timezone = "America/New_York"
-        {extra}
-        {textwrap.dedent(inst)}
-        {textwrap.dedent(ch)}
-        """
-
-
-def errors_of(tmp_path: Path, text: str) -> list[str]:
-    return [f"{e.path}: {e.expected}" for e in check_config(write(tmp_path, text))]
 
 
 def test_shipped_demo_site_is_valid() -> None:

@@ -15,7 +15,7 @@ from alarms.routing import Router
 from config.alarms import Route
 from config.notify import FloodSettings
 from tests.support import PATIENCE
-from tests.unit.test_dispatcher import FAST, OPERATOR, T0, Scripted, config, tr
+from tests.unit.dispatch_helpers import FAST, OPERATOR, T0, Scripted, config, tr
 
 SETTINGS = FloodSettings(threshold=10, window=600.0, hold=60.0)
 

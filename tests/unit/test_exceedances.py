@@ -24,6 +24,7 @@ from monitor.sample import Quality, Sample
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
 from monitor.stores.readonly import connect_readonly
+from tests.unit.checks_helpers import SCHEMA_1
 
 T0 = 1_767_571_200.0  # 2026-01-05T00:00:00Z
 SITE = "acme-plating"
@@ -307,8 +308,6 @@ async def test_measured_and_unmeasured_seconds_end_reason_and_censoring_are_show
 
 
 def test_a_file_recorded_before_coverage_was_kept_reads_with_those_columns_empty(tmp_path: Path) -> None:
-    from tests.unit.test_checks_store import SCHEMA_1
-
     db = tmp_path / "old.sqlite"
     with sqlite3.connect(db) as conn:
         conn.executescript(SCHEMA_1.replace("'acme'", f"'{SITE}'"))

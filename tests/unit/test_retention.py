@@ -16,7 +16,7 @@ from monitor.sample import Sample
 from monitor.stores.historian import Historian
 from monitor.stores.retention import HOLD_MARGIN, eligible, hold_windows, purge
 from tests.support import free_port
-from tests.unit.test_config import errors_of, site, write
+from tests.unit.config_helpers import errors_of, site, write
 
 DAY = 86_400.0
 T0 = 1_600_000_000.0  # 2020-09-13: the oldest reading
