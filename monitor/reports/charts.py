@@ -18,6 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from config.rule_catalogue import RuleName
+from config.rule_model import ThresholdParams
 from config.schema import ChannelKind
 from monitor.reports.compliance import ComplianceReport
 from monitor.reports.days import zone
@@ -26,6 +27,7 @@ _KINDS = ((ChannelKind.FLOW, "Flow"), (ChannelKind.PH, "pH"), (ChannelKind.TEMPE
 # Episodes of a reading against a limit are shaded; duration rules (a month's excursion total stays open to the
 # month's end) would shade everything and say less than the pH accounting table does.
 _SPAN_RULES = (RuleName.PH_LOW, RuleName.PH_HIGH, RuleName.TEMPERATURE_HIGH, RuleName.SLUG)
+_LIMIT_RULES = (RuleName.PH_LOW, RuleName.PH_HIGH, RuleName.TEMPERATURE_HIGH)  # a limit line on the chart
 INK = "#1f3b5a"
 BAND = "#9db4cc"
 LIMIT = "#b03a2e"
@@ -63,9 +65,9 @@ def series(report: ComplianceReport) -> list[Series]:
             low.append(_nan(cd.min if cd else None))
             high.append(_nan(cd.max if cd else None))
             mean.append(_nan(cd.mean if cd else None))
-        limits = tuple((float(b.params["limit"]), f"{b.rule} {b.params['operator']} {float(b.params['limit']):g}")
-                       for b in report.site.checks
-                       if b.channel == ch.id and b.rule in ("ph_low", "ph_high", "temperature_high"))
+        limits = tuple((p.limit, f"{b.rule} {p.operator} {p.limit:g}") for b in report.site.checks
+                       if b.channel == ch.id and b.rule in _LIMIT_RULES
+                       for p in (b.typed(ThresholdParams),))
         end_of_period = datetime.fromtimestamp(report.bounds()[1], tz)
         spans = tuple((datetime.fromtimestamp(e.start, tz),
                        datetime.fromtimestamp(e.end, tz) if e.end is not None else end_of_period)

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 from config.limits import FEDERAL, load_profile
+from config.rule_catalogue import RuleName
+from config.rule_model import ExcursionParams
 from config.schema import Site
 from monitor.reports.aggregates_db import read_excursions, read_states
 from monitor.reports.days import day_bounds, next_month
@@ -70,15 +72,16 @@ class MonthAccount:
 
 
 def _limits(site: Site, channel: str) -> tuple[float, str, float, str, bool]:
-    total = next((b for b in site.checks if b.channel == channel and b.rule == "ph_monthly_excursion"), None)
-    single = next((b for b in site.checks if b.channel == channel and b.rule == "ph_excursion_duration"), None)
+    total = next((b for b in site.checks if b.channel == channel and b.rule == RuleName.PH_MONTHLY_EXCURSION), None)
+    single = next((b for b in site.checks if b.channel == channel and b.rule == RuleName.PH_EXCURSION_DURATION),
+                  None)
     fed, _ = load_profile(FEDERAL)
     fed_total = fed.limits["ph_excursion_monthly"].citation if fed else "40 CFR 401.17(a)(1)"
     fed_single = fed.limits["ph_excursion_single"].citation if fed else "40 CFR 401.17(a)(2)"
     return (
-        float(total.params["limit"]) / 60.0 if total else _FEDERAL_TOTAL,
+        total.typed(ExcursionParams).limit / 60.0 if total else _FEDERAL_TOTAL,
         total.citation.split("; pH range: ")[0] if total else f"{fed_total} (for reference: not adopted)",
-        float(single.params["limit"]) / 60.0 if single else _FEDERAL_SINGLE,
+        single.typed(ExcursionParams).limit / 60.0 if single else _FEDERAL_SINGLE,
         single.citation.split("; pH range: ")[0] if single else f"{fed_single} (for reference: not adopted)",
         total is not None or single is not None,
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
 from config.rule_catalogue import RuleName
+from config.rule_model import BandParams, ExcursionParams, ThresholdParams
 from config.rules import RuleBinding
 from config.schema import Channel, ChannelKind, Site, SiteConfig
 from monitor.checks.base import VIOLATES
@@ -93,30 +94,32 @@ def _ph_range(site: Site, ch: Channel) -> Range | None:
     """The pH range in force on ``ch``: from a 401.17 binding (both sides) or the ph_low/ph_high ones."""
     mine = [b for b in site.checks if b.channel == ch.id]
     for b in mine:
-        if b.rule in ("ph_excursion_duration", "ph_monthly_excursion"):
-            p = b.params
+        if b.rule in (RuleName.PH_EXCURSION_DURATION, RuleName.PH_MONTHLY_EXCURSION):
+            p = b.typed(ExcursionParams)
             citation = b.citation.split("; pH range: ", 1)[-1]
-            return Range(float(p["min"]), str(p["min_operator"]), float(p["max"]), str(p["max_operator"]),
-                         citation)
+            return Range(p.min, p.min_operator, p.max, p.max_operator, citation)
     low = next((b for b in mine if b.rule == RuleName.PH_LOW), None)
     high = next((b for b in mine if b.rule == RuleName.PH_HIGH), None)
     if low is None and high is None:
         return None
     cites = list(dict.fromkeys(b.citation for b in (low, high) if b is not None))
+    lo = low.typed(ThresholdParams) if low else None
+    hi = high.typed(ThresholdParams) if high else None
     return Range(
-        float(low.params["limit"]) if low else -math.inf, str(low.params["operator"]) if low else "<",
-        float(high.params["limit"]) if high else math.inf, str(high.params["operator"]) if high else ">",
+        lo.limit if lo else -math.inf, lo.operator if lo else "<",
+        hi.limit if hi else math.inf, hi.operator if hi else ">",
         "; ".join(cites),
     )
 
 
 def _band(site: Site, ch: Channel) -> Range | None:
     b: RuleBinding | None = next(
-        (b for b in site.checks if b.channel == ch.id and b.rule == "sampler_temperature"), None)
+        (b for b in site.checks if b.channel == ch.id and b.rule == RuleName.SAMPLER_TEMPERATURE), None)
     if b is None:
         return None
     # set point ± tolerance complies at both ends (Pawling: "2 °C and 6 °C comply")
-    return Range(float(b.params["low"]), "<", float(b.params["high"]), ">", b.citation)
+    band = b.typed(BandParams)
+    return Range(band.low, "<", band.high, ">", b.citation)
 
 
 def compile_plans(config: SiteConfig, *, stale_after_polls: float | None = None) -> dict[tuple[str, str], ChannelPlan]:
