@@ -51,8 +51,7 @@ from bench.machine import machine  # noqa: E402
 from config.alarms import alarm_specs  # noqa: E402
 from config.loader import load_config  # noqa: E402
 from monitor.stores.historian_db import open_for_writing  # noqa: E402
-from tests.browser.conftest import CHROMIUM_ARGS  # noqa: E402
-from tests.browser.harness import PASSWORD, login, write_users  # noqa: E402
+from tests.browser.harness import CHROMIUM_ARGS, PASSWORD, login, write_users  # noqa: E402
 from tests.support import free_port, wait_for_port  # noqa: E402
 
 SITES, CHANNELS = 100, 10

@@ -12,12 +12,10 @@ from typing import Any
 
 import pytest
 
+from tests.browser.harness import CHROMIUM_ARGS
 from tests.support import require_binary
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--autoplay-policy=no-user-gesture-required"]
 
 
 @pytest.fixture(scope="module")

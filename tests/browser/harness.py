@@ -48,6 +48,10 @@ from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
 from tests.support import free_port
 
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run",
+                 "--autoplay-policy=no-user-gesture-required"]
+"""How the browser tests and the console bench launch Debian's chromium (headless, nothing fetched)."""
 PASSWORD = "correct horse 1"
 ACME, BOLT = "acme-plating", "bolt-works"
 ACME_PH_LOW = f"{ACME}/ph/ph_low"
