@@ -62,6 +62,7 @@ LAYER_OF: dict[str, int] = {
     "monitor.influx_cli": 6,
     "monitor.rules_cli": 6,
     "monitor.obligations_cli": 6,
+    "monitor.maps_cli": 6,
     "monitor.reports.cli": 6,
     "simulators": 6,
 }
@@ -191,6 +192,14 @@ def test_every_module_of_the_tree_has_a_layer() -> None:
     assert tops == set(PACKAGES)
     for package in PACKAGES:
         assert layer_of(package) is not None
+
+
+def test_every_command_module_is_in_the_command_layer() -> None:
+    """A new ``*_cli.py`` (or a package's ``cli.py``) is a command: left out of `LAYER_OF` it would be judged
+    as monitor core, and an import of the read side from it would be reported against the direction."""
+    commands = [module_name(ROOT, p) for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))
+                if p.stem == "cli" or p.stem.endswith("_cli")]
+    assert commands and {m: LAYERS[layer_of(m) or 0] for m in commands} == dict.fromkeys(commands, LAYERS[6])
 
 
 def test_loading_a_site_file_loads_nothing_above_config() -> None:
