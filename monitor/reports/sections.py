@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from config.rule_catalogue import DURATION_RULES, label
+from config.rule_catalogue import DATA_QUALITY_RULES, DURATION_RULES, label
 from monitor.reports.compliance import ComplianceReport, EpisodeLine, fmt_minutes
 from monitor.reports.daily import DailySummary
 from monitor.reports.days import zone
@@ -64,7 +64,7 @@ def _daily_rows(days: Sequence[DailySummary], invalid: frozenset[tuple[str, str,
         h = d.headline()
         f = d.flow
         worst = min((c.completeness for c in d.channels), default=0.0)
-        eps = sum(1 for e in d.episodes if e.rule not in ("stale", "sensor_fault", "flatline", "maintenance")
+        eps = sum(1 for e in d.episodes if e.rule not in DATA_QUALITY_RULES
                   and (e.channel, e.rule, e.start) not in invalid)
         rows.append((d.day, f"{d.hours:g}", num(h["total_flow"], 0), num(h["integrated_flow"], 0),
                      (num(100 * f.difference, 1) + (" !" if f.flagged else "")) if f and f.difference is not None

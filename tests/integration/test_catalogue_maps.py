@@ -5,6 +5,9 @@ checked at connect (a code for another unit, a code the manual does not list); s
 ``device_fault`` with the vendor's text and ``maintenance``; and the end to end run (`pretreat run`'s daemon
 polling `pretreat sim`'s simulator for a site that uses every catalogue map), down to the historian and the
 health snapshot. Nothing is mocked: real servers on free loopback ports.
+
+Kept in one module (a little over 400 lines): every case shares the same catalogue-wide fixtures (the maps, a
+simulator serving each, a driver reading it), and the end-to-end case is the sum of the per-map ones.
 """
 
 from __future__ import annotations
