@@ -143,6 +143,9 @@ class Permit:
     slug_surrogates: tuple[str, ...] = ()  # channels the permit names as online surrogates of lab-measured slugs
     slug_cite: str = ""  # the permit's part that makes either choice
     confirm_conflict: bool = False  # the control authority confirms adopting 401.17 over "at all times" wording
+    issued: str = ""  # the permit's dates (ISO 8601 days), as reports and notices print them
+    expires: str = ""
+    categorical: str = ""  # the federal categorical standard the user is subject to, e.g. "40 CFR 433"
 
 
 def known_jurisdictions() -> list[str]:
@@ -299,7 +302,8 @@ def parse_permit(raw: dict[str, Any], p: str, reader: Reader) -> Permit | None:
     ``[site.permit.pollutants.<parameter>]``."""
     if not raw:
         return None
-    reader.unknown_keys(raw, p, {"id", "adopt", "limits", "pollutants", "description", "slug", "confirm_conflict"})
+    reader.unknown_keys(raw, p, {"id", "adopt", "limits", "pollutants", "description", "slug", "confirm_conflict",
+                                 "issued", "expires", "categorical"})
     permit_id = reader.text(raw, "id", p, expected="the permit number, e.g. 'IU-2024-017'")
     adopt = raw.get("adopt", [])
     federal, _ = load_profile(FEDERAL)
@@ -328,7 +332,10 @@ def parse_permit(raw: dict[str, Any], p: str, reader: Reader) -> Permit | None:
                                                              f"the permit ('Permit {permit_id or '<id>'}, Part ...')")
     return Permit(id=permit_id, limits=limits, adopt=tuple(adopt), pollutants=pollutants, slug_reading=reading,
                   slug_surrogates=tuple(surrogates), slug_cite=cite,
-                  confirm_conflict=_bool(raw, "confirm_conflict", p, reader, default=False))
+                  confirm_conflict=_bool(raw, "confirm_conflict", p, reader, default=False),
+                  issued=reader.day(raw, "issued", p), expires=reader.day(raw, "expires", p),
+                  categorical=reader.text(raw, "categorical", p, default=""))
+
 
 
 def _bool(raw: dict[str, Any], key: str, p: str, reader: Reader, *, default: bool) -> bool:

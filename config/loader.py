@@ -35,7 +35,7 @@ __all__ = ["MAPS_DIR", "SITES_DIR", "check_config", "load_config", "load_config_
 
 SITES_DIR = Path(__file__).parent / "sites"
 _DAEMON_KEYS = {"historian", "commit_interval", "tick_interval", "stale_after_polls", "retention_days"}
-_SITE_KEYS = {"id", "name", "kind", "jurisdiction", "company", "timezone", "instrument", "channel", "permit",
+_SITE_KEYS = {"id", "name", "kind", "jurisdiction", "company", "address", "timezone", "instrument", "channel", "permit",
               "rules", "route", "alarm"}
 _SITE_KINDS = ("industry", "plant")
 
@@ -159,6 +159,7 @@ def _site(raw: dict[str, Any], p: str, reader: Reader, base: Path,
     checks += maintenance_bindings(site_id, channels.values(), instruments)
     return Site(id=site_id, name=reader.text(raw, "name", p, default=site_id), timezone=tz, kind=kind,
                 jurisdiction=jurisdiction, company=reader.text(raw, "company", p, default=""),
+                address=reader.text(raw, "address", p, default=""),
                 instruments=tuple(instruments.values()),
                 channels=tuple(channels.values()), permit=permit, checks=checks)
 

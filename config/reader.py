@@ -6,6 +6,7 @@ import difflib
 import math
 import re
 from collections.abc import Callable, Iterable
+from datetime import date
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -130,6 +131,17 @@ class Reader:
                 return None  # type: ignore[return-value]
             return float(minimum or 0.0) + (1.0 if exclusive_min else 0.0)
         return float(value)
+
+    def day(self, t: dict[str, Any], key: str, path: str) -> str:
+        """An optional calendar day (a TOML date, ``2025-04-01``, or the same as text) as ISO text; "" if absent."""
+        value = t.get(key)
+        if value is None:
+            return ""
+        try:
+            return date.fromisoformat(str(value)).isoformat()
+        except ValueError:
+            self.error(_join(path, key), value, "a date, e.g. 2025-04-01")
+            return ""
 
     def integer(self, t: dict[str, Any], key: str, path: str, *, default: Any = MISSING,
                 minimum: int | None = None, maximum: int | None = None) -> int:

@@ -302,6 +302,7 @@ class Site:
     kind: str = "industry"
     jurisdiction: str = ""
     company: str = ""  # the industry owning the site: an "industry" console user sees only its company's sites
+    address: str = ""  # the industry's address, as reports and notices of violation print it
     instruments: tuple[Instrument, ...] = ()
     channels: tuple[Channel, ...] = ()
     permit: Permit | None = None  # the site's discharge permit: its own cited limits (config.limits)

@@ -31,6 +31,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                "compliance reports, daily summaries, pH accounting, episode annotations"),
     "obligations": ("monitor.obligations_cli:add_arguments",
                     "what the episodes oblige the industry to do (deadlines, cited), and recording it done"),
+    "nov": ("monitor.notices.cli:add_arguments", "draft a notice of violation for one recorded episode"),
     "labs": ("monitor.reports.cli:add_labs", "import composite-sample lab results (CSV)"),
     "snc": ("monitor.reports.cli:add_snc", "significant noncompliance screen over lab results"),
     "sim": ("simulators.cli:add_arguments", "serve simulated instruments of a site on loopback"),

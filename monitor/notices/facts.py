@@ -1,0 +1,156 @@
+"""The facts a notice of violation states about one episode, gathered once for every output format.
+
+Everything is read from the record, never typed in: the episode (onset, end, peak, measured and unmeasured
+time) from the episode store, the readings around it from the historian (the chart), the rule in force with its
+citation and the ordinance's words from the compiled rule bindings (the numbers the alarm ran on), the notice
+clause and correction period from ``config/notices/`` (`config.notice`), the obligations and any invalidation
+from the obligations store (`monitor.reports.enforcement`, "none recorded" without it).
+
+Confirmation: an episode's start event carries its onset; a duration rule (a single pH excursion over 60
+minutes, a slug longer than 15 minutes, the sampling interval) is only a violation once the duration is
+exceeded, at the first reading past it, which the notice states beside the onset. The time is recomputed from
+the stored readings (onset + the duration, first reading strictly after), since the episode store keeps the
+onset only. Rules judged on a single reading are confirmed at onset.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+from config.notice import NoticeClause, notice_clause
+from config.rules import RuleBinding, is_data_quality
+from config.schema import Channel, Site, SiteConfig
+from monitor.checks.events import DURATION_RULES
+from monitor.reports.annotations import AnnotationError, episode_id, parse_episode_id
+from monitor.reports.compliance import RULE_LABELS, describe
+from monitor.reports.days import zone
+from monitor.reports.enforcement import InvalidationLine, ObligationLine, open_record
+from monitor.stores.episodes import Episode, EpisodeStore
+from monitor.stores.historian import Historian
+
+CHART_MARGIN = 3600.0  # s of readings shown before the onset and after the end
+
+
+class NoticeError(ValueError):
+    """The notice cannot be drafted (no such episode, a data-quality episode, an unknown site)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    time: float
+    value: float | None  # None: a bad-quality reading (no number)
+    quality: str
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeFacts:
+    site: Site
+    channel: Channel
+    episode: Episode
+    episode_id: str
+    binding: RuleBinding | None  # the rule in force (None: the site file no longer runs it)
+    clause: NoticeClause
+    dated: date  # the notice's date (the day it is drafted, site local)
+    confirmed: float | None  # when the duration was exceeded; the onset for single-reading rules
+    readings: tuple[Reading, ...]
+    obligations: tuple[ObligationLine, ...]
+    obligations_available: bool
+    invalidation: InvalidationLine | None
+    now: float
+
+    @property
+    def tz_name(self) -> str:
+        return self.site.timezone
+
+    @property
+    def rule_label(self) -> str:
+        return RULE_LABELS.get(self.episode.rule, self.episode.rule)
+
+    @property
+    def timed(self) -> bool:
+        """Peak and limit are seconds (duration rules), not readings."""
+        return self.episode.rule in DURATION_RULES
+
+    @property
+    def section(self) -> str:
+        return self.binding.citation if self.binding else self.episode.citation
+
+    @property
+    def quote(self) -> str:
+        return str(self.binding.params.get("quote", "")) if self.binding else ""
+
+    @property
+    def condition(self) -> str:
+        return describe(self.binding, self.channel.unit) if self.binding else ""
+
+    @property
+    def correction_due(self) -> date | None:
+        days = self.clause.correction_days
+        return None if days is None else self.dated + timedelta(days=days)
+
+    def local(self, t: float | None, fmt: str = "%Y-%m-%d %H:%M:%S %Z") -> str:
+        return "—" if t is None else datetime.fromtimestamp(t, zone(self.tz_name)).strftime(fmt)
+
+
+def _find(store: EpisodeStore, ident: str) -> Episode:
+    try:
+        site, channel, rule, start = parse_episode_id(ident)
+    except AnnotationError as exc:
+        raise NoticeError(str(exc)) from exc
+    for e in store.episodes(site=site, rule=rule):
+        if e.channel == channel and abs(e.start - start) < 0.0005:
+            return e
+    raise NoticeError(f"no episode {ident} in the record (ids as `pretreat exceedances` and the report print them)")
+
+
+def _confirmed(e: Episode, binding: RuleBinding | None, readings: tuple[Reading, ...]) -> float | None:
+    if e.rule in DURATION_RULES:
+        wait = e.limit
+    else:
+        wait = float(binding.params["duration"]) if binding and "duration" in binding.params else 0.0
+    if not wait:
+        return e.start
+    due = e.start + float(wait)
+    return next((r.time for r in readings if r.time > due and r.value is not None), None)
+
+
+def _readings(db: Path, e: Episode) -> tuple[Reading, ...]:
+    end = (e.end if e.end is not None else e.start) + CHART_MARGIN
+    out = []
+    for s in Historian.read(path=db, site=e.site, channel=e.channel, start=e.start - CHART_MARGIN, end=end):
+        good = s.quality.value in ("good", "over_range") and s.value is not None and math.isfinite(s.value)
+        out.append(Reading(s.time, s.value if good else None, s.quality.value))
+    return tuple(out)
+
+
+def gather(config: SiteConfig, ident: str, *, now: float, dated: date | None = None) -> NoticeFacts:
+    """The facts of episode ``ident`` (``site/channel/rule@start``) for a notice dated ``dated`` (default: today
+    at the site)."""
+    db = Path(config.daemon.historian)
+    store = EpisodeStore(path=db)
+    try:
+        e = _find(store, ident)
+    finally:
+        store.close()
+    try:
+        site = config.site(e.site)
+        channel = site.channel(e.channel)
+    except KeyError as exc:
+        raise NoticeError(f"episode {ident}: site or channel {exc} is not in the site file") from exc
+    if is_data_quality(e.rule):
+        raise NoticeError(f"episode {ident} is an instrument fault ({e.rule}), not a discharge violation")
+    binding = next((b for b in site.checks if b.channel == e.channel and b.rule == e.rule), None)
+    readings = _readings(db, e)
+    record = open_record(db)
+    eid = episode_id(e)
+    invalid = record.invalidations([eid])
+    return NoticeFacts(
+        site=site, channel=channel, episode=e, episode_id=eid, binding=binding,
+        clause=notice_clause(site.jurisdiction),
+        dated=dated or datetime.fromtimestamp(now, zone(site.timezone)).date(),
+        confirmed=_confirmed(e, binding, readings), readings=readings,
+        obligations=tuple(record.obligations([eid])), obligations_available=record.available,
+        invalidation=invalid[-1] if invalid else None, now=now)

@@ -1,0 +1,168 @@
+"""Notice-of-violation drafts end to end: readings recorded through the real stores, the draft written by
+`pretreat nov` as PDF (pages rendered to PNG with pdftoppm, saved under tests/artifacts/nov/ for review, the
+text read back with pdftotext), Markdown and Word, and checked for the section violated with its quote, the
+notice section with its correction deadline, and the facts of the episode."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import zipfile
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from config.loader import load_config
+from config.schema import SiteConfig
+from monitor import cli
+from monitor.notices.cli import write_notice
+from monitor.notices.facts import NoticeError, gather
+from monitor.reports.days import zone
+from monitor.sample import Quality, Sample
+from tests.support import require_binary
+from tests.unit.test_report_scenarios import record
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "nov"
+TZ = zone("America/New_York")
+DAY = date(2026, 11, 10)
+EPISODE = "acme/ph/ph_low@2026-11-10T15:00:00Z"  # 10:00 EST
+SITE_TOML = """
+[daemon]
+historian = "{db}"
+
+[[site]]
+id = "acme"
+name = "ACME Plating Co."
+company = "ACME Plating Co."
+address = "12 Route 22, Brewster, NY 10509"
+jurisdiction = "southeast"
+timezone = "America/New_York"
+
+[[site.instrument]]
+id = "m"
+driver = "mqtt"
+host = "127.0.0.1"
+poll_interval = 60.0
+
+[[site.channel]]
+id = "ph"
+instrument = "m"
+topic = "mh1/ph"
+payload = "number"
+kind = "ph"
+unit = "pH"
+valid_min = 0
+valid_max = 14
+resolution = 0.01
+
+[site.permit]
+id = "SE-IU-2025-07"
+issued = 2025-04-01
+expires = 2030-03-31
+categorical = "40 CFR 433 (Metal Finishing)"
+"""
+
+
+def _local(hh: int, mm: int) -> float:
+    return datetime(DAY.year, DAY.month, DAY.day, hh, mm, tzinfo=TZ).timestamp()
+
+
+def _samples() -> list[Sample]:
+    """A day of pH 7.20 once a minute; 4.20 from 10:00 to 10:30 with the meter silent 10:10–10:12 (shorter than
+    the channel's max_gap: the episode goes on)."""
+    out = []
+    t = _local(6, 0)
+    while t < _local(14, 0):
+        if _local(10, 10) <= t < _local(10, 12):
+            out.append(Sample.bad(time=t, site="acme", channel="ph", unit="pH", quality=Quality.COMM_FAILURE,
+                                  reason="pH meter: no reply"))
+        else:
+            out.append(Sample(t, "acme", "ph", 4.2 if _local(10, 0) <= t < _local(10, 30) else 7.2, "pH"))
+        t += 60.0
+    return out
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[SiteConfig, Path]:
+    tmp = tmp_path_factory.mktemp("nov")
+    (tmp / "site.toml").write_text(SITE_TOML.format(db=tmp / "pretreat.sqlite"))
+    config = load_config(tmp / "site.toml")
+    asyncio.run(record(config, _samples(), aggregate=False))
+    return config, tmp
+
+
+def _pdftext(pdf: Path) -> str:
+    pdftotext = require_binary("pdftotext")
+    return subprocess.run([pdftotext, "-layout", str(pdf), "-"], capture_output=True, text=True, check=True,
+                          timeout=60).stdout
+
+
+def test_facts_of_the_episode(site: tuple[SiteConfig, Path]) -> None:
+    config, _tmp = site
+    f = gather(config, EPISODE, now=_local(13, 0))
+    e = f.episode
+    assert (e.start, e.end, e.peak) == (_local(10, 0), _local(10, 30), 4.2)
+    assert f.confirmed == e.start  # a single reading below 5.0 violates: confirmed at onset
+    # a silence shorter than the channel's max_gap is bridged: the whole half hour counts as measured
+    assert (e.measured, e.unmeasured, e.end_reason) == (1800.0, 0.0, "cleared")
+    assert f.section == "Town of Southeast § 112-5A(1)(c)"
+    assert f.quote == "Any wastewater having a pH less than 5.0 or higher than 9.0"
+    assert f.correction_due == date(2026, 12, 10)
+    assert not f.obligations and f.invalidation is None
+    with pytest.raises(NoticeError, match="no episode"):
+        gather(config, "acme/ph/ph_low@2026-11-10T15:00:01Z", now=_local(13, 0))
+
+
+def test_pdf_draft_pages_and_words(site: tuple[SiteConfig, Path]) -> None:
+    pdftoppm = require_binary("pdftoppm")
+    config, tmp = site
+    pdf = tmp / "nov.pdf"
+    assert write_notice(config, EPISODE, "pdf", pdf, now=_local(13, 0)) == [pdf]
+    if ARTIFACTS.exists():
+        shutil.rmtree(ARTIFACTS)
+    ARTIFACTS.mkdir(parents=True)
+    subprocess.run([pdftoppm, "-r", "70", "-png", str(pdf), str(ARTIFACTS / "page")], check=True, timeout=60)
+    pngs = sorted(ARTIFACTS.glob("page-*.png"))
+    assert 1 <= len(pngs) <= 3 and all(p.stat().st_size > 10_000 for p in pngs)
+    shutil.copy(pdf, ARTIFACTS / "nov.pdf")
+    text = " ".join(_pdftext(pdf).split())
+    for words in ("DRAFT: Notice of Violation", "Town of Southeast", "ACME Plating Co.", "12 Route 22, Brewster",
+                  "SE-IU-2025-07 (issued 2025-04-01, expires 2030-03-31)",
+                  "Town of Southeast § 112-5A(1)(c)", "Any wastewater having a pH less than 5.0 or higher than 9.0",
+                  "2026-11-10 10:00:00 EST", "2026-11-10 10:30:00 EST", "4.20 pH", "30 min",
+                  "Town of Southeast § 112-11", "December 10, 2026", "None recorded", EPISODE):
+        assert words in text, words
+    assert "Unmeasured time" in text
+    assert "local time from 2026-11-10 (America/New_York, EST)" in text  # the chart's axis
+
+
+def test_markdown_and_word_drafts_carry_the_same_facts(site: tuple[SiteConfig, Path]) -> None:
+    config, tmp = site
+    md, png = write_notice(config, EPISODE, "md", tmp / "nov.md", now=_local(13, 0))
+    text = md.read_text()
+    assert png.read_bytes().startswith(b"\x89PNG") and f"]({png.name})" in text
+    assert "| Onset | 2026-11-10 10:00:00 EST (reading 4.20 pH) |" in text
+    assert '"Any wastewater having a pH less than 5.0 or higher than 9.0"' in text
+    pytest.importorskip("docx", reason="python-docx is in the test extras")
+    docx = tmp / "nov.docx"
+    write_notice(config, EPISODE, "docx", docx, now=_local(13, 0))
+    with zipfile.ZipFile(docx) as z:
+        body = z.read("word/document.xml").decode()
+        assert any(n.startswith("word/media/") for n in z.namelist())  # the chart
+    for words in ("Town of Southeast § 112-5A(1)(c)", "December 10, 2026", "2026-11-10 10:00:00 EST"):
+        assert words in body, words
+
+
+def test_cli(site: tuple[SiteConfig, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _config, tmp = site
+    out = tmp_path / "draft.pdf"
+    assert cli.main(["nov", "--config", str(tmp / "site.toml"), "--episode", EPISODE, "--output", str(out)]) == 0
+    assert out.read_bytes().startswith(b"%PDF")
+    today = datetime.now(TZ).date()
+    due = today + timedelta(days=30)
+    assert f"{due:%B} {due.day}, {due.year}" in " ".join(_pdftext(out).split())  # 30 days from the notice's date
+    assert cli.main(["nov", "--config", str(tmp / "site.toml"), "--episode", "acme/ph/nope@x",
+                     "--format", "md"]) == 2
+    assert "episode id" in capsys.readouterr().err

@@ -1,0 +1,61 @@
+"""Notice clauses (config/notices/*.toml): each quotes its seed line, states only the correction period the
+ordinance prints, and a jurisdiction without a clause gets no invented deadline."""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from config.limits import load_profile
+from config.notice import NOTICES_DIR, NoticeConfigError, notice_clause, template_path
+from tests.support import IN_CI
+
+SEEDS = Path(os.environ.get("PRETREAT_ORDINANCES") or Path(__file__).resolve().parents[3] / "shared" / "seeds")
+CLAUSES = sorted(p.stem for p in NOTICES_DIR.glob("*.toml"))
+
+
+def _normalized(text: str) -> str:
+    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip()
+
+
+def test_the_shipped_clauses() -> None:
+    assert CLAUSES == ["pawling", "southeast"]
+    se = notice_clause("southeast")
+    assert (se.authority, se.citation, se.correction_days, se.correction_is_ceiling) == (
+        "Town of Southeast", "Town of Southeast § 112-11", 30, False)
+    pw = notice_clause("pawling")
+    assert (pw.correction_days, pw.correction_is_ceiling) == (30, True)
+
+
+@pytest.mark.parametrize("key", CLAUSES)
+def test_each_clause_quotes_its_seed_line_and_its_days(key: str) -> None:
+    if not SEEDS.is_dir():
+        (pytest.fail if IN_CI else pytest.skip)(f"seed ordinance texts not found at {SEEDS}")
+    profile, _ = load_profile(key)
+    assert profile is not None
+    clause = notice_clause(key)
+    lines = (SEEDS / profile.seed).read_text(encoding="utf-8").splitlines()
+    text = _normalized(" ".join(lines[clause.line - 1: clause.line_end or clause.line]))
+    assert _normalized(clause.quote) in text
+    assert f"{clause.correction_days} days" in clause.quote  # the period is the ordinance's own number
+    assert template_path(key).name == f"{key}.md"
+
+
+def test_no_clause_no_deadline() -> None:
+    c = notice_clause("wilson")
+    assert (c.authority, c.citation, c.correction_days) == ("Town of Wilson", "", None)
+    assert template_path("wilson").name == "default.md"
+
+
+def test_a_broken_clause_file_names_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "wilson.toml").write_text('authority = "Town of Wilson"\ncorrection_days = -3\n')
+    monkeypatch.setattr("config.notice.NOTICES_DIR", tmp_path)
+    with pytest.raises(NoticeConfigError, match="correction_days = -3"):
+        notice_clause("wilson")
+    (tmp_path / "wilson.toml").write_text('authority = "x"\ncorection_days = 3\n')
+    with pytest.raises(NoticeConfigError, match="corection_days"):
+        notice_clause("wilson")
