@@ -1,4 +1,5 @@
-"""Charts of flow, pH and temperature over the report period, with limits and episodes marked (matplotlib).
+"""Charts of every monitored channel (flow, pH, temperature, explosive vapour, the sampler's refrigerator) over
+the report period, with limits and episodes marked (matplotlib).
 
 Each chart shows, per local day, the range of readings (shaded min–max band) and the time-weighted mean
 (line), from the per-day aggregates; the limits in force as dashed lines; and the days with exceedance
@@ -18,16 +19,18 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from config.rule_catalogue import RuleName
-from config.rule_model import ThresholdParams
 from config.schema import ChannelKind
 from monitor.reports.compliance import ComplianceReport
 from monitor.reports.days import zone
 
-_KINDS = ((ChannelKind.FLOW, "Flow"), (ChannelKind.PH, "pH"), (ChannelKind.TEMPERATURE, "Temperature"))
+_KINDS = ((ChannelKind.FLOW, "Flow"), (ChannelKind.PH, "pH"), (ChannelKind.TEMPERATURE, "Temperature"),
+          (ChannelKind.LEL, "Explosive vapour"), (ChannelKind.SAMPLER_TEMPERATURE, "Sampler refrigerator"))
 # Episodes of a reading against a limit are shaded; duration rules (a month's excursion total stays open to the
 # month's end) would shade everything and say less than the pH accounting table does.
-_SPAN_RULES = (RuleName.PH_LOW, RuleName.PH_HIGH, RuleName.TEMPERATURE_HIGH, RuleName.SLUG)
-_LIMIT_RULES = (RuleName.PH_LOW, RuleName.PH_HIGH, RuleName.TEMPERATURE_HIGH)  # a limit line on the chart
+_SPAN_RULES = (RuleName.PH_LOW, RuleName.PH_HIGH, RuleName.TEMPERATURE_HIGH, RuleName.SLUG, RuleName.LEL_SINGLE,
+               RuleName.LEL_SUCCESSIVE, RuleName.SAMPLER_TEMPERATURE)
+_LIMIT_RULES = (RuleName.PH_LOW, RuleName.PH_HIGH, RuleName.TEMPERATURE_HIGH, RuleName.LEL_SINGLE,
+                RuleName.LEL_SUCCESSIVE)
 INK = "#1f3b5a"
 BAND = "#9db4cc"
 LIMIT = "#b03a2e"
@@ -44,36 +47,45 @@ class Series:
     mean: tuple[float, ...]
     limits: tuple[tuple[float, str], ...]  # (value, label)
     episode_spans: tuple[tuple[datetime, datetime], ...]
+    period: str = ""  # the period's label, printed under the axis (the ticks never name a month beyond it)
 
 
 def _nan(x: float | None) -> float:
     return math.nan if x is None else x
 
 
+def _limits(report: ComplianceReport, channel: str) -> tuple[tuple[float, str], ...]:
+    out: list[tuple[float, str]] = []
+    for b in report.site.checks:
+        if b.channel != channel:
+            continue
+        if b.rule in _LIMIT_RULES:
+            out.append((float(b.params["limit"]), f"{b.rule} {b.params['operator']} {float(b.params['limit']):g}"))
+        elif b.rule == RuleName.SAMPLER_TEMPERATURE:
+            out += [(float(b.params["low"]), f"band {float(b.params['low']):g}"),
+                    (float(b.params["high"]), f"band {float(b.params['high']):g}")]
+    return tuple(dict.fromkeys(out))
+
+
 def series(report: ComplianceReport) -> list[Series]:
-    """One series per charted kind that the site measures (its first channel of that kind)."""
+    """One series per monitored channel of a charted kind, in the order of `_KINDS` then the site file."""
     tz = zone(report.site.timezone)
+    end_of_period = datetime.fromtimestamp(report.bounds()[1], tz)
     out: list[Series] = []
     for kind, title in _KINDS:
-        ch = next((c for c in report.site.channels if c.kind is kind), None)
-        if ch is None:
-            continue
-        days, low, high, mean = [], [], [], []
-        for d in report.days:
-            cd = next((c for c in d.channels if c.channel == ch.id), None)
-            days.append(date.fromisoformat(d.day))
-            low.append(_nan(cd.min if cd else None))
-            high.append(_nan(cd.max if cd else None))
-            mean.append(_nan(cd.mean if cd else None))
-        limits = tuple((p.limit, f"{b.rule} {p.operator} {p.limit:g}") for b in report.site.checks
-                       if b.channel == ch.id and b.rule in _LIMIT_RULES
-                       for p in (b.typed(ThresholdParams),))
-        end_of_period = datetime.fromtimestamp(report.bounds()[1], tz)
-        spans = tuple((datetime.fromtimestamp(e.start, tz),
-                       datetime.fromtimestamp(e.end, tz) if e.end is not None else end_of_period)
-                      for e in report.exceedances if e.channel == ch.id and e.rule in _SPAN_RULES)
-        out.append(Series(f"{title} ({ch.id}, {ch.unit})", ch.id, ch.unit, tuple(days), tuple(low), tuple(high),
-                          tuple(mean), limits, spans))
+        for ch in (c for c in report.site.channels if c.kind is kind):
+            days, low, high, mean = [], [], [], []
+            for d in report.days:
+                cd = next((c for c in d.channels if c.channel == ch.id), None)
+                days.append(date.fromisoformat(d.day))
+                low.append(_nan(cd.min if cd else None))
+                high.append(_nan(cd.max if cd else None))
+                mean.append(_nan(cd.mean if cd else None))
+            spans = tuple((datetime.fromtimestamp(e.start, tz),
+                           datetime.fromtimestamp(e.end, tz) if e.end is not None else end_of_period)
+                          for e in report.exceedances if e.channel == ch.id and e.rule in _SPAN_RULES)
+            out.append(Series(f"{title} ({ch.id}, {ch.unit})", ch.id, ch.unit, tuple(days), tuple(low),
+                              tuple(high), tuple(mean), _limits(report, ch.id), spans, report.period.label))
     return out
 
 
@@ -96,10 +108,15 @@ def draw(ax: Axes, s: Series, *, fontsize: float = 7.0) -> None:
     ax.tick_params(labelsize=fontsize)
     ax.grid(True, color="#dddddd", linewidth=0.5)
     if x:
-        ax.set_xlim(x[0] - 0.5, x[-1] + 0.5)
+        # local midnight to just before the next: a tick at the midnight after the last day would name the next
+        # month ("2026-Dec" on a November report)
+        ax.set_xlim(x[0] - 0.5, x[-1] + 0.499)
     locator = mdates.AutoDateLocator(maxticks=8)
     ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, show_offset=False))
+    ax.set_ylabel(s.unit, fontsize=fontsize)
+    if s.period:
+        ax.set_xlabel(f"local days, {s.period}", fontsize=fontsize)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     handles: list[Any] = []

@@ -101,7 +101,7 @@ def _loaded(args: argparse.Namespace, *, need_site: bool = True) -> tuple[SiteCo
 
 
 def _report(args: argparse.Namespace) -> int:
-    from monitor.reports.periods import Period, latest_period
+    from monitor.reports.periods import latest_period, period_of_days
     from monitor.reports.schedule import write_periodic
 
     loaded = _loaded(args)
@@ -117,7 +117,7 @@ def _report(args: argparse.Namespace) -> int:
         if args.last < args.first:
             print("pretreat: --to is before --from", file=sys.stderr)
             return 2
-        period = Period(args.first, args.last, args.last, "period given on the command line")
+        period = period_of_days(site, args.first, args.last)
     else:
         period = latest_period(site, datetime.now().date())
     tmp_dir = Path(args.output).parent if args.output else Path.cwd()

@@ -30,6 +30,7 @@ from monitor.reports.aggregates_db import connect
 from monitor.reports.annotations import Annotation, episode_id, latest_annotations
 from monitor.reports.daily import DailySummary, summarize
 from monitor.reports.days import day_bounds, zone
+from monitor.reports.enforcement import ObligationLine, open_record
 from monitor.reports.labs import LabResult, read_results
 from monitor.reports.periods import Period
 from monitor.reports.ph_accounting import MonthAccount, monthly_accounts
@@ -97,6 +98,8 @@ class ComplianceReport:
     snc: SncScreen | None
     journal_head: tuple[int, str] | None
     notes: tuple[str, ...] = field(default=())
+    obligations: tuple[ObligationLine, ...] = ()  # of the period's violations (`enforcement`)
+    record_available: bool = False  # False: no obligations store in the file ("none recorded")
 
     @property
     def exceedances(self) -> tuple[EpisodeLine, ...]:
@@ -228,6 +231,7 @@ def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Si
     notes = _notes(site, days)
     annotations = latest_annotations(conn, site.id)
     permitted = {(b.channel, b.rule) for b in site.checks if b.params.get("permitted")}
+    record = open_record(path)
     invalid = invalid_episodes(conn, site=site.id)
     lines = tuple(EpisodeLine(id=episode_id(e), channel=e.channel, rule=e.rule, start=e.start, end=e.end,
                               peak=e.peak, limit=e.limit, citation=e.citation,
@@ -244,7 +248,9 @@ def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Si
         months=tuple(monthly_accounts(conn, site, plans, period.first, period.last)), episodes=lines,
         completeness=tuple(_completeness(days)),
         labs=tuple(r for r in labs if period.first <= r.sample_date <= period.last), snc=snc,
-        journal_head=_journal_head(conn), notes=tuple(notes))
+        journal_head=_journal_head(conn), notes=tuple(notes),
+        obligations=tuple(record.obligations([x.id for x in lines if not x.data_quality and not x.permitted])),
+        record_available=record.available)
 
 
 def _notes(site: Site, days: list[DailySummary]) -> list[str]:

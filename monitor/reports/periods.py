@@ -61,3 +61,10 @@ def latest_period(site: Site, today: date) -> Period:
                   for d in due_dates(site, y)]
     done = [p for p in candidates if p.last < today]
     return max(done, key=lambda p: p.last)
+
+
+def period_of_days(site: Site, first: date, last: date) -> Period:
+    """A period of the user's choosing, due on the jurisdiction's next report date after its last day (the
+    schedule's citation as the basis), so a report for chosen days still states when it is due and why."""
+    after = sorted(d for y in (last.year, last.year + 1) for d in due_dates(site, y) if d > last)[0]
+    return Period(first, last, after, period_for_due(site, after).basis)

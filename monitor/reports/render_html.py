@@ -18,6 +18,7 @@ h2{color:#1f3b5a;border-bottom:1px solid #1f3b5a;padding-bottom:.15em;margin-top
 table{border-collapse:collapse;width:100%;font-size:12px}
 th{text-align:left;border-bottom:1px solid #888;padding:3px 5px}
 td{padding:3px 5px;vertical-align:top}tr:nth-child(even) td{background:#f2f5f8}p.note{color:#444}
+tr.violation td{background:#f6d5d1}p.verdict{font-size:15px;font-weight:bold}
 .sig td{padding:1.2em .5em .2em 0}.sig td.line{border-bottom:1px solid #000;width:30em}
 @media print{body{margin:0;max-width:none}h2{page-break-after:avoid}}
 """
@@ -27,7 +28,9 @@ def _table(sec: Section) -> str:
     if not sec.rows:
         return f"<p class='note'>{html.escape(sec.empty)}</p>"
     head = "".join(f"<th>{html.escape(c)}</th>" for c in sec.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in sec.rows)
+    marked = set(sec.highlight)
+    body = "".join(("<tr class='violation'>" if i in marked else "<tr>")
+                   + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for i, row in enumerate(sec.rows))
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -51,7 +54,8 @@ def render_html(report: ComplianceReport, path: Path | None = None) -> str:
              f"{p.label} · due {p.due.isoformat()}</p>"]
     for sec in build_sections(report):
         parts.append(f"<h2 id='{sec.key}'>{html.escape(sec.title)}</h2>")
-        parts.extend(f"<p>{html.escape(t)}</p>" for t in sec.text)
+        cls = " class='verdict'" if sec.key == "verdict" else ""
+        parts.extend(f"<p{cls}>{html.escape(t)}</p>" for t in sec.text)
         if sec.kind == "charts":
             parts.append(_charts(report))
         elif sec.kind == "table":

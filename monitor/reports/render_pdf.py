@@ -31,6 +31,7 @@ BODY_W = W - LEFT - RIGHT
 Op = Callable[[Figure], object]
 RULE = "#888888"
 ZEBRA = "#f2f5f8"
+HIGHLIGHT = "#f6d5d1"  # a day with a violation
 
 
 def _chars(width_in: float, size: float) -> int:
@@ -72,10 +73,10 @@ class _Layout:
                                                   linewidth=0.8)))
         self.y += 0.06
 
-    def paragraph(self, s: str, *, size: float = 7.5, width: float = BODY_W) -> None:
+    def paragraph(self, s: str, *, size: float = 7.5, width: float = BODY_W, weight: str = "normal") -> None:
         for line in textwrap.wrap(s, _chars(width, size)):
             self.need(size * 1.5 / 72)
-            self.text(LEFT, line, size=size, dy=size * 1.45 / 72)
+            self.text(LEFT, line, size=size, weight=weight, dy=size * 1.45 / 72)
         self.y += 0.05
 
     def table(self, sec: Section, size: float = 6.6) -> None:
@@ -87,6 +88,7 @@ class _Layout:
             return [textwrap.wrap(c, _chars(w - 0.06, size)) or [""] for c, w in zip(cells, widths, strict=True)]
 
         head = wrap(sec.columns)
+        marked = set(sec.highlight)
         head_h = max(len(c) for c in head) * line_h + 0.06
         self.need(head_h + 3 * line_h)
         self._row(head, widths, head_h, size, bold=True)
@@ -96,19 +98,19 @@ class _Layout:
             if h > self.room:
                 self.new_page()
                 self._row(head, widths, head_h, size, bold=True)
-            self._row(cells, widths, h, size, shade=i % 2 == 1)
+            self._row(cells, widths, h, size, shade=i % 2 == 1, mark=i in marked)
         if not sec.rows:
             self.text(LEFT + 0.05, sec.empty, size=size + 0.4, color="#555555")
         self.y += 0.1
 
     def _row(self, cells: list[list[str]], widths: list[float], h: float, size: float, *, bold: bool = False,
-             shade: bool = False) -> None:
+             shade: bool = False, mark: bool = False) -> None:
         y0 = self.y
 
         def paint(fig: Figure) -> None:
-            if shade:
-                fig.add_artist(Rectangle((LEFT / W, 1 - (y0 + h) / H), BODY_W / W, h / H, color=ZEBRA,
-                                         linewidth=0, zorder=-1))
+            if shade or mark:
+                fig.add_artist(Rectangle((LEFT / W, 1 - (y0 + h) / H), BODY_W / W, h / H,
+                                         color=HIGHLIGHT if mark else ZEBRA, linewidth=0, zorder=-1))
             x = LEFT
             for lines, w in zip(cells, widths, strict=True):
                 fig.text((x + 0.03) / W, 1 - (y0 + 0.03) / H, "\n".join(lines), fontsize=size, va="top",
@@ -137,7 +139,10 @@ def layout(report: ComplianceReport) -> _Layout:
             lay.need(3.0)  # the certification and the signature lines stay on one page
         lay.heading(sec.title)
         for t in sec.text:
-            lay.paragraph(t)
+            if sec.key == "verdict":  # the first thing a regulator reads
+                lay.paragraph(t, size=10.5, weight="bold")
+            else:
+                lay.paragraph(t)
         if sec.kind == "signature":
             _signature(lay)
         elif sec.kind == "table":
@@ -146,23 +151,26 @@ def layout(report: ComplianceReport) -> _Layout:
 
 
 def _charts(lay: _Layout, report: ComplianceReport) -> None:
+    """Two charts to a page where they fit, continuing on the next page (never a forced page break that would
+    leave the previous page near blank)."""
     all_series = series(report)
     if not all_series:
         return
-    lay.new_page()
+    h = 2.25  # in: one chart with its title and axis labels (three to a page)
+    lay.need(0.9 + h)
     lay.heading("Charts")
     lay.paragraph("Daily range of readings (band), daily time-weighted mean (line), limits in force (dashed) and "
-                  "exceedance episodes (red) over the reporting period.")
-    h = min(2.0, (lay.room - 0.1) / len(all_series) - 0.12)
+                  "exceedance episodes (red) over the reporting period, for every monitored channel.")
     for s in all_series:
+        lay.need(h)
         y0 = lay.y
 
         def paint(fig: Figure, s: object = s, y0: float = y0) -> None:
-            ax = fig.add_axes((LEFT / W + 0.05, 1 - (y0 + h) / H, BODY_W / W - 0.07, (h - 0.3) / H))
+            ax = fig.add_axes((LEFT / W + 0.05, 1 - (y0 + h - 0.3) / H, BODY_W / W - 0.07, (h - 0.75) / H))
             draw(ax, s)  # type: ignore[arg-type]
 
         lay.op(paint)
-        lay.y += h + 0.12
+        lay.y += h + 0.05
 
 
 def _signature(lay: _Layout) -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from config.rule_catalogue import DATA_QUALITY_RULES, DURATION_RULES, label
+from config.schema import ChannelKind
 from monitor.reports.compliance import ComplianceReport, EpisodeLine, fmt_minutes
 from monitor.reports.daily import DailySummary
 from monitor.reports.days import zone
@@ -39,6 +40,7 @@ class Section:
     empty: str = "None in this period."
     key: str = ""  # short machine name (CSV section ids)
     extra: dict[str, str] = field(default_factory=dict)
+    highlight: tuple[int, ...] = ()  # rows to highlight (days with a violation)
 
 
 def num(x: float | None, digits: int = 1) -> str:
@@ -76,7 +78,7 @@ def _daily_rows(days: Sequence[DailySummary], invalid: frozenset[tuple[str, str,
     return rows
 
 
-def _episode_rows(eps: Sequence[EpisodeLine], clock: Clock) -> list[tuple[str, ...]]:
+def _episode_rows(eps: Sequence[EpisodeLine], clock: Clock, units: dict[str, str]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for e in eps:
         a = e.annotation
@@ -84,42 +86,80 @@ def _episode_rows(eps: Sequence[EpisodeLine], clock: Clock) -> list[tuple[str, .
         timed = e.rule in DURATION_RULES  # peak and limit are seconds
         peak = fmt_minutes(e.peak) if timed else num(e.peak, 2)
         limit = fmt_minutes(e.limit) if timed else num(e.limit, 2)
-        rows.append((e.id, label(e.rule), clock(e.start), duration, peak, limit, e.citation,
+        unit = "" if timed else units.get(e.channel, "")
+        rows.append((e.id, label(e.rule), clock(e.start), duration, peak, limit, unit, e.citation,
                      a.cause if a else "(to be completed by the industry)",
                      a.action if a else "(to be completed by the industry)",
                      f"{a.user}, {clock(a.time, '%Y-%m-%d')}" if a else ""))
     return rows
 
 
+def _units(r: ComplianceReport) -> dict[str, str]:
+    return {c.id: c.unit for c in r.site.channels}
+
+
+def _unit_of(r: ComplianceReport, kind: ChannelKind, fallback: str = "") -> str:
+    return next((c.unit for c in r.site.channels if c.kind is kind), fallback)
+
+
+def _permit_text(r: ComplianceReport) -> str:
+    p = r.site.permit
+    if p is None:
+        return "(none on file)"
+    dates = ", ".join(x for x in (f"issued {p.issued}" if p.issued else "", f"expires {p.expires}" if p.expires
+                                  else "") if x)
+    return p.id + (f" ({dates})" if dates else " (dates not on file)")
+
+
+def _cover(r: ComplianceReport, clock: Clock) -> list[Section]:
+    from monitor.reports.verdict import headline, verdict_rows
+
+    p = r.period
+    permit = r.site.permit
+    return [
+        Section("Compliance verdict", key="verdict", text=(headline(r),),
+                columns=("Rule", "Citation", "Violations", "Days out of compliance"), widths=(2, 3, 1, 1.2),
+                rows=verdict_rows(r), empty="No violations recorded in this period."),
+        Section("Report", key="report", columns=("Item", "Value"), widths=(1, 3), rows=(
+            ("Control authority", r.jurisdiction),
+            ("Industry / site", f"{r.site.name or r.site.id} ({r.site.id})"),
+            ("Industry's address", r.site.address or "(not on file: [[site]] address)"),
+            ("Permit", _permit_text(r)),
+            ("Categorical standard", permit.categorical if permit and permit.categorical else "(none given)"),
+            ("Reporting period", f"{p.label} (local time, {r.site.timezone})"),
+            ("Due", f"{p.due.isoformat()}: {p.basis}"),
+            ("Generated", clock(r.generated)),
+            ("Exceedance episodes (violations)", str(len(r.exceedances))),
+            ("Journal head at generation", f"#{r.journal_head[0]} {r.journal_head[1][:16]}…" if r.journal_head
+             else "(no journal)"),
+        ))]
+
+
 def build_sections(r: ComplianceReport) -> list[Section]:
     clock = Clock(r.site.timezone)
-    p = r.period
-    out = [Section("Report", key="report", columns=("Item", "Value"), widths=(1, 3), rows=(
-        ("Industry / site", f"{r.site.name or r.site.id} ({r.site.id})"),
-        ("Jurisdiction", r.jurisdiction),
-        ("Permit", r.site.permit.id if r.site.permit else "(none on file)"),
-        ("Reporting period", f"{p.label} (local time, {r.site.timezone})"),
-        ("Due", f"{p.due.isoformat()}: {p.basis}"),
-        ("Generated", clock(r.generated)),
-        ("Exceedance episodes", str(len(r.exceedances))),
-        ("Journal head at generation", f"#{r.journal_head[0]} {r.journal_head[1][:16]}…" if r.journal_head
-         else "(no journal)"),
-    ))]
+    out = _cover(r, clock)
     out.append(Section("Limits in force", key="limits", columns=("Subject", "Violation when", "Citation"),
                        widths=(1.1, 2.2, 2.7), rows=tuple((x.subject, x.condition, x.citation) for x in r.limits)))
     out.append(Section("Charts", kind="charts", key="charts"))
+    flow, total = _unit_of(r, ChannelKind.FLOW, "rate"), _unit_of(r, ChannelKind.FLOW_TOTAL, "volume")
+    temp, lel = _unit_of(r, ChannelKind.TEMPERATURE), _unit_of(r, ChannelKind.LEL, "%LEL")
+    fridge = _unit_of(r, ChannelKind.SAMPLER_TEMPERATURE)
+    rows = tuple(_daily_rows(r.days, frozenset((e.channel, e.rule, e.start) for e in r.invalidated)))
     out.append(Section(
         "Daily summary", key="daily",
         text=("Flow totals from the totaliser and from the integrated flow rate; Δ is their difference (! over 5 %). "
               "Peak: highest reading; 30-min: highest 30-minute average rate (Town of Wilson § 105-7E). Minutes "
               "outside the pH range and the sampler's 4 ± 2 °C band are timed from the first reading outside to the "
               "first reading back inside. Compl.: the least complete channel that day (% of expected readings "
-              "received good).",),
-        columns=("Day", "Hours", "Flow total", "Integrated", "Δ %", "Peak", "30-min", "pH min", "pH max",
-                 "pH out min", "T max", "LEL max", "Samples", "Fridge min/max", "Fridge out", "Compl. %", "Episodes"),
+              "received good). Days with a violation episode are highlighted.",),
+        columns=("Day (local)", "Hours (h)", f"Flow total ({total})", f"Integrated ({total})", "Δ (%)",
+                 f"Peak ({flow})", f"30-min ({flow})", "pH min (pH)", "pH max (pH)", "pH out (min)",
+                 f"T max ({temp or '—'})", f"LEL max ({lel})", "Samples (count)",
+                 f"Fridge min/max ({fridge or '—'})", "Fridge out (min)", "Compl. (%)", "Episodes (count)"),
         widths=(1.45, 0.6, 1.15, 1.15, 0.7, 0.75, 0.75, 0.7, 0.7, 0.8, 0.65, 0.7, 0.75, 1.1, 0.8, 0.8, 0.8),
-        rows=tuple(_daily_rows(r.days, frozenset((e.channel, e.rule, e.start) for e in r.invalidated)))))
+        rows=rows, highlight=_violation_days(r)))
     out.extend(_record_sections(r, clock))
+    out.extend(_enforcement_sections(r, clock))
     out.extend(_lab_sections(r, clock))
     if r.notes:
         out.append(Section("Notes", key="notes", kind="text", text=r.notes))
@@ -127,14 +167,38 @@ def build_sections(r: ComplianceReport) -> list[Section]:
     return out
 
 
+def _violation_days(r: ComplianceReport) -> tuple[int, ...]:
+    from monitor.reports.verdict import days_overlapped
+
+    bad = set().union(*(days_overlapped(e, r) for e in r.exceedances)) if r.exceedances else set()
+    return tuple(i for i, d in enumerate(r.days) if datetime.fromisoformat(d.day).date() in bad)
+
+
+def _enforcement_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
+    """The obligations each violation started, and the episodes invalidated with their justification."""
+    from monitor.reports.verdict import obligations_empty
+
+    when = "%Y-%m-%d %H:%M %Z"
+    return [
+        Section("Obligations timeline", key="obligations",
+                text=("Notifications, written reports and repeat sampling each violation requires, with their due "
+                      "times (local) and when and how the industry met them.",),
+                columns=("Episode id", "Obligation", "Citation", "Due (local)", "Status", "Met at (local)",
+                         "How / to whom"), widths=(2.2, 1.6, 1.8, 1.2, 0.7, 1.2, 1.8),
+                rows=tuple((o.episode, o.duty, o.citation, clock(o.due, when) if o.due is not None else "immediately",
+                            o.status(r.generated), clock(o.fulfilled, when), o.how or "—") for o in r.obligations),
+                empty=obligations_empty(r)),
+    ]
+
+
 def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
     """pH accounting, episodes, completeness and instrument faults."""
     out: list[Section] = []
     out.append(Section(
         "Monthly pH accounting (40 CFR 401.17)", key="ph_monthly",
-        columns=("Month", "Days", "Channel", "Excursion min", "Unmeasured min", "Allowance", "Remaining",
-                 "Longest min", "Single limit", "Result", "Basis"),
-        widths=(0.8, 0.5, 0.8, 1.0, 1.0, 0.8, 0.8, 0.9, 0.8, 1.3, 2.4),
+        columns=("Month", "Days (days)", "Channel", "Excursion (min)", "Unmeasured (min)", "Allowance (min)",
+                 "Remaining (min)", "Longest (min)", "Single limit (min)", "Result", "Basis"),
+        widths=(0.8, 0.6, 0.8, 1.0, 1.2, 0.9, 0.9, 0.9, 0.9, 1.3, 2.2),
         rows=tuple((m.month, str(m.days), m.channel, num(m.excursion_minutes, 0), num(m.unmeasured_minutes, 0),
                     num(m.allowance_minutes, 0),
                     num(m.remaining_minutes, 0), num(m.longest_minutes, 0) + (" (open)" if m.longest_open else ""),
@@ -145,13 +209,13 @@ def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
         empty="No pH channel with a stated range."))
     out.append(_episodes_section(
         "Exceedance episodes", "episodes", "Each episode with the cause and corrective action entered by the "
-        "industry (pretreat report annotate --episode ID).", r.exceedances, clock))
+        "industry (pretreat report annotate --episode ID).", r.exceedances, clock, _units(r)))
     if r.permitted_excursions:
         out.append(_episodes_section(
             "Permitted pH excursions (40 CFR 401.17, adopted by the permit: not violations)", "permitted",
             "Excursions from the pH range within 40 CFR 401.17's allowances are permitted; a single excursion over "
             "60 minutes or over 7 h 26 min in a calendar month is a violation, listed above.",
-            r.permitted_excursions, clock))
+            r.permitted_excursions, clock, _units(r)))
     if r.invalidated:
         out.append(Section(
             "Episodes marked invalid by the control authority (not violations)", key="invalidated",
@@ -165,25 +229,27 @@ def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
         "Data completeness and instrument downtime", key="completeness",
         text=("Expected readings follow each instrument's poll interval; downtime is time with no good reading "
               "within the channel's staleness window. The flow meter must be kept in continuous operation.",),
-        columns=("Channel", "Kind", "Received", "Good", "Expected", "Complete %", "Downtime", "Days < 90 %"),
+        columns=("Channel", "Kind", "Received (readings)", "Good (readings)", "Expected (readings)",
+                 "Complete (%)", "Downtime (min or h)", "Days < 90 % (days)"),
         widths=(1.2, 1.4, 1, 1, 1, 0.9, 0.9, 0.9),
         rows=tuple((c.channel, c.kind, f"{c.received:,}", f"{c.good:,}", f"{c.expected:,}", num(c.completeness, 2),
                     fmt_minutes(c.downtime), str(c.days_incomplete)) for c in r.completeness)))
     out.append(Section(
         "Instrument faults (data quality, not discharge exceedances)", key="faults",
-        columns=("Channel", "Kind", "Start", "Duration"), widths=(1.2, 1.4, 1.6, 1),
+        columns=("Channel", "Kind", "Start (local)", "Duration (min or h)"), widths=(1.2, 1.4, 1.6, 1),
         rows=tuple((e.channel, label(e.rule), clock(e.start),
                     fmt_minutes(e.duration) if e.end is not None else "open") for e in r.faults)))
     return out
 
 
-def _episodes_section(title: str, key: str, text: str, episodes: tuple[EpisodeLine, ...], clock: Clock) -> Section:
+def _episodes_section(title: str, key: str, text: str, episodes: tuple[EpisodeLine, ...], clock: Clock,
+                      units: dict[str, str]) -> Section:
     return Section(
         title, key=key, text=(text,),
-        columns=("Episode id", "Rule", "Start", "Duration", "Peak", "Limit", "Citation", "Cause",
-                 "Corrective action", "Entered by"),
-        widths=(2.2, 1.1, 1.3, 0.7, 0.6, 0.6, 2.2, 1.8, 1.8, 1.0),
-        rows=tuple(_episode_rows(episodes, clock)))
+        columns=("Episode id", "Rule", "Start (local)", "Duration", "Peak", "Limit", "Unit",
+                 "Citation", "Cause", "Corrective action", "Entered by"),
+        widths=(2.2, 1.1, 1.3, 0.7, 0.6, 0.6, 0.6, 2.1, 1.7, 1.7, 1.0),
+        rows=tuple(_episode_rows(episodes, clock, units)))
 
 
 def _lab_sections(r: ComplianceReport, clock: Clock) -> list[Section]:

@@ -90,12 +90,24 @@ def test_pdf_renders_and_pages_are_saved(site: tuple[SiteConfig, Path]) -> None:
     pngs = sorted(ARTIFACTS.glob("page-*.png"))
     assert len(pngs) == pages
     assert all(p.stat().st_size > 10_000 for p in pngs)  # not blank pages
+    for png in pngs[:-1]:  # no near-blank page: every page but the last is used below its middle
+        assert _inked_to(png) > 0.55, f"{png.name} is near blank"
     shutil.copy(pdf, ARTIFACTS / "report.pdf")
     text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,
                           check=False).stdout if shutil.which("pdftotext") else ""
     if text:
         assert "Periodic Compliance Report" in text and "Page 1 of" in text
         assert "Caustic dosing pump" in text and "Signature" in text
+
+
+def _inked_to(png: Path) -> float:
+    """How far down the page (0..1) the lowest line of ink above the footer reaches."""
+    from matplotlib.image import imread
+
+    pixels = imread(png)
+    body = pixels[: int(pixels.shape[0] * 0.9), :, :3]  # above the footer
+    rows = (body.min(axis=2) < 0.8).any(axis=1).nonzero()[0]
+    return float(rows[-1]) / pixels.shape[0] if len(rows) else 0.0
 
 
 def test_html_and_csv_carry_the_same_figures(site: tuple[SiteConfig, Path]) -> None:
@@ -107,7 +119,7 @@ def test_html_and_csv_carry_the_same_figures(site: tuple[SiteConfig, Path]) -> N
                    "40 CFR 401.17(a)(1)", "Town of Pawling", "BOD (lab)", "200 mg/L",
                    "Permit PJSC-IU-2026-03, Part I.B"):  # the permit's lab limit and its citation
         assert figure in html and figure in csv_text, figure
-    assert html.count("<svg") == 3  # flow, pH and temperature charts
+    assert html.count("<svg") == 5  # every monitored channel: flow, pH, temperature, LEL and the fridge
     assert "# Daily summary" in csv_text and "2026-03-08,23," in csv_text  # the 23-hour day
 
 
@@ -119,6 +131,8 @@ def test_cli_report_default_formats(site: tuple[SiteConfig, Path], tmp_path: Pat
                        "--format", fmt, "--output", str(out)) == 0
         assert out.stat().st_size > 1000
     assert not (tmp_path / ".pretreat-report").exists()
+    # a period of chosen days is due on the jurisdiction's next report date, with the schedule's citation
+    assert "2026-03-15: Town of Pawling sewer use chapter" in (tmp_path / "r.csv").read_text()
     assert run_cli("report", "--config", str(tmp / "site.toml"), "--from", "2026-03-04", "--to", "2026-03-02") == 2
 
 
@@ -177,3 +191,74 @@ def test_daily_job_writes_and_console_lists(site: tuple[SiteConfig, Path], tmp_p
     listed = list_reports(tmp_path)
     assert {r.name for r in listed} == {"2026-03-08.json", "2026-03-08.csv"}
     assert all(r.kind == "daily" and r.site == SITE for r in listed)
+
+
+def test_regulator_items(site: tuple[SiteConfig, Path]) -> None:
+    config, _tmp = site
+    report = build_report(config, SITE, Period(date(2026, 3, 1), date(2026, 3, 10), date(2026, 3, 15), "t"),
+                          now=NOW)
+    html = render_html(report)
+    for words in ("Compliance verdict", "NOT IN COMPLIANCE", "days out of compliance",
+                  "permitted pH excursion(s) under 40 CFR 401.17, not violations", "Control authority",
+                  "Town of Pawling", "40 Dutcher Avenue, Pawling", "PJSC-IU-2026-03 (issued 2026-01-15, expires "
+                  "2031-01-14)", "40 CFR 433 (Metal Finishing)", "Flow total (gal)", "Peak (gpm)",
+                  "T max (degC)", "LEL max (%LEL)", "Obligations timeline",
+                  "None recorded. (no obligations record in this monitoring database)",
+                  "Invalidated episodes (kept in the record, not counted)"):
+        assert words in html, words
+    # every day of the scenario has a violation (the 70-minute pH excursion): each daily row is highlighted
+    assert html.count("<tr class='violation'>") == 10
+    from monitor.reports.verdict import verdict
+
+    rules, days = verdict(report)
+    assert days == 10 and {v.rule for v in rules} >= {"ph_excursion_duration"}
+    assert sum(v.violations for v in rules) == len(report.exceedances)
+
+
+def test_obligations_and_invalidations_are_read_where_recorded(site: tuple[SiteConfig, Path],
+                                                               tmp_path: Path) -> None:
+    import sqlite3
+
+    config, _tmp = site
+    db = tmp_path / "copy.sqlite"
+    src = sqlite3.connect(config.daemon.historian)
+    dst = sqlite3.connect(db)
+    src.backup(dst)
+    src.close()
+    period = Period(date(2026, 3, 1), date(2026, 3, 10), date(2026, 3, 15), "t")
+    before = build_report(config, SITE, period, now=NOW, db=db)
+    victim, other = before.exceedances[0], before.exceedances[1]
+    dst.executescript("""CREATE TABLE obligations (episode TEXT, duty TEXT, citation TEXT, due REAL,
+                             fulfilled REAL, how TEXT);
+                         CREATE TABLE episode_invalidations (episode TEXT, reason TEXT, user TEXT, time REAL);""")
+    dst.execute("INSERT INTO episode_invalidations VALUES (?, ?, ?, ?)",
+                (victim.id, "pH probe failed its calibration check that morning", "e.jones", NOW))
+    dst.execute("INSERT INTO obligations VALUES (?, ?, ?, ?, ?, ?)",
+                (other.id, "Written report", "Town of Pawling item X", other.start + 5 * 86400, None, ""))
+    dst.commit()
+    dst.close()
+    after = build_report(config, SITE, period, now=NOW, db=db)
+    assert len(after.exceedances) == len(before.exceedances) - 1
+    assert [e.id for e in after.invalidated] == [victim.id]
+    html = render_html(after)
+    assert "pH probe failed its calibration check that morning" in html and "e.jones" in html
+    assert "Written report" in html and "overdue" in html  # due 5 days after, not met by NOW (20 March)
+
+
+def test_chart_axis_names_only_the_period() -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from monitor.reports.charts import Series, draw
+
+    days = tuple(date(2026, 11, d) for d in range(1, 31))
+    s = Series("pH (ph, pH)", "ph", "pH", days, (6.5,) * 30, (8.0,) * 30, (7.2,) * 30, ((5.0, "ph_low < 5"),), (),
+               "2026-11-01 to 2026-11-30")
+    fig = Figure(figsize=(9, 2.2))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    draw(ax, s)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels()] + [ax.xaxis.get_offset_text().get_text()]
+    assert not any("Dec" in x for x in labels), labels
+    assert ax.get_xlabel() == "local days, 2026-11-01 to 2026-11-30" and ax.get_ylabel() == "pH"
