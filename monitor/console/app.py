@@ -102,6 +102,7 @@ def create_app(*, config: SiteConfig, users_path: Path, secure_cookies: bool = F
     app.include_router(api.router)
     app.include_router(casefile.router)
     app.include_router(reports.router)
+    app.include_router(reports.nov_router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_exception_handler(UsersError, _users_file_broken)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from monitor.reports.schedule import reports_dir
 from tests.browser.harness import (
     ACME,
     ACME_PDF,
@@ -162,8 +163,9 @@ def test_enforcement_reads_history_and_exports_but_cannot_act(browser: Any, env:
     page.close()
 
 
-def test_history_page_lists_the_reports_of_the_users_sites(browser: Any, env: dict[str, Any]) -> None:
+def test_reports_page_lists_the_reports_of_the_users_sites(browser: Any, env: dict[str, Any]) -> None:
     page = _login(browser, env["base"], "enf")
+    page.click('nav a[href="/reports"]')
     page.wait_for_selector("#r-rows tr[data-report]")
     rows = page.eval_on_selector_all("#r-rows tr[data-report]", "r => r.map(x => x.dataset.report)")
     assert rows == [f"{ACME}/periodic/{ACME_PDF}", f"{ACME}/periodic/{ACME_PDF[:-3]}html",
@@ -174,16 +176,51 @@ def test_history_page_lists_the_reports_of_the_users_sites(browser: Any, env: di
     link = page.get_attribute(f'#r-rows a[download="{ACME_PDF}"]', "href")
     got = page.request.get(env["base"] + str(link))
     assert got.status == 200 and got.body() == REPORT_PDF and got.headers["content-type"] == "application/pdf"
-    page.select_option("#f-site", BOLT)
-    page.click("#filters button[type=submit]")
+    read = page.get_attribute(f'#r-rows tr[data-report="{ACME}/periodic/{ACME_PDF}"] a.read', "href")
+    assert read is not None and read.endswith("?inline=true")
+    assert page.query_selector(f'#r-rows tr[data-report="{BOLT}/daily/2026-07-01.json"] a.read') is None
+    page.select_option("#r-site", BOLT)
+    page.click("#r-filters button[type=submit]")
     shown = "r => r.map(x => x.dataset.report.split('/')[0])"
     # the site filter
     assert wait_until(lambda: page.eval_on_selector_all("#r-rows tr[data-report]", shown) == [BOLT, BOLT])
     page.close()
     page = _login(browser, env["base"], "acme")
-    page.goto(env["base"] + "/history")
+    page.goto(env["base"] + "/reports")
     page.wait_for_selector("#r-rows tr[data-report]")
     assert page.eval_on_selector_all("#r-rows tr[data-report]", shown) == [ACME, ACME]
+    page.close()
+
+
+def test_generate_for_period_and_the_notice_button(browser: Any, env: dict[str, Any]) -> None:
+    page = _login(browser, env["base"], "op")
+    page.goto(env["base"] + "/reports")
+    page.wait_for_selector("#gen-site option", state="attached")
+    page.select_option("#gen-site", BOLT)
+    page.fill("#gen-from", "2026-06-01")
+    page.fill("#gen-to", "2026-06-30")
+    page.click("#gen-go")
+    page.wait_for_selector("#gen-msg[data-done]")
+    assert page.get_attribute("#gen-msg", "data-done") == "ok", page.inner_text("#gen-msg")
+    assert "due 2026-07-01" in page.inner_text("#gen-msg")
+    name = f"{BOLT}_2026-06-01_2026-06-30.pdf"
+    page.wait_for_selector(f'#r-rows tr[data-report="{BOLT}/periodic/{name}"]')
+    for path in (reports_dir(env["config"]) / BOLT / "periodic").glob(f"{BOLT}_2026-06-01_2026-06-30.*"):
+        path.unlink()  # the other tests count the reports folder's files
+    page.goto(env["base"] + "/history")
+    page.wait_for_selector('#h-rows tr[data-rule="ph_high"] a')
+    page.click('#h-rows tr[data-rule="ph_high"] a')
+    page.wait_for_selector("#ep-title")
+    assert page.is_hidden("#ep-nov")  # operators do not draft notices
+    episode = page.url
+    page.close()
+    page = _login(browser, env["base"], "enf")
+    page.goto(episode)
+    page.wait_for_selector("#ep-nov:not([hidden])")
+    with page.expect_download() as dl:
+        page.click("#nov-pdf")
+    saved = Path(dl.value.path())
+    assert saved.read_bytes().startswith(b"%PDF") and dl.value.suggested_filename.startswith("nov_")
     page.close()
 
 

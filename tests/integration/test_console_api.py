@@ -72,7 +72,7 @@ def episode_ids(db: Path) -> dict[str, int]:
 GETS = ["/api/me", "/api/sites", "/api/alarms", "/api/journal", f"/api/sites/{ACME}",
         f"/api/sites/{ACME}/trend?channel=ph", "/api/history", "/api/health", "/api/reports",
         f"/api/reports/{ACME}/periodic/{ACME_PDF}", "/api/episodes/1"]
-PAGES = ["/", f"/sites/{ACME}", "/history", "/health", "/episodes/1"]
+PAGES = ["/", f"/sites/{ACME}", "/history", "/reports", "/health", "/episodes/1"]
 
 
 @pytest.mark.parametrize("path", GETS)
@@ -176,8 +176,9 @@ def test_reports_are_listed_newest_first_for_the_users_sites(env: dict[str, Any]
     assert [r["name"] for r in env["acme"].get("/api/reports").json()] == [ACME_PDF, ACME_HTML]
     assert [r["name"] for r in env["bolt"].get("/api/reports").json()] == ["2026-07-01.json", "2026-07-01.csv"]
     assert [r["site"] for r in env["op"].get("/api/reports", params={"site": BOLT}).json()] == [BOLT, BOLT]
-    page = env["acme"].get("/history").text
-    assert 'id="r-rows"' in page and ">Reports</h2>" in page
+    page = env["acme"].get("/reports").text  # the Reports page, apart from the exceedance history
+    assert 'id="r-rows"' in page and 'id="gen-form"' in page and 'href="/reports"' in page
+    assert 'id="r-rows"' not in env["acme"].get("/history").text
 
 
 @pytest.mark.parametrize(("key", "media"), [("pdf", "application/pdf"), ("html", "text/html; charset=utf-8"),
@@ -336,3 +337,48 @@ def test_an_action_without_a_running_daemon_is_withdrawn(tmp_path: Path) -> None
         assert q.get(r.json()["command"]).status.value == "cancelled"
     finally:
         q.close()
+
+
+def test_a_report_opens_to_read_in_the_browser(env: dict[str, Any]) -> None:
+    pdf, page = (env["enf"].get(f"/api/reports/{ACME}/periodic/{name}", params={"inline": "true"})
+                 for name in (ACME_PDF, ACME_HTML))
+    assert pdf.status_code == 200 and pdf.content == REPORT_PDF
+    assert pdf.headers["content-disposition"] == f'inline; filename="{ACME_PDF}"'
+    assert page.headers["content-disposition"] == f'inline; filename="{ACME_HTML}"'
+    assert page.headers["content-security-policy"].startswith("sandbox;")  # no script, not our origin
+    data = env["bolt"].get(f"/api/reports/{BOLT}/daily/2026-07-01.json", params={"inline": "true"})
+    assert data.headers["content-disposition"].startswith("attachment;")  # only PDF and HTML are shown
+
+
+def test_notice_of_violation_drafts_are_for_enforcement_only(env: dict[str, Any]) -> None:
+    ids = episode_ids(env["db"])
+    for user in ("op", "acme"):
+        r = env[user].get(f"/api/nov/{ids[ACME]}")
+        assert r.status_code == 403 and "enforcement" in r.json()["detail"]
+    pdf = env["enf"].get(f"/api/nov/{ids[ACME]}")
+    assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF")
+    assert pdf.headers["content-type"] == "application/pdf"
+    assert pdf.headers["content-disposition"].startswith('attachment; filename="nov_acme')
+    docx = env["enf"].get(f"/api/nov/{ids[BOLT]}", params={"format": "docx"})
+    assert docx.status_code == 200 and docx.content.startswith(b"PK")  # a Word file is a zip
+    assert env["enf"].get(f"/api/nov/{ids[ACME]}", params={"format": "rtf"}).status_code == 400
+    assert env["enf"].get("/api/nov/999999").status_code == 404
+
+
+def test_generate_a_report_for_a_period(env: dict[str, Any]) -> None:
+    """Last in this module: it adds files to the reports folder that the listing tests above count."""
+    body = {"site": ACME, "from": "2026-06-01", "to": "2026-06-30"}
+    op = env["op"]
+    assert op.post("/api/reports/generate", json=body).status_code == 403  # no CSRF token
+    assert env["bolt"].post("/api/reports/generate", json=body,
+                            headers={"X-CSRF-Token": csrf(env["bolt"])}).status_code == 403
+    bad = {**body, "to": "2026-05-01"}
+    assert op.post("/api/reports/generate", json=bad, headers={"X-CSRF-Token": csrf(op)}).status_code == 400
+    r = op.post("/api/reports/generate", json=body, headers={"X-CSRF-Token": csrf(op)})
+    assert r.status_code == 200, r.text
+    names = [f"{ACME}_2026-06-01_2026-06-30.{x}" for x in ("pdf", "html", "csv")]
+    assert r.json() == {"files": names, "period": "2026-06-01 to 2026-06-30", "due": "2026-07-01"}
+    listed = {x["name"]: x for x in env["acme"].get("/api/reports").json()}
+    assert set(names) <= set(listed)
+    got = env["acme"].get(listed[names[0]]["url"])
+    assert got.status_code == 200 and got.content.startswith(b"%PDF")

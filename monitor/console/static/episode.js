@@ -32,5 +32,10 @@
       if (z.ok) PTChart.draw(canvas, { ...z.data, live: [], limits: data.limits });
     });
   }
+  // Enforcement staff draft the notice of violation (the server refuses every other role as well).
+  if (document.body.dataset.role === "enforcement") {
+    for (const fmt of ["pdf", "docx"]) document.getElementById("nov-" + fmt).href = `/api/nov/${encodeURIComponent(id)}?format=${fmt}`;
+    document.getElementById("ep-nov").hidden = false;
+  }
   start();
 })();

@@ -1,5 +1,5 @@
-// Exceedance history: `pretreat exceedances` in the browser, with CSV and JSON downloads of the same rows; below
-// it the reports the daemon has written (daily summaries, periodic compliance reports), each a download.
+// Exceedance history: `pretreat exceedances` in the browser, with CSV and JSON downloads of the same rows (the
+// reports are on their own page, reports.js).
 "use strict";
 (() => {
   const { api, el, num, time, duration } = PT;
@@ -44,36 +44,12 @@
     body.replaceChildren(frag);
   }
 
-  function size(bytes) {
-    if (bytes < 1024) return `${bytes} B`;
-    return bytes < 1048576 ? `${num(bytes / 1024, 3)} KiB` : `${num(bytes / 1048576, 3)} MiB`;
-  }
-
-  // The reports of the chosen site (all the user's sites when none is chosen), newest first.
-  async function reports() {
-    const site = document.getElementById("f-site").value.trim();
-    const resp = await api("/api/reports" + (site ? "?site=" + encodeURIComponent(site) : ""));
-    const body = document.getElementById("r-rows");
-    if (!resp.ok) { body.replaceChildren(el("tr", {}, el("td", { colspan: 6 }, resp.data.detail || String(resp.status)))); return; }
-    document.getElementById("r-count").textContent = resp.data.length
-      ? `${resp.data.length} report(s); newest first.` : "No reports written yet.";
-    const frag = document.createDocumentFragment();
-    for (const r of resp.data) {
-      frag.append(el("tr", { "data-report": `${r.site}/${r.kind}/${r.name}` },
-        el("td", { title: r.site_name }, r.site), el("td", {}, r.kind), el("td", {}, r.period),
-        el("td", {}, el("a", { href: r.url, download: r.name }, r.name)), el("td", { class: "num" }, size(r.size)),
-        el("td", {}, time(r.modified))));
-    }
-    body.replaceChildren(frag);
-  }
-
   async function start() {
     const me = await api("/api/me");
     const sel = document.getElementById("f-site");
     for (const s of me.data.sites) sel.append(el("option", { value: s.id }, s.name));
     document.getElementById("filters").addEventListener("submit", show);
-    document.getElementById("filters").addEventListener("submit", reports);
-    await Promise.all([show(), reports()]);
+    await show();
   }
   start();
 })();
