@@ -1,17 +1,19 @@
 """`pretreat alarms …`, `pretreat journal verify` and `pretreat gateway map`: operating alarms from a terminal.
 
     pretreat alarms list  (--config FILE | --db PATH) [--site S] [--state active|unacked|shelved|out-of-service]
-    pretreat alarms ack   ID --user U [--note TEXT]            (also: reset, unshelve, in-service)
-    pretreat alarms shelve ID --until T --reason TEXT --user U  (also: out-of-service ID --reason TEXT)
+    pretreat alarms ack   ID [--user U [--password-stdin]] [--note TEXT]   (also: reset, unshelve, in-service)
+    pretreat alarms shelve ID --until T --reason TEXT [--user U]         (also: out-of-service ID --reason TEXT)
     pretreat alarms watch [--last N] [--duration S] [--format text|json]
     pretreat journal verify [--anchor SEQ:HASH]
     pretreat gateway map --config FILE [--format table|csv]
 
 ``--config`` names the site file whose ``[daemon].historian`` is the daemon's SQLite file (alarm state,
 journal, command queue); ``--db PATH`` names the file directly. ``ID`` is ``site/channel/rule``. ``list``
-shows every alarm the site file configures (one per compiled rule and channel): the engine stores a row only
-once an alarm first changes, so one never changed is listed as normal with its citation and an empty
-priority (its settings live in the daemon's configuration). Times are ISO 8601 UTC.
+shows the alarms that are active or unacknowledged; ``--all`` every alarm the site file configures (one per
+compiled rule and channel): the engine stores a row only once an alarm first changes, so one never changed is
+listed as normal with its citation and an empty priority (its settings live in the daemon's configuration).
+The tables' times are each site's local time with its zone (``--utc``: UTC), readings at the channel's
+resolution with its unit; JSON times are Unix seconds as stored.
 
 **Acting on alarms.** The running daemon owns the alarm engine, so an action is queued in the file
 (`alarms.commands`) and this command waits (``--wait``, default 5 s) for the daemon's answer, then prints the
@@ -19,8 +21,10 @@ transitions it made (with their journal numbers) or its reason for refusing. If 
 does not appear to be running: the command is withdrawn, so it cannot take effect later by surprise (an
 acknowledgement is of what the operator saw), and the exit code is 1. ``--no-wait`` instead leaves it
 queued for ``--ttl`` seconds (default 300), for the daemon to carry out when it picks it up.
-``--user`` defaults to the login name. ``--until`` is ISO 8601 with ``Z`` or an offset, or a duration
-from now such as ``30m``, ``2h``, ``1h30m``, ``1d``.
+The action carries an authenticated user (`monitor.cli_auth`): ``--user NAME`` is a console user whose
+password is asked (or read with ``--password-stdin``) and whose role allows the action; without it, the
+daemon's service account (run as the owner of its database file). ``--until`` is ISO 8601 with ``Z`` or an
+offset, or a duration from now such as ``30m``, ``2h``, ``1h30m``, ``1d``.
 
 Exit codes: 0 done (verify: intact), 1 refused / no answer / journal not intact / file unreadable, 2 bad
 usage (unknown alarm id in the site file, bad time, no database).
@@ -29,7 +33,6 @@ usage (unknown alarm id in the site file, bad time, no database).
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import os
 import re
@@ -43,6 +46,8 @@ from alarms.commands import ACTIONS, CommandQueue, Status
 from alarms.model import AlarmKey, State
 from config.errors import ConfigErrors
 from config.loader import load_config
+from monitor.cli_auth import AuthError, acting_user, add_auth_options
+from monitor.cli_render import Render, add_utc_option
 from monitor.exceedances_render import iso
 from monitor.read.alarms import (
     FILTERS,
@@ -66,11 +71,13 @@ def _source(p: argparse.ArgumentParser) -> None:
 
 def add_alarms(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="alarms_command", required=True, metavar="ACTION")
-    ls = sub.add_parser("list", help="every configured alarm and its state")
+    ls = sub.add_parser("list", help="alarms that are active or unacknowledged (--all: every configured alarm)")
     _source(ls)
     ls.add_argument("--site")
     ls.add_argument("--state", choices=sorted(FILTERS), help="only alarms in this condition")
+    ls.add_argument("--all", action="store_true", help="every configured alarm, normal ones too")
     ls.add_argument("--format", choices=("table", "json"), default="table")
+    add_utc_option(ls)
     ls.set_defaults(func=_list)
     helps = {"ack": "acknowledge", "reset": "release a latched alarm whose condition has gone",
              "unshelve": "put a shelved alarm back in service", "shelve": "shelve until a time, with a reason",
@@ -79,7 +86,7 @@ def add_alarms(p: argparse.ArgumentParser) -> None:
         a = sub.add_parser(action, help=helps[action])
         _source(a)
         a.add_argument("alarm_id", metavar="ID", help="site/channel/rule")
-        a.add_argument("--user", default=_login(), help="who (default: the login name)")
+        add_auth_options(a)
         if action in ("shelve", "out-of-service"):
             a.add_argument("--reason", required=True)
         else:
@@ -96,6 +103,7 @@ def add_alarms(p: argparse.ArgumentParser) -> None:
     w.add_argument("--duration", type=float, default=0.0, metavar="S", help="stop after S s (default: Ctrl-C)")
     w.add_argument("--interval", type=float, default=0.25, metavar="S", help="seconds between looks")
     w.add_argument("--format", choices=("text", "json"), default="text")
+    add_utc_option(w)
     w.set_defaults(func=_watch)
 
 
@@ -116,13 +124,6 @@ def add_gateway(p: argparse.ArgumentParser) -> None:
     m.add_argument("--config", required=True, metavar="FILE", help="site file (TOML)")
     m.add_argument("--format", choices=("table", "csv"), default="table")
     m.set_defaults(func=_gateway_map)
-
-
-def _login() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no name for this uid (a bare container)
-        return ""
 
 
 def _fail(args: argparse.Namespace, message: str, code: int) -> int:
@@ -148,17 +149,37 @@ def _list(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except sqlite3.Error as exc:
         return _fail(args, f"cannot read the alarm state: {exc}", 1)
     rows = select_alarms(rows, site=args.site, state=args.state)
+    if not args.state and not args.all:
+        rows = [r for r in rows if _needs_attention(State(r["state"]))]
     if args.format == "json":
         out.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
         return 0
-    head = ["ID", "STATE", "PRIORITY", "SINCE", "VALUE", "LIMIT", "CITATION / NOTE"]
-    table = [[r["alarm"], r["state"], r["priority"], iso(r["since"]), _num(r["value"]), _num(r["limit"]),
-              _note(r)] for r in rows]
+    render = Render(config, utc=args.utc)
+    head = ["ID", "STATE", "PRIORITY", f"SINCE ({'UTC' if render.utc else 'local time'})", "VALUE", "LIMIT",
+            "CITATION / NOTE"]
+    table = [[r["alarm"], r["state"], r["priority"], render.time(r["since"], _site(r)),
+              _value(render, r, r["value"]), _value(render, r, r["limit"]), _note(r)] for r in rows]
     widths = [max([len(h)] + [len(t[i]) for t in table]) for i, h in enumerate(head)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
     out.write(fmt.format(*head).rstrip() + "\n")
     out.writelines(fmt.format(*t).rstrip() + "\n" for t in table)
     return 0
+
+
+def _needs_attention(state: State) -> bool:
+    """The default list: what an operator must see (active, or not yet acknowledged)."""
+    return FILTERS["active"](state) or FILTERS["unacked"](state)
+
+
+def _site(r: dict[str, Any]) -> str:
+    return str(r["alarm"]).split("/", 1)[0]
+
+
+def _value(render: Render, r: dict[str, Any], v: float | None) -> str:
+    """A reading at its channel's resolution, with the channel's unit where the site file gives it."""
+    site, channel = str(r["alarm"]).split("/")[:2]
+    unit = render.unit(site, channel)
+    return "" if v is None else f"{render.number(v, site, channel)} {unit}".strip()
 
 
 def _note(r: dict[str, Any]) -> str:
@@ -167,10 +188,6 @@ def _note(r: dict[str, Any]) -> str:
         until = f" until {iso(r['until'])}" if r["until"] else ""
         note = f"{r['state']}{until} by {r['by']}: {r['reason']}"
     return note if r["configured"] else f"{note} (no longer configured)".strip()
-
-
-def _num(v: float | None) -> str:
-    return "" if v is None else f"{v:g}"
 
 
 # ---- ack, shelve, reset … ---------------------------------------------------------------------------------
@@ -185,9 +202,12 @@ def _act(args: argparse.Namespace, out: TextIO | None = None) -> int:
                              "(`pretreat alarms list` shows them)")
         now = time.time()
         until = parse_until(args.until, now) if args.action == "shelve" else None
-        if not args.user.strip():
-            raise UsageError("--user is required (no login name)")
+        if not db.exists():
+            raise UsageError(f"no database at {db}: has the daemon run?")
+        args.user = acting_user(args, config, db, args.action, args.alarm_id.split("/", 1)[0])
         queue = CommandQueue(path=db, create=False)
+    except AuthError as exc:
+        return _fail(args, str(exc), 1)
     except (UsageError, ValueError) as exc:
         return _fail(args, str(exc), 2)
     except (OSError, sqlite3.Error) as exc:
@@ -227,17 +247,18 @@ def _submit_and_wait(args: argparse.Namespace, queue: CommandQueue, until: float
 def _watch(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     try:
-        _config, db = open_record(args.config, args.db)
+        config, db = open_record(args.config, args.db)
         conn = connect_readonly(db)
     except UsageError as exc:
         return _fail(args, str(exc), 2)
     except sqlite3.Error as exc:
         return _fail(args, f"cannot read the journal: {exc}", 1)
+    render = Render(config, utc=getattr(args, "utc", False))
     deadline = time.monotonic() + args.duration if args.duration > 0 else float("inf")
     try:
         after = transitions_start(conn, args.last)
         while True:
-            after = _show(conn, after, args.format, out)
+            after = _show(conn, after, args.format, out, render)
             if time.monotonic() >= deadline:
                 return 0
             time.sleep(min(args.interval, max(0.0, deadline - time.monotonic())))
@@ -249,8 +270,9 @@ def _watch(args: argparse.Namespace, out: TextIO | None = None) -> int:
         conn.close()
 
 
-def _show(conn: sqlite3.Connection, after: int, fmt: str, out: TextIO) -> int:
-    """Write the transitions journaled after record ``after``; returns the newest record number seen."""
+def _show(conn: sqlite3.Connection, after: int, fmt: str, out: TextIO, render: Render) -> int:
+    """Write the transitions journaled after record ``after`` (JSON as journaled, or a line each in the site's
+    local time, ``--utc``); returns the newest record number seen."""
     if not has_journal(conn):
         return after
     for seq, t in transitions_after(conn, after):
@@ -258,9 +280,10 @@ def _show(conn: sqlite3.Connection, after: int, fmt: str, out: TextIO) -> int:
         if fmt == "json":
             out.write(json.dumps({**t, "seq": seq}, ensure_ascii=False) + "\n")
             continue
-        cond = f"  value {_num(t['value'])} limit {_num(t['limit'])}" if t.get("value") is not None else ""
-        out.write(f"{iso(t['time'])}  #{seq}  {t['alarm']}  {t['kind'].upper()}  {t['from']} -> {t['to']}  "
-                  f"[{t['priority']}]  {t['who']}: {t['why']}{cond}\n")
+        cond = (f"  value {_value(render, t, t['value'])} limit {_value(render, t, t['limit'])}"
+                if t.get("value") is not None else "")
+        out.write(f"{render.time(t['time'], _site(t))}  #{seq}  {t['alarm']}  {t['kind'].upper()}  "
+                  f"{t['from']} -> {t['to']}  [{t['priority']}]  {t['who']}: {t['why']}{cond}\n")
     out.flush()
     return max(after, journal_end(conn))
 

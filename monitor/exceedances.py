@@ -27,6 +27,7 @@ import time
 from typing import TextIO
 
 from config.schema import SiteConfig
+from monitor.cli_render import Render, add_utc_option
 from monitor.exceedances_render import write_csv, write_json, write_table
 from monitor.read.episodes import history
 from monitor.read.source import open_record
@@ -49,6 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-quality", action="store_true", help="include data-quality episodes (stale ...)")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help=f"only the latest N episodes (table default {TABLE_LIMIT}; csv/json: all; 0: all)")
+    add_utc_option(p)
     p.set_defaults(func=run)
 
 
@@ -91,6 +93,7 @@ def report(conn: sqlite3.Connection, out: TextIO, *, config: SiteConfig | None, 
     elif args.format == "json":
         write_json(out, numbered, evidence=args.evidence)
     else:
-        write_table(out, numbered, total=found.total, evidence=args.evidence)
+        write_table(out, numbered, total=found.total, evidence=args.evidence,
+                    render=Render(config, utc=getattr(args, "utc", False)))
     out.flush()
     return found.total

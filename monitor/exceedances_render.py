@@ -1,8 +1,10 @@
 """Writing `pretreat exceedances` reports: a table for people, CSV and JSON Lines for tools.
 
-Times are ISO 8601 UTC with ``Z`` (milliseconds only when fractional), as `pretreat readings` and `pretreat
-replay` write them; numbers are written with up to 10 significant digits in CSV and the table, as JSON
-numbers in JSON; an unknown value is an empty CSV field and ``null`` in JSON, never a made-up number.
+Times are ISO 8601 UTC with ``Z`` (milliseconds only when fractional) in CSV and JSON, as `pretreat readings`
+and `pretreat replay` write them; the table shows them in each site's local time with the zone (``--utc``:
+UTC) and readings at the channel's resolution (`monitor.cli_render`). Numbers are written with up to 10
+significant digits in CSV, as JSON numbers in JSON; an unknown value is an empty CSV field and ``null`` in
+JSON, never a made-up number.
 See `monitor.read.episodes` for what the columns mean.
 """
 
@@ -15,6 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from monitor.cli_render import Render
     from monitor.read.episodes import Episode
 
 CSV_COLUMNS = ["n", "site", "channel", "rule", "status", "start", "end", "duration_s", "start_value",
@@ -105,8 +108,8 @@ def episode_record(n: int, e: Episode, *, evidence: bool) -> dict[str, Any]:
     return obj
 
 
-def _end_text(e: Episode) -> str:
-    text = iso(e.end) or ("ongoing" if e.status == "ongoing" else "(not recorded)")
+def _end_text(e: Episode, r: Render) -> str:
+    text = r.time(e.end, e.site) or ("ongoing" if e.status == "ongoing" else "(not recorded)")
     return f"{text} (gap)" if e.end_reason == "gap" else text
 
 
@@ -118,23 +121,40 @@ def _measured_text(e: Episode) -> str:
     return _duration(e.measured) + more
 
 
-def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int, evidence: bool) -> None:
-    head = ["#", "START", "END", "DURATION", "MEASURED", "SITE/CHANNEL", "RULE", "PEAK", "LIMIT", "COMPLETE",
-            "CITATION"]
-    rows = [[str(n), iso(e.start) or "(not recorded)",
-             _end_text(e), _duration(e.duration), _measured_text(e),
-             f"{e.site}/{e.channel}", e.rule, f"{_num(e.peak)} {e.unit}{' (censored)' if e.censored else ''}".strip(),
-             f"{_num(e.limit)} {e.unit}".strip() if e.limit is not None else "",
+def _value(e: Episode, v: float | None, r: Render) -> str:
+    """A peak or limit with its unit: a duration rule's are seconds, shown as a duration."""
+    if v is None:
+        return ""
+    if e.unit == "s":
+        return _duration(v)
+    return f"{r.number(v, e.site, e.channel)} {e.unit}".strip()
+
+
+def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int, evidence: bool,
+                render: Render | None = None) -> None:
+    from monitor.cli_render import Render
+
+    r = render or Render(None)
+    zone = "UTC" if r.utc else "local time"
+    head = ["#", f"START ({zone})", "END", "DURATION", "MEASURED", "SITE/CHANNEL", "RULE", "PEAK", "LIMIT",
+            "COMPLETE", "CITATION"]
+    rows = [[str(n), r.time(e.start, e.site) or "(not recorded)",
+             _end_text(e, r), _duration(e.duration), _measured_text(e),
+             f"{e.site}/{e.channel}", e.rule, _value(e, e.peak, r) + (" (censored)" if e.censored else ""),
+             _value(e, e.limit, r),
              "" if e.completeness is None else f"{e.completeness:.1f}%",
              f"[INVALID: {e.invalid}] {e.citation}" if e.invalid else e.citation] for n, e in episodes]
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
+    widths = [max([len(h)] + [len(x[i]) for x in rows]) for i, h in enumerate(head)]
     line = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
     out.write(line.format(*head) + "\n")
-    for r, (_n, e) in zip(rows, episodes, strict=True):
-        out.write(line.format(*r) + "\n")
+    for row, (_n, e) in zip(rows, episodes, strict=True):
+        out.write(line.format(*row) + "\n")
+        if e.evidence:
+            out.write(f"      {'TIME (' + zone + ')':<24} {'CHANNEL':<16} {'VALUE':<14} QUALITY / REASON\n")
         for ch, t, v, q, why in e.evidence or ():
-            shown = _num(v) if q == "good" else f"{q.upper()}: {why}"
-            out.write(f"      {iso(t)}  {ch:<16} {shown}\n")
+            value = f"{r.number(v, e.site, ch)} {r.unit(e.site, ch) or _unit(e, ch)}".strip() if v is not None else ""
+            shown = "good" if q == "good" else f"{q.upper()}: {why}"
+            out.write(f"      {r.time(t, e.site):<24} {ch:<16} {value:<14} {shown}\n")
     ongoing = sum(1 for _n, e in episodes if e.status == "ongoing")
     more = f"; the {total - len(episodes)} earlier ones are not shown (--limit 0 shows all)" \
         if total > len(episodes) else ""

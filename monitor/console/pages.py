@@ -98,7 +98,7 @@ def history_page(request: Request) -> Response:
 
 @router.get("/reports", response_model=None)
 def reports_page(request: Request) -> Response:
-    c, s = _console(request), _session(request)
+    c, s = console_of(request), session_or_none(request)
     if s is None:
         return _login_redirect(request)
     return render(c, s, page="reports", title="Reports", script="reports.js")

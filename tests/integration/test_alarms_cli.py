@@ -156,6 +156,8 @@ def test_list_shows_every_configured_alarm_and_filters(site: Path, daemon: Calla
     with daemon(inp("ph_high", True, 9.6), inp("lel_single", True)):
         pass
     assert cli.main(["alarms", "list", "--config", str(site), "--format", "json"]) == 0
+    assert sorted(r["alarm"] for r in rows(capsys)) == [LEL, PH]  # by default: what needs attention
+    assert cli.main(["alarms", "list", "--config", str(site), "--format", "json", "--all"]) == 0
     listed = {r["alarm"]: r for r in rows(capsys)}
     assert {PH, LEL, "acme-plating/ph/ph_low", "acme-plating/lel/stale"} <= set(listed)
     assert (listed[PH]["state"], listed[PH]["value"], listed[PH]["limit"]) == ("active-unacknowledged", 9.6, 9.0)
@@ -164,10 +166,12 @@ def test_list_shows_every_configured_alarm_and_filters(site: Path, daemon: Calla
     assert cli.main(["alarms", "list", "--config", str(site), "--state", "active", "--format", "json"]) == 0
     assert sorted(r["alarm"] for r in rows(capsys)) == [LEL, PH]
     assert cli.main(["alarms", "list", "--config", str(site), "--state", "shelved"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["ID  STATE  PRIORITY  SINCE  VALUE  LIMIT  CITATION / NOTE"]
+    assert capsys.readouterr().out.splitlines() == [
+        "ID  STATE  PRIORITY  SINCE (local time)  VALUE  LIMIT  CITATION / NOTE"]
     assert cli.main(["alarms", "list", "--config", str(site)]) == 0
     table = {line.split()[0]: line.split()[1:3] for line in capsys.readouterr().out.splitlines()[1:]}
     assert table[PH] == ["active-unacknowledged", "high"] and table[LEL] == ["active-unacknowledged", "critical"]
+    assert set(table) == {PH, LEL}
 
 
 def test_ack_reaches_the_running_engine_and_prints_the_journal_record(
@@ -204,7 +208,7 @@ def test_shelve_reset_and_out_of_service(site: Path, db: Path, daemon: Callable[
         assert cli.main(["alarms", "out-of-service", "acme-plating/ph/ph_low", "--config", str(site),
                          "--user", "tech", "--reason", "sensor swap"]) == 0
         assert "out-of-service by tech (normal -> out-of-service)" in capsys.readouterr().out
-    assert cli.main(["alarms", "list", "--config", str(site), "--format", "json"]) == 0
+    assert cli.main(["alarms", "list", "--config", str(site), "--format", "json", "--all"]) == 0
     listed = {r["alarm"]: r for r in rows(capsys)}
     assert listed[PH]["state"] == "shelved" and listed[PH]["reason"] == "probe cleaning"
     assert before + 5400 - 1 <= float(listed[PH]["until"]) <= time.time() + 5400

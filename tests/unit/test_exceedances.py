@@ -56,6 +56,7 @@ instrument = "ph-meter"
 point = "ph"
 kind = "ph"
 unit = "pH"
+resolution = 0.01
 
 [[site.channel]]
 id = "lel"
@@ -229,6 +230,24 @@ async def test_evidence_is_every_reading_from_an_hour_before_to_an_hour_after(tm
     assert "COMM_FAILURE: ph-meter: timeout" in table
 
 
+async def test_table_in_local_time_at_the_channels_resolution(tmp_path: Path, site_file: Path) -> None:
+    db = tmp_path / "pretreat.sqlite"
+    await record(db, [ev(T0 + 1000, "ph_high", "start", 9.5), ev(T0 + 1010, "ph_high", "end", 8.0, peak=9.5)],
+                 [good(T0 + 1000, 9.5), bad(T0 + 1005), good(T0 + 1010, 8.0)])
+    table = run_report(db, site_file, now=T0 + 9000, evidence=True)
+    row = table.splitlines()[1]
+    # 2026-01-05T00:16:40Z is 19:16:40 EST the day before; the pH meter's resolution is 0.01
+    assert row.split()[1:4] == ["2026-01-04", "19:16:40", "EST"] and "9.50 pH" in row and "9.00 pH" in row
+    evidence = table.splitlines()[2:6]
+    assert evidence[0].split() == ["TIME", "(local", "time)", "CHANNEL", "VALUE", "QUALITY", "/", "REASON"]
+    assert evidence[1].split() == ["2026-01-04", "19:16:40", "EST", "ph", "9.50", "pH", "good"]
+    assert "COMM_FAILURE: ph-meter: timeout" in evidence[2]
+    utc = run_report(db, site_file, now=T0 + 9000, utc=True).splitlines()
+    assert utc[0].startswith("#  START (UTC)") and utc[1].split()[1] == "2026-01-05T00:16:40Z"
+    bare = run_report(db, None, now=T0 + 9000).splitlines()  # no site file: no zone, no resolution
+    assert bare[1].split()[1] == "2026-01-05T00:16:40Z" and bare[1].split()[6:8] == ["9.5", "9"]
+
+
 async def test_table_shows_the_latest_episodes_and_says_how_many_more(tmp_path: Path, site_file: Path) -> None:
     db = tmp_path / "pretreat.sqlite"
     events = []
@@ -237,7 +256,7 @@ async def test_table_shows_the_latest_episodes_and_says_how_many_more(tmp_path: 
     await record(db, events)
     text = run_report(db, site_file, now=T0 + 5000, limit=5)
     lines = text.splitlines()
-    assert lines[0].split()[:4] == ["#", "START", "END", "DURATION"]
+    assert lines[0].split()[:6] == ["#", "START", "(local", "time)", "END", "DURATION"]
     assert [ln.split()[0] for ln in lines[1:6]] == ["8", "9", "10", "11", "12"]  # the latest, oldest first
     assert lines[-1] == "12 episodes, 0 ongoing; the 7 earlier ones are not shown (--limit 0 shows all)"
     assert len(list(csv.DictReader(io.StringIO(run_report(db, site_file, now=T0, format="csv"))))) == 12
