@@ -6,7 +6,9 @@ Exit codes: 0 success, 1 a runtime failure, 2 bad usage or an invalid configurat
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -124,7 +126,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     func: Callable[[argparse.Namespace], int] = args.func
-    return func(args)
+    try:
+        code = func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _closed_pipe()
+    return code
+
+
+def _closed_pipe() -> int:
+    """The reader of standard output went away (`| head` has what it wanted): end quietly, as `cat` does.
+    Standard output is pointed at /dev/null so that the interpreter's flush at exit does not complain."""
+    with contextlib.suppress(OSError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

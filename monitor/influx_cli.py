@@ -29,6 +29,7 @@ from config.errors import ConfigErrors
 from config.influx import InfluxSettings, TokenError
 from config.loader import load_config
 from drivers.backoff import retries
+from monitor.progress import Progress
 from monitor.read.times import UsageError, parse_time
 from monitor.stores.historian import Historian, HistorianError
 from monitor.stores.influx import instruments_of
@@ -64,7 +65,7 @@ def time_arg(text: str) -> float:
 def backfill(*, settings: InfluxSettings, instruments: Mapping[tuple[str, str], tuple[str, str]],
              historian: Path, start: float, end: float, site: str | None = None,
              channels: Sequence[str] | None = None, give_up_after: float = 60.0, dry_run: bool = False,
-             progress: Callable[[str, int], None] | None = None) -> BackfillReport:
+             progress: Callable[[str, int], None] | None = None, bar: Progress | None = None) -> BackfillReport:
     """Send every recorded reading with ``start <= time < end`` of the selected channels, channel by
     channel, in time order, ``settings.batch_size`` lines per request. Raises `BackfillError` (server),
     `HistorianError` (file) or ValueError (unknown site/channel, listing the known ones)."""
@@ -73,6 +74,8 @@ def backfill(*, settings: InfluxSettings, instruments: Mapping[tuple[str, str], 
     formatter = SampleFormatter(instruments=instruments)
     with Historian.open_readonly(historian) as reader:
         selected = _select(reader.channels(), site, channels)
+        if bar is not None:
+            bar.total(len(selected))
         writer = None if dry_run else LineWriter(settings=settings, token=settings.read_token())
         try:
             for s, ch in selected:
@@ -82,10 +85,14 @@ def backfill(*, settings: InfluxSettings, instruments: Mapping[tuple[str, str], 
                     if writer is not None:
                         _send(writer, batch, report, give_up_after, settings.max_backoff)
                     n += len(batch)
+                    if bar is not None:
+                        bar.note(f"{s}/{ch}: {n} points")
                 report.points += n
                 report.channels += 1
                 if progress is not None:
                     progress(f"{s}/{ch}", n)
+                if bar is not None:
+                    bar.advance()
         finally:
             if writer is not None:
                 report.requests = writer.requests
@@ -167,10 +174,10 @@ def _backfill(args: argparse.Namespace) -> int:
         return _usage(f"{args.config} has no [influx] table: nothing to send to")
     historian = args.db or config.daemon.historian
     try:
-        report = backfill(settings=settings, instruments=instruments_of(config), historian=historian,
-                          start=args.start, end=args.end, site=args.site, channels=args.channel,
-                          give_up_after=args.give_up_after, dry_run=args.dry_run,
-                          progress=lambda ch, n: print(f"  {ch}: {n} points", file=sys.stderr))
+        with Progress("backfill", unit="channel") as bar:  # on a terminal; quiet elsewhere
+            report = backfill(settings=settings, instruments=instruments_of(config), historian=historian,
+                              start=args.start, end=args.end, site=args.site, channels=args.channel,
+                              give_up_after=args.give_up_after, dry_run=args.dry_run, bar=bar)
     except (ValueError, HistorianError, TokenError) as exc:
         return _usage(str(exc))
     except BackfillError as exc:

@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
-from typing import TextIO
+from typing import TextIO, cast
 
 from config.loader import load_config_or_report
 from monitor.checks.replay_csv import InputError
 from monitor.checks.replay_run import replay
+from monitor.progress import CountingReader, Progress
 
 _EXIT_CONFIG, _EXIT_IO, _EXIT_REJECTED = 2, 1, 3
 
@@ -70,9 +72,11 @@ def run(args: argparse.Namespace) -> int:
         with open(args.readings, newline="", encoding="utf-8-sig", errors="surrogateescape") as src:
             out: TextIO = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
             try:
-                stats = replay(
-                    config, src, out, source=args.readings, err=sys.stderr, report_limit=args.report_limit
-                )
+                with Progress("replay", unit="B", unit_scale=True, total=os.fstat(src.fileno()).st_size) as bar:
+                    stats = replay(
+                        config, cast(TextIO, CountingReader(src, bar)) if bar.shown else src, out,
+                        source=args.readings, err=sys.stderr, report_limit=args.report_limit
+                    )
             finally:
                 if out is not sys.stdout:
                     out.close()

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from config.schema import SiteConfig
 from monitor.reports.aggregates_db import UPSERT_DAY, ChannelState, connect, read_states
@@ -36,6 +37,9 @@ from monitor.reports.days import DayCursor, day_bounds, local_day, spread
 from monitor.reports.plan import PEAK_WINDOW, ChannelPlan, compile_plans
 from monitor.sample import GOOD, Sample
 from monitor.stores.historian_db import HistorianReader, series_of
+
+if TYPE_CHECKING:
+    from monitor.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -358,8 +362,10 @@ class DailyAggregator:
             return {k: (c.exc_start, c.exc_low, c.exc_high) for k, c in self._chans.items()
                     if c.exc_start is not None}
 
-    def rebuild(self, start: float, end: float, *, historian: Path | None = None) -> RebuildResult:
-        """Recompute the local days touching [start, end) from the historian, replacing their rows.
+    def rebuild(self, start: float, end: float, *, historian: Path | None = None, site: str | None = None,
+                progress: Progress | None = None) -> RebuildResult:
+        """Recompute the local days touching [start, end) from the historian, replacing their rows (of
+        ``site`` only, if given; ``progress`` advances by one per channel).
 
         Each channel is fed from its last good reading before the first day (so gaps and held values across
         the boundary accrue as live) plus half an hour (the rolling peak's window). Excursions that started
@@ -368,21 +374,28 @@ class DailyAggregator:
         self.flush()
         path = Path(historian or self.config.daemon.historian)
         fed = written = 0
+        sites = [s for s in self.config.sites if site is None or s.id == site]
+        if progress is not None:
+            progress.total(sum(1 for p in self.plans.values() if p.site in {s.id for s in sites}))
         with HistorianReader(path=path) as reader:
-            for site in self.config.sites:
-                plans = [p for p in self.plans.values() if p.site == site.id]
+            for one in sites:
+                plans = [p for p in self.plans.values() if p.site == one.id]
                 if not plans:
                     continue
                 tz = plans[0].tz
                 first, last = local_day(start, tz), local_day(max(start, end - 1e-6), tz)
                 lo, hi = day_bounds(first, tz)[0], day_bounds(last, tz)[1]
                 self._conn.execute("DELETE FROM report_daily WHERE site = ? AND day >= ? AND day <= ?",
-                                   (site.id, first.isoformat(), last.isoformat()))
+                                   (one.id, first.isoformat(), last.isoformat()))
                 self._conn.execute("DELETE FROM report_excursions WHERE site = ? AND start >= ? AND start < ?",
-                                   (site.id, lo, hi))
+                                   (one.id, lo, hi))
                 for plan in plans:
+                    if progress is not None:
+                        progress.note(f"{plan.site}/{plan.channel}")
                     n, w = self._rebuild_channel(reader, plan, lo, hi, (first, last))
                     fed, written = fed + n, written + w
+                    if progress is not None:
+                        progress.advance()
         return RebuildResult(days=written, readings=fed)
 
     def _rebuild_channel(self, reader: HistorianReader, plan: ChannelPlan, lo: float, hi: float,

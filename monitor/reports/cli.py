@@ -3,7 +3,7 @@
     pretreat report --config FILE --site S [--from D --to D] --format pdf|html|csv [--output PATH]
     pretreat report daily --config FILE --site S --day D [--format json|csv]
     pretreat report ph --config FILE --site S --from D --to D
-    pretreat report rebuild --config FILE --from D --to D
+    pretreat report rebuild --config FILE [--site S] --from D --to D
     pretreat report annotate --config FILE --episode ID --cause TEXT --action TEXT --user NAME
     pretreat labs import --config FILE RESULTS.csv
     pretreat snc --config FILE [--to D] [--format table|csv|json]
@@ -73,7 +73,7 @@ def add_report(p: argparse.ArgumentParser) -> None:
     ph.add_argument("--to", dest="ph_last", type=_day, required=True)
     ph.set_defaults(func=_ph)
     r = sub.add_parser("rebuild", help="recompute the per-day aggregates of a range from the historian")
-    _common(r, site=False, suppress=True)
+    _common(r, suppress=True)  # --site before or after the subcommand: one site (default: every site)
     r.add_argument("--from", dest="rb_first", type=_day, required=True)
     r.add_argument("--to", dest="rb_last", type=_day, required=True)
     r.set_defaults(func=_rebuild)
@@ -101,6 +101,7 @@ def _loaded(args: argparse.Namespace, *, need_site: bool = True) -> tuple[SiteCo
 
 
 def _report(args: argparse.Namespace) -> int:
+    from monitor.progress import Progress
     from monitor.reports.periods import latest_period, period_of_days
     from monitor.reports.schedule import write_periodic
 
@@ -121,7 +122,9 @@ def _report(args: argparse.Namespace) -> int:
     else:
         period = latest_period(site, datetime.now().date())
     tmp_dir = Path(args.output).parent if args.output else Path.cwd()
-    paths = write_periodic(config, site, period, tmp_dir / ".pretreat-report", now=now, formats=(args.format,))
+    with Progress(f"report {period.label}", unit="step", total=2) as bar:
+        paths = write_periodic(config, site, period, tmp_dir / ".pretreat-report", now=now, formats=(args.format,),
+                               progress=bar)
     target = Path(args.output) if args.output else Path.cwd() / paths[0].name
     paths[0].replace(target)
     for folder in (paths[0].parent, paths[0].parent.parent, paths[0].parent.parent.parent):
@@ -200,18 +203,22 @@ def _ph(args: argparse.Namespace) -> int:
 
 
 def _rebuild(args: argparse.Namespace) -> int:
+    from monitor.progress import Progress
     from monitor.reports.aggregates import DailyAggregator
     from monitor.reports.days import day_bounds, zone
 
-    loaded = _loaded(args, need_site=False)
+    site = getattr(args, "site", None)
+    loaded = _loaded(args, need_site=site is not None)
     if loaded is None:
         return 2
     config = loaded[0]
-    tz = zone(config.sites[0].timezone)
+    tz = zone(config.site(site).timezone if site else config.sites[0].timezone)
     agg = DailyAggregator(path=Path(config.daemon.historian), config=config)
     try:
         started = time.monotonic()
-        result = agg.rebuild(day_bounds(args.rb_first, tz)[0], day_bounds(args.rb_last, tz)[1])
+        with Progress("rebuilding", unit="channel") as bar:
+            result = agg.rebuild(day_bounds(args.rb_first, tz)[0], day_bounds(args.rb_last, tz)[1], site=site,
+                                 progress=bar)
     finally:
         agg.close()
     print(f"rebuilt {result.days} channel-days from {result.readings:,} readings in "

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
@@ -43,6 +44,9 @@ from monitor.reports.periods import Period, period_for_due
 from monitor.reports.plan import compile_plans
 from monitor.reports.render_csv import daily_csv
 from monitor.stores.episodes import EpisodeStore
+
+if TYPE_CHECKING:
+    from monitor.progress import Progress
 
 log = logging.getLogger(__name__)
 FORMATS = ("pdf", "html", "csv")
@@ -80,14 +84,20 @@ def write_daily(config: SiteConfig, site: Site, day: date, reports_dir: Path, *,
 
 
 def write_periodic(config: SiteConfig, site: Site, period: Period, reports_dir: Path, *, now: float,
-                   formats: Sequence[str] = FORMATS) -> list[Path]:
-    """The periodic compliance report in each of ``formats``; returns the files written."""
+                   formats: Sequence[str] = FORMATS, progress: Progress | None = None) -> list[Path]:
+    """The periodic compliance report in each of ``formats``; returns the files written. ``progress`` (the
+    command line's bar) advances once the record is read and once when the files are written."""
     from monitor.reports.compliance import build_report
     from monitor.reports.render_csv import render_csv
     from monitor.reports.render_html import render_html
     from monitor.reports.render_pdf import render_pdf
 
+    if progress is not None:
+        progress.note("reading the record")
     report = build_report(config, site.id, period, now=now)
+    if progress is not None:
+        progress.advance()
+        progress.note("writing " + ", ".join(formats))
     out = []
     for fmt in formats:
         path = reports_dir / site.id / "periodic" / f"{site.id}_{period.first}_{period.last}.{fmt}"
@@ -100,6 +110,8 @@ def write_periodic(config: SiteConfig, site: Site, period: Period, reports_dir: 
             render_csv(report, tmp)
         os.replace(tmp, path)
         out.append(path)
+    if progress is not None:
+        progress.advance()
     return out
 
 

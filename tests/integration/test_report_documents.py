@@ -262,3 +262,37 @@ def test_chart_axis_names_only_the_period() -> None:
     labels = [t.get_text() for t in ax.get_xticklabels()] + [ax.xaxis.get_offset_text().get_text()]
     assert not any("Dec" in x for x in labels), labels
     assert ax.get_xlabel() == "local days, 2026-11-01 to 2026-11-30" and ax.get_ylabel() == "pH"
+
+
+def test_rebuild_takes_site_after_the_subcommand_and_shows_progress_on_a_terminal(
+        site: tuple[SiteConfig, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+    import sys
+
+    _config, tmp = site
+    argv = ["report", "rebuild", "--config", str(tmp / "site.toml"), "--site", SITE, "--from", "2026-03-02",
+            "--to", "2026-03-03"]
+    assert run_cli(*argv) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("rebuilt 14 channel-days") and out.err == ""  # no terminal: no bar
+    assert run_cli(*argv[:-6], "--site", "nowhere", *argv[-4:]) == 2
+    primary, secondary = os.openpty()  # standard error on a terminal: the bar with percent and rate
+    try:
+        done = subprocess.run([sys.executable, "-m", "monitor.cli", *argv], stdout=subprocess.PIPE,
+                              stderr=secondary, text=True, timeout=120, check=False,
+                              cwd=Path(__file__).resolve().parents[2])
+        os.close(secondary)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # the terminal's other end is closed: all read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(primary)
+    assert done.returncode == 0 and done.stdout.startswith("rebuilt 14 channel-days")
+    text = shown.decode("utf-8", "replace")
+    assert "rebuilding" in text and "100%" in text and "channel/s" in text, text

@@ -73,3 +73,22 @@ def test_the_full_parser_still_has_every_command() -> None:
     parser = cli.build_parser()
     checked = parser.parse_args(["check-config", "site.toml"])
     assert checked.command == "check-config" and callable(checked.func)
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    """`pretreat rules … | head -1`: the reader goes away before the command writes; no traceback, exit 0."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the command writes its first line
+    try:
+        done = subprocess.run([sys.executable, "-m", "monitor.cli", "rules", "--config",
+                               str(repo / "config" / "sites" / "demo.toml")], stdout=write,
+                              stderr=subprocess.PIPE, text=True, cwd=repo, timeout=120, check=False)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (0, "")
