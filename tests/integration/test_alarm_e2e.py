@@ -17,6 +17,7 @@ import pytest
 
 from alarms.journal import Journal
 from config.loader import load_config
+from monitor.console.users import Role, User, default_users_path, hash_password, save_users
 from tests.notify_servers import MqttProbe, SmtpServer
 from tests.support import Mosquitto, demo_site_file, require_binary, wait_for_simulator, wait_until
 
@@ -118,10 +119,14 @@ def test_ph_alarm_reaches_scada_and_email_and_acks_are_journaled(
                        payload=json.dumps({"alarm": PH_LOW, "user": "scada-op", "note": "seen on HMI"}))
         assert wait_until(lambda: (PH_LOW, "ack") in {(a, k) for a, k, _ in kinds(probe)})
 
-        # an operator shelves it from the command line (the daemon carries it out on its tick)
+        # an operator (a console user, password on standard input) shelves it from the command line (the
+        # daemon carries it out on its tick)
+        save_users(default_users_path(site), {"jdoe": User(name="jdoe", role=Role.OPERATOR, company="",
+                                                           hash=hash_password("a long operator password"))})
         until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
         out = subprocess.run([sys.executable, "-m", "monitor.cli", "alarms", "shelve", PH_LOW, "--config", str(site),
-                              "--until", until, "--reason", "probe being replaced", "--user", "jdoe"],
+                              "--until", until, "--reason", "probe being replaced", "--user", "jdoe",
+                              "--password-stdin"], input="a long operator password\n",
                              cwd=ROOT, capture_output=True, text=True, timeout=30)
         assert out.returncode == 0, out.stdout + out.stderr
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
+import pwd
 import sqlite3
 import subprocess
 import sys
@@ -23,6 +25,7 @@ from alarms.engine import AlarmEngine, AlarmSpec
 from alarms.model import AlarmInput, AlarmSettings, Priority, State
 from config.loader import load_config
 from monitor import alarms_cli, cli
+from monitor.console.users import Role, User, default_users_path, hash_password, save_users
 from monitor.read.alarms import alarm_rows
 from tests.support import PATIENCE, wait_until
 
@@ -71,10 +74,22 @@ def inp(rule: str, active: bool, value: float = 12.0) -> AlarmInput:
                       value=value, limit=10.0 if channel == "lel" else 9.0, citation="§ 112-5A(1)")
 
 
+PASSWORD = "correct horse battery"
+SERVICE = pwd.getpwuid(os.geteuid()).pw_name
+JDOE = ("--user", "jdoe", "--password-stdin")  # an operator, authenticated with the password on standard input
+
+
 @pytest.fixture
-def site(tmp_path: Path) -> Path:
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The site file, its console users (beside it, as `pretreat user add` writes them), and standard input
+    holding the password for every --password-stdin."""
     p = tmp_path / "site.toml"
     p.write_text(SITE_FILE, encoding="utf-8")
+    users = {name: User(name=name, role=role, company=company, hash=hash_password(PASSWORD))
+             for name, role, company in (("jdoe", Role.OPERATOR, ""), ("plant-op", Role.OPERATOR, ""),
+                                         ("enf", Role.ENFORCEMENT, ""), ("other", Role.INDUSTRY, "Other Co."))}
+    save_users(default_users_path(p), users)
+    monkeypatch.setattr(sys, "stdin", io.StringIO((PASSWORD + "\n") * 100))
     return p
 
 
@@ -177,12 +192,12 @@ def test_list_shows_every_configured_alarm_and_filters(site: Path, daemon: Calla
 def test_ack_reaches_the_running_engine_and_prints_the_journal_record(
         site: Path, db: Path, daemon: Callable[..., Daemon], capsys: pytest.CaptureFixture[str]) -> None:
     with daemon(inp("ph_high", True)):
-        assert cli.main(["alarms", "ack", PH, "--config", str(site), "--user", "jdoe",
+        assert cli.main(["alarms", "ack", PH, "--config", str(site), *JDOE,
                          "--note", "industry called"]) == 0
         out = capsys.readouterr().out
         assert out.startswith(f"{PH}: ack by jdoe (active-unacknowledged -> active-acknowledged), journal record")
         # acknowledging again is refused by the engine, with its reason
-        assert cli.main(["alarms", "ack", PH, "--config", str(site), "--user", "jdoe"]) == 1
+        assert cli.main(["alarms", "ack", PH, "--config", str(site), *JDOE]) == 1
         assert "refused: alarm is active-acknowledged: nothing to acknowledge" in capsys.readouterr().err
     conn = sqlite3.connect(db)
     try:
@@ -196,18 +211,19 @@ def test_shelve_reset_and_out_of_service(site: Path, db: Path, daemon: Callable[
                                          capsys: pytest.CaptureFixture[str]) -> None:
     with daemon(inp("lel_single", True)) as d:
         before = time.time()
-        assert cli.main(["alarms", "shelve", PH, "--config", str(site), "--user", "jdoe", "--until", "1h30m",
+        assert cli.main(["alarms", "shelve", PH, "--config", str(site), *JDOE, "--until", "1h30m",
                          "--reason", "probe cleaning"]) == 0
-        assert cli.main(["alarms", "reset", LEL, "--config", str(site), "--user", "jdoe"]) == 1
+        assert cli.main(["alarms", "reset", LEL, "--config", str(site), *JDOE]) == 1
         assert "condition still active" in capsys.readouterr().err
         d.later.append(inp("lel_single", False, 1.0))
         # the condition's end is applied on a later tick
         assert wait_until(lambda: states(db).get(LEL) == "latched-unacknowledged"), states(db)
-        assert cli.main(["alarms", "reset", LEL, "--config", str(site), "--user", "jdoe", "--note", "vented"]) == 0
+        assert cli.main(["alarms", "reset", LEL, "--config", str(site), *JDOE, "--note", "vented"]) == 0
         assert "reset by jdoe (latched-unacknowledged -> normal)" in capsys.readouterr().out
+        # no --user: the daemon's service account (this process owns the database file), recorded as such
         assert cli.main(["alarms", "out-of-service", "acme-plating/ph/ph_low", "--config", str(site),
-                         "--user", "tech", "--reason", "sensor swap"]) == 0
-        assert "out-of-service by tech (normal -> out-of-service)" in capsys.readouterr().out
+                         "--reason", "sensor swap"]) == 0
+        assert f"out-of-service by service:{SERVICE} (normal -> out-of-service)" in capsys.readouterr().out
     assert cli.main(["alarms", "list", "--config", str(site), "--format", "json", "--all"]) == 0
     listed = {r["alarm"]: r for r in rows(capsys)}
     assert listed[PH]["state"] == "shelved" and listed[PH]["reason"] == "probe cleaning"
@@ -221,7 +237,7 @@ def test_no_daemon_withdraws_the_command(site: Path, db: Path, daemon: Callable[
     with daemon(inp("ph_high", True)):
         pass  # the daemon ran once (the file exists) and has stopped
     t0 = time.monotonic()
-    assert cli.main(["alarms", "ack", PH, "--config", str(site), "--user", "jdoe", "--wait", "0.3"]) == 1
+    assert cli.main(["alarms", "ack", PH, "--config", str(site), *JDOE, "--wait", "0.3"]) == 1
     assert time.monotonic() - t0 < 5  # its own 0.3 s, not the default 5 s wait
     assert "does not appear to be running" in capsys.readouterr().err
     with CommandQueue(path=db) as q:
@@ -236,7 +252,7 @@ def test_no_wait_queues_for_the_next_daemon(site: Path, db: Path, daemon: Callab
                                             capsys: pytest.CaptureFixture[str]) -> None:
     with daemon(inp("ph_high", True)):
         pass
-    assert cli.main(["alarms", "ack", PH, "--config", str(site), "--user", "jdoe", "--no-wait"]) == 0
+    assert cli.main(["alarms", "ack", PH, "--config", str(site), *JDOE, "--no-wait"]) == 0
     assert capsys.readouterr().out.startswith("queued as command 1")
     def final() -> bool:
         with CommandQueue(path=db) as q:
@@ -250,16 +266,16 @@ def test_no_wait_queues_for_the_next_daemon(site: Path, db: Path, daemon: Callab
 
 def test_usage_errors(site: Path, db: Path, daemon: Callable[..., Daemon],
                       capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["alarms", "ack", PH, "--config", str(site), "--user", "jdoe"]) == 2  # no database yet
+    assert cli.main(["alarms", "ack", PH, "--config", str(site), *JDOE]) == 2  # no database yet
     assert "no database" in capsys.readouterr().err
     with daemon():
         pass
-    assert cli.main(["alarms", "ack", "acme-plating/ph", "--config", str(site), "--user", "jdoe"]) == 2
-    assert cli.main(["alarms", "ack", "acme-plating/ph/nope", "--config", str(site), "--user", "jdoe"]) == 2
+    assert cli.main(["alarms", "ack", "acme-plating/ph", "--config", str(site), *JDOE]) == 2
+    assert cli.main(["alarms", "ack", "acme-plating/ph/nope", "--config", str(site), *JDOE]) == 2
     assert "is not an alarm of" in capsys.readouterr().err
-    assert cli.main(["alarms", "shelve", PH, "--config", str(site), "--user", "jdoe", "--until", "tomorrow",
+    assert cli.main(["alarms", "shelve", PH, "--config", str(site), *JDOE, "--until", "tomorrow",
                      "--reason", "x"]) == 2
-    assert cli.main(["alarms", "shelve", PH, "--config", str(site), "--user", "jdoe",
+    assert cli.main(["alarms", "shelve", PH, "--config", str(site), *JDOE,
                      "--until", "2026-01-05T10:00", "--reason", "x"]) == 2
     assert "no UTC offset" in capsys.readouterr().err
     with CommandQueue(path=db) as q:  # nothing was queued by any of them
@@ -270,8 +286,8 @@ def test_usage_errors(site: Path, db: Path, daemon: Callable[..., Daemon],
 def test_ack_from_another_process(site: Path, daemon: Callable[..., Daemon]) -> None:
     with daemon(inp("ph_high", True)):
         done = subprocess.run([sys.executable, "-m", "monitor.cli", "alarms", "ack", PH, "--config", str(site),
-                               "--user", "plant-op", "--note", "seen on SCADA"], cwd=REPO, capture_output=True,
-                              text=True, timeout=30)
+                               "--user", "plant-op", "--password-stdin", "--note", "seen on SCADA"], cwd=REPO,
+                              capture_output=True, text=True, timeout=30, input=PASSWORD + "\n")
     assert done.returncode == 0, done.stderr
     assert "ack by plant-op" in done.stdout
 
@@ -337,3 +353,30 @@ def test_an_active_alarm_raised_later_is_not_acked_by_a_stale_command(
     with CommandQueue(path=db) as q:
         assert q.get(1).status is Status.EXPIRED
     assert states(db)[PH] == State.ACTIVE_UNACKED.value
+
+
+def test_actions_carry_an_authenticated_user(site: Path, db: Path, daemon: Callable[..., Daemon],
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    with daemon(inp("ph_high", True)):
+        monkeypatch.setattr(sys, "stdin", io.StringIO("wrong password\n"))
+        assert cli.main(["alarms", "ack", PH, "--config", str(site), *JDOE]) == 1
+        assert "wrong password for 'jdoe'" in capsys.readouterr().err  # a wrong one
+        monkeypatch.setattr(sys, "stdin", io.StringIO((PASSWORD + "\n") * 3))
+        assert cli.main(["alarms", "ack", PH, "--config", str(site), "--user", "nobody", "--password-stdin"]) == 1
+        assert cli.main(["alarms", "ack", PH, "--config", str(site), "--user", "enf", "--password-stdin"]) == 1
+        assert "an enforcement user may not ack alarms" in capsys.readouterr().err
+        assert cli.main(["alarms", "ack", PH, "--config", str(site), "--user", "other", "--password-stdin"]) == 1
+        assert "not one of Other Co.'s sites" in capsys.readouterr().err
+        monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # not a terminal, no --password-stdin: refused
+        assert cli.main(["alarms", "ack", PH, "--config", str(site), "--user", "jdoe"]) == 1
+        assert "--password-stdin" in capsys.readouterr().err
+        os.chown(db, 4242, -1)  # the database is another account's: this one is not the service account
+        try:
+            assert cli.main(["alarms", "ack", PH, "--config", str(site)]) == 1
+            assert "not the daemon's service account" in capsys.readouterr().err
+        finally:
+            os.chown(db, os.geteuid(), -1)
+    with CommandQueue(path=db) as q:  # none of them was queued
+        with pytest.raises(KeyError):
+            q.get(1)
