@@ -161,3 +161,9 @@ def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int,
     invalid = sum(1 for _n, e in episodes if e.invalid)
     marked = f", {invalid} of those shown marked invalid by enforcement (not violations)" if invalid else ""
     out.write(f"{total} episodes, {ongoing} ongoing{marked}{more}\n")
+
+
+def _unit(e: Episode, channel: str) -> str:
+    """The unit of an evidence reading: the episode's own channel's (a duration rule's readings are in the
+    channel's unit, not seconds, so none is shown for them rather than a wrong one)."""
+    return e.unit if channel == e.channel and e.unit != "s" else ""

@@ -71,7 +71,8 @@ def _value_reading(f: NoticeFacts, x: float | None) -> str:
 
 
 def _obligation_rows(f: NoticeFacts) -> tuple[tuple[str, ...], ...]:
-    return tuple((o.duty, o.citation, f.local(o.due, "%Y-%m-%d %H:%M %Z") if o.due is not None else "immediately",
+    return tuple((o.duty, o.citation, (f.local(o.due, "%Y-%m-%d %H:%M %Z") if o.due is not None else "—")
+                  + (f" ({o.due_text})" if o.due_text else ""),
                   o.status(f.now), f.local(o.fulfilled, "%Y-%m-%d %H:%M %Z") if o.fulfilled is not None else "—",
                   o.how or "—") for o in f.obligations)
 

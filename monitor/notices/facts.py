@@ -153,4 +153,4 @@ def gather(config: SiteConfig, ident: str, *, now: float, dated: date | None = N
         dated=dated or datetime.fromtimestamp(now, zone(site.timezone)).date(),
         confirmed=_confirmed(e, binding, readings), readings=readings,
         obligations=tuple(record.obligations([eid])), obligations_available=record.available,
-        invalidation=invalid[-1] if invalid else None, now=now)
+        invalidation=invalid[0] if invalid else None, now=now)

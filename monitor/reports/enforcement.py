@@ -2,16 +2,17 @@
 written report, repeat sampling, each with a due time and whether and how it was met) and whether the episode
 was invalidated (by enforcement, with a justification).
 
-The obligations and invalidations are recorded by the obligations store (issue 17 part A), which is built
-beside this. The reports and notice drafts read them only through `EnforcementRecord`, so either side can
-change without the other: `open_record` returns a reader of the store's tables when they exist in the
-historian's file and `NO_RECORD` otherwise, and every document then says "none recorded" rather than
-implying that an obligation was met or an episode is valid by default.
+The obligations and invalidations are recorded by the case file store (`monitor.stores.casefile`). The
+reports and notice drafts read them only through `EnforcementRecord`: `open_record` returns a reader of the
+store's tables when they exist in the historian's file and `NO_RECORD` otherwise, and every document then says
+"none recorded" rather than implying that an obligation was met or an episode is valid by default.
 
-Tables read (by column name, so added columns do not matter): ``obligations`` (``episode`` as
-``site/channel/rule@start``, ``duty``, ``citation``, ``due`` and ``fulfilled`` in epoch s UTC, ``how``) and
-``episode_invalidations`` (``episode``, ``reason``, ``user``, ``time``). A table with other columns is treated
-as absent and the document says that the record could not be read.
+Tables read (by column name, so added columns do not matter), as the case file store (`monitor.stores.casefile`)
+writes them: ``obligations`` (``id``, ``episode`` as ``site/channel/rule@start``, ``action``, ``recipient``,
+``citation``, ``due`` in epoch s UTC, ``due_text``), ``obligation_fulfilments`` (``obligation``, ``done_at``,
+``how``, ``recipient``; the latest row of an obligation supersedes earlier ones for display) and
+``episode_invalidations`` (``episode``, ``reason``, ``user``, ``time``; the first one stands). A table without
+these columns is treated as absent.
 """
 
 from __future__ import annotations
@@ -28,16 +29,18 @@ NONE_RECORDED = "None recorded."
 @dataclass(frozen=True, slots=True)
 class ObligationLine:
     episode: str  # site/channel/rule@start
-    duty: str  # what is owed ("Telephone notice to the Town", "Written report")
+    duty: str  # what is owed, to whom ("telephone notice to the Town")
     citation: str
-    due: float | None  # epoch s UTC; None: "immediately" with no computable time
-    fulfilled: float | None  # when it was met; None: not (yet)
+    due: float | None  # epoch s UTC; None: no computable time
+    fulfilled: float | None  # when it was done, as the industry states it; None: not (yet)
     how: str = ""  # how, to whom, as the industry recorded it
+    due_text: str = ""  # the deadline in the law's words ("immediately", "within 5 days")
 
     def status(self, now: float) -> str:
+        """``done`` (at or before the due time), ``done late``, ``overdue`` or ``open``."""
         if self.fulfilled is not None:
             late = self.due is not None and self.fulfilled > self.due
-            return "met late" if late else "met"
+            return "done late" if late else "done"
         return "overdue" if self.due is not None and now > self.due else "open"
 
 
@@ -68,7 +71,8 @@ class _NoRecord:
 
 
 NO_RECORD: EnforcementRecord = _NoRecord()
-_OBLIGATION_COLUMNS = ("episode", "duty", "citation", "due", "fulfilled", "how")
+_OBLIGATION_COLUMNS = ("id", "episode", "action", "recipient", "citation", "due", "due_text")
+_FULFILMENT_COLUMNS = ("obligation", "done_at", "how", "recipient")
 _INVALIDATION_COLUMNS = ("episode", "reason", "user", "time")
 
 
@@ -77,32 +81,46 @@ class _TableRecord:
 
     available = True
 
-    def __init__(self, path: Path, has_obligations: bool, has_invalidations: bool) -> None:
-        self.path, self._obl, self._inv = path, has_obligations, has_invalidations
+    def __init__(self, path: Path, has_obligations: bool, has_fulfilments: bool, has_invalidations: bool) -> None:
+        self.path, self._obl, self._done, self._inv = path, has_obligations, has_fulfilments, has_invalidations
 
-    def _rows(self, table: str, columns: Sequence[str], episodes: Sequence[str]) -> list[tuple[object, ...]]:
-        if not episodes:
+    def _rows(self, table: str, columns: Sequence[str], key: str, values: Sequence[object],
+              order: str = "rowid") -> list[tuple[object, ...]]:
+        if not values:
             return []
         conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
         try:
-            marks = ", ".join("?" for _ in episodes)
-            return conn.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE episode IN ({marks})",
-                                tuple(episodes)).fetchall()
+            marks = ", ".join("?" for _ in values)
+            return conn.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE {key} IN ({marks}) "
+                                f"ORDER BY {order}", tuple(values)).fetchall()
         finally:
             conn.close()
 
     def obligations(self, episodes: Sequence[str]) -> list[ObligationLine]:
         if not self._obl:
             return []
-        return sorted((ObligationLine(str(e), str(d), str(c or ""), _num(due), _num(done), str(how or ""))
-                       for e, d, c, due, done, how in self._rows("obligations", _OBLIGATION_COLUMNS, episodes)),
-                      key=lambda o: (o.episode, o.due if o.due is not None else 0.0, o.duty))
+        rows = self._rows("obligations", _OBLIGATION_COLUMNS, "episode", episodes)
+        done: dict[object, tuple[object, ...]] = {}
+        if self._done:  # the latest fulfilment of each obligation
+            done = {r[0]: r for r in self._rows("obligation_fulfilments", _FULFILMENT_COLUMNS, "obligation",
+                                                [r[0] for r in rows])}
+        out = []
+        for oid, episode, action, recipient, citation, due, due_text in rows:
+            d = done.get(oid)
+            how = f"{d[2]} to {d[3]}" if d is not None and d[3] else (str(d[2]) if d is not None else "")
+            duty = f"{action} to {recipient}" if recipient else str(action)
+            out.append(ObligationLine(str(episode), duty, str(citation or ""), _num(due),
+                                      _num(d[1]) if d is not None else None, how, str(due_text or "")))
+        return sorted(out, key=lambda o: (o.episode, o.due if o.due is not None else 0.0, o.duty))
 
     def invalidations(self, episodes: Sequence[str]) -> list[InvalidationLine]:
         if not self._inv:
             return []
-        return [InvalidationLine(str(e), str(r), str(u), float(t))  # type: ignore[arg-type]
-                for e, r, u, t in self._rows("episode_invalidations", _INVALIDATION_COLUMNS, episodes)]
+        first: dict[str, InvalidationLine] = {}
+        for e, r, u, t in self._rows("episode_invalidations", _INVALIDATION_COLUMNS, "episode", episodes,
+                                     order="time, rowid"):
+            first.setdefault(str(e), InvalidationLine(str(e), str(r), str(u), float(t)))  # type: ignore[arg-type]
+        return list(first.values())
 
 
 def _num(x: object) -> float | None:
@@ -122,9 +140,10 @@ def open_record(path: Path) -> EnforcementRecord:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             obl = _has(conn, "obligations", _OBLIGATION_COLUMNS)
+            done = _has(conn, "obligation_fulfilments", _FULFILMENT_COLUMNS)
             inv = _has(conn, "episode_invalidations", _INVALIDATION_COLUMNS)
         finally:
             conn.close()
     except sqlite3.Error:
         return NO_RECORD
-    return _TableRecord(Path(path), obl, inv) if obl or inv else NO_RECORD
+    return _TableRecord(Path(path), obl, done, inv) if obl or inv else NO_RECORD

@@ -185,7 +185,8 @@ def _enforcement_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
                       "times (local) and when and how the industry met them.",),
                 columns=("Episode id", "Obligation", "Citation", "Due (local)", "Status", "Met at (local)",
                          "How / to whom"), widths=(2.2, 1.6, 1.8, 1.2, 0.7, 1.2, 1.8),
-                rows=tuple((o.episode, o.duty, o.citation, clock(o.due, when) if o.due is not None else "immediately",
+                rows=tuple((o.episode, o.duty, o.citation,
+                            clock(o.due, when) + (f" ({o.due_text})" if o.due_text else ""),
                             o.status(r.generated), clock(o.fulfilled, when), o.how or "—") for o in r.obligations),
                 empty=obligations_empty(r)),
     ]

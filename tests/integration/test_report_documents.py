@@ -228,13 +228,23 @@ def test_obligations_and_invalidations_are_read_where_recorded(site: tuple[SiteC
     period = Period(date(2026, 3, 1), date(2026, 3, 10), date(2026, 3, 15), "t")
     before = build_report(config, SITE, period, now=NOW, db=db)
     victim, other = before.exceedances[0], before.exceedances[1]
-    dst.executescript("""CREATE TABLE obligations (episode TEXT, duty TEXT, citation TEXT, due REAL,
-                             fulfilled REAL, how TEXT);
-                         CREATE TABLE episode_invalidations (episode TEXT, reason TEXT, user TEXT, time REAL);""")
-    dst.execute("INSERT INTO episode_invalidations VALUES (?, ?, ?, ?)",
-                (victim.id, "pH probe failed its calibration check that morning", "e.jones", NOW))
-    dst.execute("INSERT INTO obligations VALUES (?, ?, ?, ?, ?, ?)",
-                (other.id, "Written report", "Town of Pawling item X", other.start + 5 * 86400, None, ""))
+    # the columns the case file store (monitor.stores.casefile) writes and monitor.reports.enforcement reads
+    dst.executescript("""CREATE TABLE obligations (id INTEGER PRIMARY KEY, episode TEXT, action TEXT,
+                             recipient TEXT, citation TEXT, due REAL, due_text TEXT);
+                         CREATE TABLE obligation_fulfilments (id INTEGER PRIMARY KEY, obligation INTEGER,
+                             done_at REAL, how TEXT, recipient TEXT);
+                         CREATE TABLE episode_invalidations (id INTEGER PRIMARY KEY, episode TEXT, site TEXT,
+                             reason TEXT, user TEXT, time REAL);""")
+    dst.execute("INSERT INTO episode_invalidations (episode, site, reason, user, time) VALUES (?, ?, ?, ?, ?)",
+                (victim.id, SITE, "pH probe failed its calibration check that morning", "e.jones", NOW))
+    dst.executemany("INSERT INTO obligations (episode, action, recipient, citation, due, due_text) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [(other.id, "Written report", "the Town", "Town of Pawling item X", other.start + 5 * 86400,
+                      "within 5 days"),
+                     (other.id, "Telephone notice", "the plant", "Town of Pawling item Y", other.start + 3600,
+                      "within an hour")])
+    dst.execute("INSERT INTO obligation_fulfilments (obligation, done_at, how, recipient) VALUES (2, ?, ?, ?)",
+                (other.start + 1800, "telephone", "J. Smith, plant operator"))
     dst.commit()
     dst.close()
     after = build_report(config, SITE, period, now=NOW, db=db)
@@ -242,7 +252,9 @@ def test_obligations_and_invalidations_are_read_where_recorded(site: tuple[SiteC
     assert [e.id for e in after.invalidated] == [victim.id]
     html = render_html(after)
     assert "pH probe failed its calibration check that morning" in html and "e.jones" in html
-    assert "Written report" in html and "overdue" in html  # due 5 days after, not met by NOW (20 March)
+    assert "Written report to the Town" in html and "overdue" in html  # due 5 days after, not done by NOW
+    assert "Telephone notice to the plant" in html and "telephone to J. Smith, plant operator" in html
+    assert "<td>done</td>" in html
 
 
 def test_chart_axis_names_only_the_period() -> None:
