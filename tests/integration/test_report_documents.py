@@ -308,3 +308,25 @@ def test_rebuild_takes_site_after_the_subcommand_and_shows_progress_on_a_termina
     assert done.returncode == 0 and done.stdout.startswith("rebuilt 14 channel-days")
     text = shown.decode("utf-8", "replace")
     assert "rebuilding" in text and "100%" in text and "channel/s" in text, text
+
+
+def test_notice_of_a_duration_rule_states_onset_and_confirmation(site: tuple[SiteConfig, Path],
+                                                                 tmp_path: Path) -> None:
+    """Pawling, permit adopting 40 CFR 401.17: the pH excursion from 20:00 to 21:10 on 1 March is a single
+    excursion over 60 minutes, confirmed at the first reading past the hour; Pawling's notice clause sets a
+    ceiling of 30 days for the correction."""
+    from monitor.notices.cli import write_notice
+    from monitor.notices.document import build, correction_text
+    from monitor.notices.facts import gather
+
+    config, _tmp = site
+    ident = "acme/ph/ph_excursion_duration@2026-03-02T01:00:00Z"
+    f = gather(config, ident, now=NOW)
+    assert f.confirmed == datetime(2026, 3, 1, 21, 1, tzinfo=TZ).timestamp()  # the first reading past 60 min
+    assert f.section.startswith("40 CFR 401.17(a)(2)") and f.correction_due == date(2026, 4, 19)
+    assert "not exceeding 30 days" in correction_text(f) and "a shorter one may be set" in correction_text(f)
+    md = write_notice(config, ident, "md", tmp_path / "nov.md", now=NOW)[0].read_text()
+    assert "| Confirmed | 2026-03-01 21:01:00 EST |" in md and "| Onset | 2026-03-01 20:00:00 EST" in md
+    assert "| Peak | 70 min |" in md and "| Limit | 60 min |" in md
+    assert "Town of Pawling sewer use chapter, item C(1)" in md and "April 19, 2026" in md
+    assert not [b for b in build("$nonsense\n", f) if "nonsense" not in b.text]  # an unknown name stays visible
