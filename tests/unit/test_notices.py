@@ -59,3 +59,48 @@ def test_a_broken_clause_file_names_the_key(tmp_path: Path, monkeypatch: pytest.
     (tmp_path / "wilson.toml").write_text('authority = "x"\ncorection_days = 3\n')
     with pytest.raises(NoticeConfigError, match="corection_days"):
         notice_clause("wilson")
+
+
+SITE = """
+[daemon]
+historian = "pretreat.sqlite"
+
+[[site]]
+id = "acme"
+address = "12 Route 22, Brewster, NY 10509"
+jurisdiction = "southeast"
+timezone = "America/New_York"
+
+[[site.instrument]]
+id = "m"
+driver = "mqtt"
+poll_interval = 60.0
+
+[[site.channel]]
+id = "ph"
+instrument = "m"
+topic = "mh1/ph"
+payload = "number"
+kind = "ph"
+unit = "pH"
+
+[site.permit]
+id = "SE-IU-2025-07"
+categorical = "40 CFR 433"
+"""
+
+
+def test_site_address_and_permit_dates_are_read_and_checked(tmp_path: Path) -> None:
+    from config.errors import ConfigErrors
+    from config.loader import load_config
+
+    path = tmp_path / "site.toml"
+    path.write_text(SITE + 'issued = 2025-04-01\nexpires = "2030-03-31"\n')
+    site = load_config(path).sites[0]
+    assert site.address == "12 Route 22, Brewster, NY 10509" and site.permit is not None
+    assert (site.permit.issued, site.permit.expires, site.permit.categorical) == ("2025-04-01", "2030-03-31",
+                                                                                  "40 CFR 433")
+    path.write_text(SITE + 'issued = "last spring"\n')
+    with pytest.raises(ConfigErrors) as caught:
+        load_config(path)
+    assert any("permit.issued" in str(e) and "a date" in str(e) for e in caught.value.errors)
