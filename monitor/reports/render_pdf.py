@@ -137,6 +137,8 @@ def layout(report: ComplianceReport) -> _Layout:
             continue
         if sec.kind == "signature":
             lay.need(3.0)  # the certification and the signature lines stay on one page
+        elif sec.kind == "table":  # a heading never ends a page: it moves with its text and the table's first rows
+            lay.need(1.1 + 0.2 * len(sec.text))
         lay.heading(sec.title)
         for t in sec.text:
             if sec.key == "verdict":  # the first thing a regulator reads
