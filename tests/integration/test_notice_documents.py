@@ -22,7 +22,7 @@ from monitor.notices.facts import NoticeError, gather
 from monitor.reports.days import zone
 from monitor.sample import Quality, Sample
 from tests.support import require_binary
-from tests.unit.test_report_scenarios import record
+from tests.unit.report_scenarios import record
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "nov"
 TZ = zone("America/New_York")
