@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import shutil
 import subprocess
 from datetime import date, datetime
@@ -307,7 +308,9 @@ def test_rebuild_takes_site_after_the_subcommand_and_shows_progress_on_a_termina
         os.close(primary)
     assert done.returncode == 0 and done.stdout.startswith("rebuilt 14 channel-days")
     text = shown.decode("utf-8", "replace")
-    assert "rebuilding" in text and "100%" in text and "channel/s" in text, text
+    # percent, rate and time left ("[elapsed<left, rate]"); the bar refreshes at most every 0.1 s, so which
+    # percentages show depends on the machine's speed, not that they do
+    assert re.search(r"rebuilding: +\d+%\|", text) and re.search(r"<\d\d:\d\d, +[\d.?]+channel/s", text), text
 
 
 def test_notice_of_a_duration_rule_states_onset_and_confirmation(site: tuple[SiteConfig, Path],
