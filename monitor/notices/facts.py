@@ -16,6 +16,7 @@ onset only. Rules judged on a single reading are confirmed at onset.
 from __future__ import annotations
 
 import math
+import sqlite3
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -28,8 +29,9 @@ from monitor.reports.annotations import AnnotationError, episode_id, parse_episo
 from monitor.reports.compliance import RULE_LABELS, describe
 from monitor.reports.days import zone
 from monitor.reports.enforcement import InvalidationLine, ObligationLine, open_record
-from monitor.stores.episodes import Episode, EpisodeStore
+from monitor.stores.episodes import Episode
 from monitor.stores.historian import Historian
+from monitor.stores.readonly import connect_readonly, has_table
 
 CHART_MARGIN = 3600.0  # s of readings shown before the onset and after the end
 
@@ -95,15 +97,43 @@ class NoticeFacts:
         return "—" if t is None else datetime.fromtimestamp(t, zone(self.tz_name)).strftime(fmt)
 
 
-def _find(store: EpisodeStore, ident: str) -> Episode:
+_COVERAGE = ("end_reason", "measured", "unmeasured")  # episode schema 2 (a schema-1 file read as unknown)
+
+
+def _find(db: Path, ident: str) -> Episode:
+    """The episode named ``ident``, read from the episode store's table over a read-only connection (the
+    console and enforcement staff may draft notices without write access to the daemon's file)."""
     try:
         site, channel, rule, start = parse_episode_id(ident)
     except AnnotationError as exc:
         raise NoticeError(str(exc)) from exc
-    for e in store.episodes(site=site, rule=rule):
-        if e.channel == channel and abs(e.start - start) < 0.0005:
-            return e
-    raise NoticeError(f"no episode {ident} in the record (ids as `pretreat exceedances` and the report print them)")
+    missing = NoticeError(f"no episode {ident} in the record (ids as `pretreat exceedances` and the report "
+                          "print them)")
+    try:
+        conn = connect_readonly(db)
+    except sqlite3.Error as exc:
+        raise NoticeError(f"cannot read {db}: {exc}") from exc
+    try:
+        if not has_table(conn, "episode_events"):
+            raise missing
+        have = {r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}
+        coverage = ", ".join(c if c in have else "NULL" for c in _COVERAGE)
+        key = "site = ? AND channel = ? AND rule = ?"
+        s = conn.execute(f"SELECT time, value, limit_value, citation, censored FROM episode_events WHERE {key} "
+                         "AND event = 'start' AND abs(time - ?) < 0.0005", (site, channel, rule, start)).fetchone()
+        if s is None:
+            raise missing
+        later = conn.execute(f"SELECT MIN(time) FROM episode_events WHERE {key} AND event = 'start' AND time > ?",
+                             (site, channel, rule, s[0])).fetchone()[0]
+        e = conn.execute(f"SELECT time, value, peak, censored, {coverage} FROM episode_events WHERE {key} "
+                         "AND event = 'end' AND time >= ? AND time <= ? ORDER BY time, id LIMIT 1",
+                         (site, channel, rule, s[0], later if later is not None else float("inf"))).fetchone()
+    finally:
+        conn.close()
+    return Episode(site=site, channel=channel, rule=rule, start=s[0], end=e[0] if e else None, start_value=s[1],
+                   end_value=e[1] if e else None, limit=s[2], peak=e[2] if e else None, citation=s[3],
+                   end_reason=e[4] if e else None, measured=e[5] if e else None, unmeasured=e[6] if e else None,
+                   censored=bool(s[4]) or bool(e and e[3]))
 
 
 def _confirmed(e: Episode, binding: RuleBinding | None, readings: tuple[Reading, ...]) -> float | None:
@@ -130,11 +160,7 @@ def gather(config: SiteConfig, ident: str, *, now: float, dated: date | None = N
     """The facts of episode ``ident`` (``site/channel/rule@start``) for a notice dated ``dated`` (default: today
     at the site)."""
     db = Path(config.daemon.historian)
-    store = EpisodeStore(path=db)
-    try:
-        e = _find(store, ident)
-    finally:
-        store.close()
+    e = _find(db, ident)
     try:
         site = config.site(e.site)
         channel = site.channel(e.channel)
