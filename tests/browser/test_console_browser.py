@@ -32,7 +32,7 @@ from tests.browser.harness import (
     write_site,
     write_users,
 )
-from tests.support import wait_until
+from tests.support import PATIENCE, wait_until
 
 VIEW = {"width": 1400, "height": 900}
 
@@ -200,7 +200,7 @@ def test_generate_for_period_and_the_notice_button(browser: Any, env: dict[str, 
     page.fill("#gen-from", "2026-06-01")
     page.fill("#gen-to", "2026-06-30")
     page.click("#gen-go")
-    page.wait_for_selector("#gen-msg[data-done]")
+    page.wait_for_selector("#gen-msg[data-done]", timeout=PATIENCE * 4 * 1000)  # drawing takes seconds
     assert page.get_attribute("#gen-msg", "data-done") == "ok", page.inner_text("#gen-msg")
     assert "due 2026-07-01" in page.inner_text("#gen-msg")
     name = f"{BOLT}_2026-06-01_2026-06-30.pdf"

@@ -38,7 +38,7 @@ from tests.browser.harness import (
     write_site,
     write_users,
 )
-from tests.support import wait_until
+from tests.support import PATIENCE, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -374,7 +374,8 @@ def test_generate_a_report_for_a_period(env: dict[str, Any]) -> None:
                             headers={"X-CSRF-Token": csrf(env["bolt"])}).status_code == 403
     bad = {**body, "to": "2026-05-01"}
     assert op.post("/api/reports/generate", json=bad, headers={"X-CSRF-Token": csrf(op)}).status_code == 400
-    r = op.post("/api/reports/generate", json=body, headers={"X-CSRF-Token": csrf(op)})
+    # drawing the PDF and HTML takes seconds, more on a loaded machine: past the client's usual 10 s
+    r = op.post("/api/reports/generate", json=body, headers={"X-CSRF-Token": csrf(op)}, timeout=PATIENCE * 4)
     assert r.status_code == 200, r.text
     names = [f"{ACME}_2026-06-01_2026-06-30.{x}" for x in ("pdf", "html", "csv")]
     assert r.json() == {"files": names, "period": "2026-06-01 to 2026-06-30", "due": "2026-07-01"}
