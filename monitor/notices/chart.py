@@ -32,8 +32,9 @@ def draw(ax: Axes, f: NoticeFacts, *, fontsize: float = 7.5) -> None:
     if bad:
         ax.plot(bad, [0.0] * len(bad), linestyle="none", marker="|", color="#777777", markersize=8,
                 transform=ax.get_xaxis_transform(), label="bad-quality reading (no value)")
-    limit = f.binding.params.get("limit") if f.binding and not f.timed else None
-    if isinstance(limit, (int, float)):
+    # the limit the episode was judged against (a slug's depends on the day's baseline: the episode's own)
+    limit = None if f.timed else f.episode.limit
+    if limit is not None:
         ax.axhline(float(limit), color=LIMIT, linestyle="--", linewidth=1.0,
                    label=f"limit {f.binding.params.get('operator', '') if f.binding else ''} {float(limit):g}")
     e = f.episode
