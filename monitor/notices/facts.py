@@ -22,11 +22,11 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 
 from config.notice import NoticeClause, notice_clause
+from config.rule_catalogue import DURATION_RULES, label
 from config.rules import RuleBinding, is_data_quality
 from config.schema import Channel, Site, SiteConfig
-from monitor.checks.events import DURATION_RULES
 from monitor.reports.annotations import AnnotationError, episode_id, parse_episode_id
-from monitor.reports.compliance import RULE_LABELS, describe
+from monitor.reports.compliance import describe
 from monitor.reports.days import zone
 from monitor.reports.enforcement import InvalidationLine, ObligationLine, open_record
 from monitor.stores.episodes import Episode
@@ -69,7 +69,7 @@ class NoticeFacts:
 
     @property
     def rule_label(self) -> str:
-        return RULE_LABELS.get(self.episode.rule, self.episode.rule)
+        return label(self.episode.rule)
 
     @property
     def timed(self) -> bool:
