@@ -204,8 +204,7 @@ def test_regulator_items(site: tuple[SiteConfig, Path]) -> None:
                   "Town of Pawling", "40 Dutcher Avenue, Pawling", "PJSC-IU-2026-03 (issued 2026-01-15, expires "
                   "2031-01-14)", "40 CFR 433 (Metal Finishing)", "Flow total (gal)", "Peak (gpm)",
                   "T max (degC)", "LEL max (%LEL)", "Obligations timeline",
-                  "None recorded. (no obligations record in this monitoring database)",
-                  "Invalidated episodes (kept in the record, not counted)"):
+                  "None recorded. (no obligations record in this monitoring database)"):
         assert words in html, words
     # every day of the scenario has a violation (the 70-minute pH excursion): each daily row is highlighted
     assert html.count("<tr class='violation'>") == 10
@@ -253,6 +252,7 @@ def test_obligations_and_invalidations_are_read_where_recorded(site: tuple[SiteC
     assert [e.id for e in after.invalidated] == [victim.id]
     html = render_html(after)
     assert "pH probe failed its calibration check that morning" in html and "e.jones" in html
+    assert "Episodes marked invalid by the control authority (not violations)" in html
     assert "Written report to the Town" in html and "overdue" in html  # due 5 days after, not done by NOW
     assert "Telephone notice to the plant" in html and "telephone to J. Smith, plant operator" in html
     assert "<td>done</td>" in html
