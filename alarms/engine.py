@@ -127,7 +127,15 @@ class AlarmEngine:
         """Apply one input (see `apply_many`)."""
         return self.apply_many([inp], now)
 
-    def apply_many(self, inputs: Sequence[AlarmInput], now: float) -> list[Transition]:
+    def revise(self, revisions: Sequence[dict[str, Any]], inputs: Sequence[AlarmInput],
+               now: float) -> list[Transition]:
+        """Journal the check engine's corrections of the episode record (``revision`` records, payloads of
+        `monitor.checks.revisions.Revision`) and apply the alarm inputs they call for, in one transaction."""
+        notes = [Entry("revision", {**p, "received": now}, now) for p in revisions]
+        return self.apply_many(inputs, now, notes=notes)
+
+    def apply_many(self, inputs: Sequence[AlarmInput], now: float, *,
+                   notes: Sequence[Entry] = ()) -> list[Transition]:
         """Apply inputs in order, in one transaction; return the committed transitions.
 
         An input is journaled (kind ``episode``) when it changes its alarm's condition or causes a transition;
@@ -136,7 +144,7 @@ class AlarmEngine:
         never dropped silently.
         """
         work: dict[AlarmKey, AlarmState] = {}
-        entries: list[Entry | Transition] = []
+        entries: list[Entry | Transition] = list(notes)
         for inp in inputs:
             self.counters["inputs"] += 1
             key = inp.key

@@ -95,15 +95,20 @@ def on_input(state: AlarmState, inp: AlarmInput, now: float) -> Result:
         if not inp.active:
             return replace(state, pending_since=None, **seen), []  # an on-delay not yet elapsed is cancelled
         if s.on_delay <= 0:
-            return _set_active(state, True, now, f"condition started at {inp.time:.3f}", **seen)
+            return _set_active(state, True, now, _why("started", inp), **seen)
         return replace(state, pending_since=_started(state.pending_since, now), **seen), []
     if inp.active:
         return replace(state, pending_since=None, **seen), []  # an off-delay in progress is cancelled
     if not _beyond_deadband(s.deadband, inp.value, inp.limit):
         return replace(state, pending_since=None, **seen), []  # held by the deadband until the value moves on
-    if s.off_delay <= 0:
-        return _set_active(state, False, now, f"condition ended at {inp.time:.3f}", **seen)
+    if s.off_delay <= 0 or inp.reason:  # a correction is not a flicker: no off-delay
+        return _set_active(state, False, now, _why("ended", inp), **seen)
     return replace(state, pending_since=_started(state.pending_since, now), **seen), []
+
+
+def _why(edge: str, inp: AlarmInput) -> str:
+    why = f"condition {edge} at {inp.time:.3f}"
+    return f"{why} ({inp.reason})" if inp.reason else why
 
 
 def _started(pending_since: float | None, now: float) -> float:

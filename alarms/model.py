@@ -162,6 +162,7 @@ class AlarmInput:
     value: float | None = None
     limit: float | None = None
     citation: str = ""
+    reason: str = ""  # why, when it is not the episode's own edge (a revision: "late reading: ...")
 
     def __post_init__(self) -> None:
         for name in ("value", "limit"):
@@ -176,7 +177,7 @@ class AlarmInput:
     def to_payload(self) -> dict[str, Any]:
         return {"alarm": self.key.id, "site": self.site, "channel": self.channel, "rule": self.rule,
                 "event": "start" if self.active else "end", "time": self.time, "value": self.value,
-                "limit": self.limit, "citation": self.citation}
+                "limit": self.limit, "citation": self.citation, **({"reason": self.reason} if self.reason else {})}
 
 
 # ---- operator actions ------------------------------------------------------------------------------------

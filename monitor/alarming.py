@@ -24,7 +24,8 @@ from alarms.notifiers.base import NotifierContext
 from alarms.notifiers.mqtt import MqttNotifier
 from config.alarms import alarm_specs
 from config.schema import SiteConfig
-from monitor.checks.events import EpisodeEvent
+from monitor.checks.events import END, START, EpisodeEvent, iso_utc
+from monitor.checks.revisions import Revision
 from monitor.obligation_watch import (
     OBLIGATION_OVERDUE,
     ObligationWatch,
@@ -62,6 +63,13 @@ def alarm_inputs(events: Sequence[EpisodeEvent]) -> list[AlarmInput]:
     gap end with no start after it (the channel came back within limits) clears the alarm as any end does."""
     resumed = resumed_after_gap(events)
     return [alarm_input(e) for i, e in enumerate(events) if i not in resumed]
+
+
+def _input(r: Revision, e: EpisodeEvent | None, active: bool, reason: str) -> AlarmInput:
+    return AlarmInput(time=e.time if e is not None else r.late, site=r.site, channel=r.channel, rule=r.rule,
+                      active=active, value=e.value if e is not None else None,
+                      limit=e.limit if e is not None else None, citation=e.citation if e is not None else "",
+                      reason=reason)
 
 
 class Alarming:
@@ -142,6 +150,40 @@ class Alarming:
         body = json.dumps({"seq": head[0], "hash": head[1], "time": now}).encode()
         return sum(bool(n.publish_journal_head(body)) for n in self.dispatcher.notifiers()
                    if isinstance(n, MqttNotifier))
+
+    def on_revisions(self, revisions: Sequence[Revision], now: float) -> None:
+        """Corrections of the episode record after late readings: journaled, and the alarms follow them.
+
+        An alarm follows the corrected record: an announced episode that never happened returns its alarm to
+        normal, saying so; an episode found open raises it; an episode found wholly in the past (started and
+        ended before the late readings arrived) raises it and clears it, so it is announced and acknowledged
+        like any other. A moved start or end of an episode the alarm already follows changes nothing."""
+        inputs: list[AlarmInput] = []
+        cond = {s.key.id: s.condition for s in self.engine.states()}
+        for r in revisions:
+            key = f"{r.site}/{r.channel}/{r.rule}"
+            if key not in cond:
+                continue
+            starts = [e for e in r.added if e.event == START]
+            ends = [e for e in r.added if e.event == END]
+            if not cond[key] and not r.active and starts:
+                s = starts[0]
+                e = next((x for x in ends if x.time >= s.time), None)
+                end_t = e.time if e is not None else s.time
+                why = f"late reading: episode {iso_utc(s.time)} to {iso_utc(end_t)} found"
+                inputs.append(_input(r, s, True, why))
+                inputs.append(_input(r, e or s, False, why))
+            elif cond[key] != r.active:
+                if r.active:
+                    inputs.append(_input(r, starts[-1] if starts else None, True,
+                                         "late reading: episode found open"))
+                else:
+                    gone = [e for e in r.withdrawn if e.event == START]
+                    why = (f"late reading: episode from {iso_utc(gone[0].time)} retracted, it never happened"
+                           if r.retraction and gone else "late reading: episode ended")
+                    inputs.append(_input(r, ends[-1] if ends else None, False, why))
+                cond[key] = r.active
+        self.announce(self.engine.revise([r.to_payload() for r in revisions], inputs, now))
 
     def tick(self, now: float) -> None:
         self.announce(self.engine.tick(now) + apply_pending(self.commands, self.engine, now))

@@ -36,6 +36,7 @@ from monitor import clock as clocks
 from monitor.alarming import Alarming
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import START, EpisodeEvent
+from monitor.checks.revisions import Revision
 from monitor.clockwatch import ClockWatch
 from monitor.health import HealthWriter, counters_of, devices_of, health_path, plain
 from monitor.integrity import SEAL_INTERVAL, RecordGuard
@@ -54,7 +55,7 @@ from monitor.stores.influx_lines import episode_record
 from monitor.stores.retention import HOLD_MARGIN, PurgeResult, purge
 from monitor.stores.seals import RETENTION, SEAL_AFTER
 from monitor.systemd import Heartbeat, SystemdNotifier, stall_after_for
-from monitor.warmup import reconcile, warm_up
+from monitor.warmup import history_reader, reconcile, warm_up, window_start
 
 log = logging.getLogger(__name__)
 STREAM_CLOSE_LIMIT = 10.0  # s a streaming driver gets to acknowledge and disconnect at shutdown
@@ -94,7 +95,8 @@ class Daemon:
         # InfluxDB is a copy for dashboards, never the only one: the historian stays the record of evidence.
         self.influx = (InfluxSink(settings=config.influx, instruments=instruments_of(config))
                        if config.influx is not None else None)
-        self.engine = CheckEngine.for_config(config)
+        # live: late readings are judged at their time, corrections come out as revisions
+        self.engine = CheckEngine.for_config(config, live=True, horizon=lambda t: window_start(config, t))
         self.alarming = Alarming(config=config, now=self.clock(), influx=self.influx)
         self.guard = RecordGuard(db=config.daemon.historian, alarming=self.alarming, clock=self.clock,
                                  seal_after=SEAL_AFTER)
@@ -104,7 +106,8 @@ class Daemon:
         # staleness measures elapsed time: monotonic, so an NTP step of the wall clock cannot fake or hide it
         self.staleness = StalenessTracker(config=config, now=time.monotonic())
         self.episode_events = 0
-        self._verdicts: list[EpisodeEvent] = []  # episode events waiting for their readings to be committed
+        # episode events and revisions waiting for their readings to be committed, in the engine's order
+        self._verdicts: list[EpisodeEvent | Revision] = []
         self._verdict_wake = asyncio.Event()
         self.scheduler: AsyncIOScheduler | None = None  # while running
         self.clock_watch: ClockWatch | None = None
@@ -126,9 +129,11 @@ class Daemon:
         if self.influx is not None:
             self.influx.submit(samples, seq)  # queued once the historian committed them (no loss on a kill)
         self.staleness.observe(samples, time.monotonic())
-        events = self.engine.process_many(samples)
-        if events:
+        engine = self.engine
+        events = engine.process_many(samples)
+        if events or engine.revisions or engine.waiting_for_history:
             self._verdicts.extend(events)
+            self._verdicts.extend(engine.drain_revisions())
             self._verdict_wake.set()
 
     async def _deliver_verdicts(self) -> None:
@@ -139,22 +144,40 @@ class Daemon:
         A write that fails (a full disk: ``sqlite3.Error``) puts the events back for the next attempt and
         raises: recording an episode is idempotent and a failed alarm write leaves the alarm states unchanged,
         so a retry announces nothing twice (tests/faults/test_disk_full.py)."""
-        if not self._verdicts:
+        if not self._verdicts and not self.engine.waiting_for_history:
             return
-        events, self._verdicts = self._verdicts, []
-        try:
-            await self.historian.flush()
-            self.episodes.record(events)
-            self.alarming.on_episodes(events, self.clock())
-        except sqlite3.Error:
-            self._verdicts[:0] = events
-            raise
+        await self.historian.flush()
+        if self.engine.waiting_for_history:  # readings older than the window: the historian now has them
+            self.engine.rejudge_from_history(history_reader(self.config.daemon.historian))
+            self._verdicts.extend(self.engine.drain_revisions())
+        while self._verdicts:
+            first = self._verdicts[0]
+            kind = type(first)
+            n = next((i for i, v in enumerate(self._verdicts) if type(v) is not kind), len(self._verdicts))
+            run = self._verdicts[:n]
+            if isinstance(first, Revision):
+                self._record_revisions(run)  # type: ignore[arg-type]
+            else:
+                self._record_events(run)  # type: ignore[arg-type]
+            del self._verdicts[:n]  # only once recorded: a failed write keeps them for the retry
+
+    def _record_events(self, events: list[EpisodeEvent]) -> None:
+        self.episodes.record(events)
+        self.alarming.on_episodes(events, self.clock())
         self.episode_events += len(events)
         if self.influx is not None:
             self.influx.submit_events([episode_record(e) for e in events])
         for e in events:
             log.log(logging.WARNING if e.event == START else logging.INFO, "%s", episode_message(e),
                     extra=episode_fields(e))
+
+    def _record_revisions(self, revisions: list[Revision]) -> None:
+        now = self.clock()
+        self.episodes.revise(revisions, recorded=now)
+        self.alarming.on_revisions(revisions, now)
+        for r in revisions:
+            log.warning("episode revised: %s/%s %s: %s (%s)", r.site, r.channel, r.rule,
+                        "; ".join(r.changes()), r.reason)
 
     async def _judge(self, stop: asyncio.Event) -> None:
         retry: float | None = None  # s until the next attempt while episode writes fail
@@ -239,18 +262,22 @@ class Daemon:
                                          "in the period: history is recorded once, never rewritten")
         await self.historian.start()
         samples = flushed = 0
+        found: list[EpisodeEvent] = []
+        revised: list[Revision] = []  # only if readings of one time came out of channel order
         try:
             for batch in batches:
                 self.historian.submit(batch)
                 self.aggregates.observe(batch)
-                self._verdicts.extend(self.engine.process_many(batch))
+                found.extend(self.engine.process_many(batch))
+                revised.extend(self.engine.drain_revisions())
                 samples += len(batch)
                 if samples - flushed >= 200_000:  # bound memory: ~200 bytes a queued sample
                     await self.historian.flush()
                     flushed = samples
             await self.historian.flush()
-            self.episodes.record(self._verdicts)
-            events, self._verdicts = len(self._verdicts), []
+            self.episodes.record(found)
+            self.episodes.revise(revised, recorded=self.clock())
+            events = len(found)
         finally:
             await self.historian.close()
             self.aggregates.close()
@@ -287,6 +314,7 @@ class Daemon:
                           "write_errors": h.write_errors, "queue_depth": h.queue_depth,
                           "file_losses": h.file_losses, "failing": self.historian.failing},
             "episode_events": self.episode_events,
+            "checks": self.engine.counters(),  # late readings re-judged, revisions, retractions, rejected
             "record": self.guard.health(),
             "alarms": self.alarming.health(),
             "influx": asdict(self.influx.counters) if self.influx is not None else None,

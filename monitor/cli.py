@@ -42,6 +42,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "seed": ("simulators.seed:add_arguments",
              "record days of simulated normal operation through the daemon (demos, trials of the rules)"),
     "replay": ("monitor.replay:add_arguments", "run the compliance checks over recorded readings (CSV)"),
+    "audit": ("monitor.audit:add_arguments",
+              "check the recorded episodes against a replay of the stored readings (exit 1 on a mismatch)"),
     "status": ("monitor.status:add_arguments",
                "health of the running daemon: instruments, last readings, queues, alarms"),
     "console": ("monitor.console.cli:add_console", "serve the operator console (browser) on 127.0.0.1"),

@@ -55,6 +55,12 @@ def render(report: Report, *, now: float) -> str:
         sq = mem.get("sqlite_kib")
         lines.append(f"process    RSS {_mib(mem.get('rss_kib'))} (SQLite {_mib(sq)}), "
                      f"event-loop lag p99 {lag.get('p99_ms', '?')} ms, worst {lag.get('max_ms', '?')} ms")
+    checks = snap.get("checks")
+    if isinstance(checks, dict):
+        lines.append(f"checks     late readings re-judged {checks.get('late', 0)}, "
+                     f"revisions {checks.get('revisions', 0)}, retractions {checks.get('retractions', 0)}, "
+                     f"rebuilt from the historian {checks.get('rebuilt_from_history', 0)}, "
+                     f"rejected {checks.get('rejected', 0)}, unknown channel {checks.get('unknown', 0)}")
     influx = snap.get("influx")
     if isinstance(influx, dict):
         lines.append(f"influx     queue {influx.get('queue_depth', 0)} points "

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import heapq
 import logging
+import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from alarms.engine import AlarmEngine
@@ -30,10 +32,11 @@ from alarms.model import AlarmInput
 from config.schema import SiteConfig
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import EpisodeEvent
+from monitor.checks.rewind import History, HistoryRow
 from monitor.checks.slug import LOOKBACK_DAYS
 from monitor.logtext import duration
 from monitor.obligation_watch import OBLIGATION_OVERDUE
-from monitor.sample import Sample
+from monitor.sample import GOOD, Sample
 from monitor.stores.historian import Historian
 
 log = logging.getLogger(__name__)
@@ -74,6 +77,22 @@ def recorded_since(config: SiteConfig, start: float | Mapping[tuple[str, str], f
         streams = [reader.query(site=c.site, channel=c.id, start=starts.get((c.site, c.id), end), end=end)
                    for c in config.channels]
         yield from heapq.merge(*streams, key=lambda s: s.time)
+
+
+def history_reader(path: Path) -> History:
+    """The committed readings of one channel for the engine's rebuild after a reading older than its window
+    (`CheckEngine.rejudge_from_history`): (time, value, None) for a good reading, (time, NaN, quality) else."""
+
+    def rows(site: str, channel: str, start: float, end: float) -> Iterator[HistoryRow]:
+        if not path.exists():
+            return
+        for s in Historian.read(path=path, site=site, channel=channel, start=start, end=end):
+            if s.quality is GOOD and s.value is not None:
+                yield s.time, float(s.value), None
+            else:
+                yield s.time, math.nan, s.quality.value
+
+    return rows
 
 
 def warm_up(engine: CheckEngine, config: SiteConfig, now: float) -> list[EpisodeEvent]:

@@ -20,9 +20,15 @@ it; rules that must not continue across a gap end their episode at ``t0`` with `
 
 from __future__ import annotations
 
+import copy
 import math
+import operator
+import types
+from array import array
+from collections import deque
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
+from zoneinfo import ZoneInfo
 
 from config.rule_catalogue import RuleName
 from config.rules import RuleBinding
@@ -121,6 +127,29 @@ class Rule:
         """True while an episode of this rule is open (started, not yet ended)."""
         return self.is_open
 
+    def snapshot(self) -> tuple[Any, ...]:
+        """A copy of the rule's state, for the engine's checkpoints (`monitor.checks.rewind`).
+
+        Generic over ``__slots__``, so a rule gains it by keeping its state in slots as plain values
+        (numbers, strings, None, functions, time zones) or containers of plain values (list, dict, set, deque,
+        array), which are copied; a rule held inside another (mass-loading slug) is snapshot in turn."""
+        vals = _getter(type(self))(self)
+        plain = _PLAIN
+        for v in vals:
+            if type(v) not in plain:
+                return tuple(v if type(v) in plain else _save(v) for v in vals)
+        return vals
+
+    def restore(self, snap: tuple[Any, ...]) -> None:
+        """Put back a `snapshot` (the snapshot stays usable: containers are copied again)."""
+        for s, v in zip(_state_slots(type(self)), snap, strict=True):
+            if type(v) in _PLAIN:
+                setattr(self, s, v)
+            elif isinstance(v, _Nested):
+                v.rule.restore(v.snap)
+            else:
+                setattr(self, s, _copy(v) if isinstance(v, _CONTAINERS) else v)
+
     def start(self, t: float, value: float | None, limit: float | None, confirmed: float | None = None) -> None:
         """``t`` is the onset; ``confirmed`` (duration rules) the moment the duration was exceeded. The
         episode's span (and its measured/unmeasured split) runs from the onset."""
@@ -145,3 +174,54 @@ class Rule:
     def end_at_gap(self, t0: float, v0: float, limit: float | None, peak: float | None) -> None:
         """End the open episode at the last reading before a gap (``end_reason = "gap"``)."""
         self.end(t0, v0, limit, peak, END_GAP)
+
+_CONTAINERS = (list, dict, set, deque, array, bytearray)
+_PLAIN = frozenset({float, int, bool, str, type(None), tuple, frozenset, types.FunctionType,
+                    types.BuiltinFunctionType, ZoneInfo, RuleName})  # immutable: kept by reference
+_SLOTS: dict[type, tuple[str, ...]] = {}
+_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+
+
+def _getter(cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    """One C-level ``attrgetter`` per rule class: every state slot's value as a tuple."""
+    g = _GETTERS.get(cls)
+    if g is None:
+        names = _state_slots(cls)
+        getter = operator.attrgetter(*names)
+        g = _GETTERS[cls] = getter if len(names) > 1 else (lambda o: (getter(o),))
+    return g
+
+
+class _Nested:
+    __slots__ = ("rule", "snap")
+
+    def __init__(self, rule: Rule) -> None:
+        self.rule, self.snap = rule, rule.snapshot()
+
+
+def _copy(v: Any) -> Any:
+    """A shallow copy of a state container (``array`` and ``list`` by slicing: `copy.copy` of an array goes
+    through pickling's reduce and costs 100 times as much)."""
+    if type(v) in (array, list):
+        return v[:]
+    return copy.copy(v)
+
+
+def _save(v: Any) -> Any:
+    if isinstance(v, _CONTAINERS):
+        return _copy(v)
+    if isinstance(v, Rule):
+        return _Nested(v)
+    return v
+
+
+def _state_slots(cls: type) -> tuple[str, ...]:
+    """Every slot of ``cls`` and its bases but the shared event list."""
+    slots = _SLOTS.get(cls)
+    if slots is None:
+        names: list[str] = []
+        for k in reversed(cls.__mro__):
+            own = k.__dict__.get("__slots__", ())
+            names += [own] if isinstance(own, str) else list(own)
+        slots = _SLOTS[cls] = tuple(n for n in dict.fromkeys(names) if n != "out")
+    return slots

@@ -5,9 +5,14 @@ that channel (`config.rules` selected and validated them at load). The daemon ca
 every sample, good or bad; `pretreat replay` calls the same processors through `CheckEngine.inputs` without
 building `Sample` objects. Both paths run the same code, so live and replayed events are identical.
 
-Per channel, samples must come in time order: a sample older than the channel's last one is rejected (counted,
-not judged), as a replayed row out of order is. Samples of different channels may interleave freely; only the
-rules that read two channels (``sampler_interval``, mass-loading ``slug``) see the order in which they arrive.
+Two modes. The replay engine (``live=False``, `pretreat replay` and `pretreat audit`) takes each channel's
+samples in time order: a sample older than the channel's last one is rejected (counted, not judged), as a
+replayed row out of order is. The daemon's engine (``live=True``) judges whatever the arrival order: a sample
+older than its channel's newest judged one (or, for channels a rule reads together, the group's newest) is a
+*late reading*; it is inserted at its time and, at the end of the batch, the group's rules are rewound to a
+checkpoint before it and its readings judged again in time order (`monitor.checks.rewind`). What changes in
+the record comes out as `Revision`s (`drain_revisions`), so the live episodes stay those of a replay of the
+readings sorted by time.
 
 The hot path: a good reading inside the channel's *quiet band* (the intersection of its rules' bands, see
 `monitor.checks.base`) and no further than ``max_gap`` from the previous one returns after four comparisons,
@@ -17,8 +22,11 @@ which runs every rule and recomputes the band.
 
 from __future__ import annotations
 
+import math
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from array import array
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from config.rule_catalogue import RULE_NAMES
@@ -29,10 +37,20 @@ from monitor.checks import quality as _quality
 from monitor.checks import threshold as _threshold
 from monitor.checks.base import CHECKS, INF, Rule
 from monitor.checks.events import EpisodeEvent
+from monitor.checks.revisions import Revision
+from monitor.checks.rewind import (
+    Group,
+    History,
+    HistoryRow,
+    channel_rank,
+    trim_window,
+    window_tail,
+)
 from monitor.checks.slug import SlugDetector
 from monitor.sample import GOOD, Quality, Sample
 
 _MAX = sys.float_info.max
+_DEFAULT_HORIZON = 32 * 86_400.0  # s of rule memory before a late reading, unless the caller says (a month)
 OVER_RANGE = Quality.OVER_RANGE
 CHECK_MODULES = (_excursion, _quality, _threshold)  # importing a check module registers its checks (`Rule.runs`)
 _UNCHECKED = [r for r in RULE_NAMES if r not in CHECKS]
@@ -155,6 +173,119 @@ class Processor:
         self.acc = self.slug if self.slug is not None and self.slug.accumulating else None
 
 
+class LiveProcessor(Processor):
+    """A channel of the daemon's engine: `Processor` plus the window of recent readings and late handling.
+
+    The in-order fast path costs two ``array.append`` calls more than the replay's (the window); a reading
+    older than the newest judged one goes to `late`; everything else to `judge` (checkpoints, event log).
+    Lateness is decided against ``glast``, the newest time judged in the channel's group (every member's
+    ``glast`` moves with a reading of any of them), not against ``last``: ``last`` stays the channel's own
+    newest reading, which the gap check (`Processor.slow_good`) measures from, so setting it ahead of the
+    rules would hide gaps."""
+
+    __slots__ = ("base", "channel", "cursor", "dirty", "g", "glast", "rank", "site", "ta", "va", "wq", "wt",
+                 "wv")
+
+    def __init__(self, *, channel: Channel, fast: bool, out: list[EpisodeEvent], rank: int,
+                 dirty: set[Group]) -> None:
+        super().__init__(channel=channel, fast=fast, out=out)
+        self.site, self.channel, self.rank = channel.site, channel.id, rank
+        self.glast = -INF
+        self.wt, self.wv = array("d"), array("d")
+        self.wq: dict[float, list[str]] = {}  # time -> qualities of the bad samples at that time
+        self.ta, self.va = self.wt.append, self.wv.append
+        self.base = 0  # readings trimmed from the front of the window so far
+        self.cursor = 0  # window index during a rewind
+        self.dirty = dirty  # the engine's groups with late readings to judge at the end of the batch
+        self.g: Group
+
+    def good(self, t: float, v: float) -> bool:
+        if t < self.glast:
+            self.late(t, v, None)
+            return False
+        if t < self.until and t - self.last <= self.gap and self.lo <= v <= self.hi:  # `Processor.good`'s
+            self.last = self.glast = t
+            self.gv = v
+            self.ta(t)
+            self.va(v)
+            acc = self.acc
+            if acc is not None:
+                acc.add_quiet(v)
+            return False
+        self.judge(t, v, None)
+        return False
+
+    def bad(self, t: float, quality: str) -> bool:
+        if t < self.glast:
+            self.late(t, math.nan, quality)
+        else:
+            self.judge(t, math.nan, quality)
+        return False
+
+    def judge(self, t: float, v: float, q: str | None) -> None:
+        """An in-order reading off the fast path: checkpoint if due, window, rules, event log."""
+        g = self.g
+        if g.multi and t == self.glast and self.rank < g.rank:
+            self.late(t, v, q)  # same time as a reading of a channel after this one in the site file
+            return
+        if t >= g.due:
+            g.checkpoint(self.glast, g.positions(), t, trim=g.dirty is None and g.too_old is None)
+        if g.multi:
+            g.advance(t, self.rank)
+        else:
+            self.glast = t
+        self.ta(t)
+        self.va(v)
+        if v != v:
+            q = q or "bad_value"
+            self.wq.setdefault(t, []).append(q)
+        g.run(self, t, v, q)
+
+    def state(self) -> tuple[float, float, float, bool, bool]:
+        """`Processor`'s own judging state (gap check, held bad run, censoring), for the group's checkpoints."""
+        return (self.last, self.gt, self.gv, self.held, self.cens)
+
+    def put_state(self, st: tuple[float, float, float, bool, bool]) -> None:
+        self.last, self.gt, self.gv, self.held, self.cens = st
+
+    def judge_bad(self, t: float, quality: str) -> None:
+        self._bad(t, quality)
+
+    def late(self, t: float, v: float, q: str | None) -> None:
+        g = self.g
+        g.nlate += 1
+        key = (t, self.rank)
+        valid = bool(g.cks) and key >= g.cks[0].key
+        if valid or (len(self.wt) and t >= self.wt[0]):  # else the historian has it for the rebuild
+            i = bisect_right(self.wt, t)
+            self.wt.insert(i, t)
+            self.wv.insert(i, v)
+            if v != v:
+                self.wq.setdefault(t, []).append(q or "bad_value")
+        if not valid:  # older than every checkpoint: rebuilt from the historian
+            if g.too_old is None or key < g.too_old:
+                g.too_old = key
+            return
+        g.late(key)
+        self.dirty.add(g)
+
+    def tail(self, i: int) -> Iterator[HistoryRow]:
+        return window_tail(self.wt, self.wv, self.wq, i)
+
+    def trim(self, pos: int) -> None:
+        k = pos - self.base
+        trim_window(self.wt, self.wv, self.wq, k)
+        self.base = pos
+
+    def rebuild(self) -> None:
+        super().rebuild()
+        g = self.g
+        if g.multi:
+            self.lo, self.hi = INF, -INF
+        if g.due < self.until:
+            self.until = g.due
+
+
 class CheckEngine:
     """All sites' rules. Not thread-safe: one caller feeds it (the daemon's ingest path, or a replay).
 
@@ -165,17 +296,61 @@ class CheckEngine:
     """
 
     def __init__(
-        self, *, channels: Iterable[Channel], bindings: Iterable[RuleBinding], fast: bool = True
+        self, *, channels: Iterable[Channel], bindings: Iterable[RuleBinding], fast: bool = True,
+        live: bool = False, horizon: Callable[[float], float] | None = None,
     ) -> None:
         self.events: list[EpisodeEvent] = []
-        self.rejected = 0  # samples older than their channel's last sample
+        self.revisions: list[Revision] = []
+        self.rejected = 0  # replay: samples older than their channel's last sample
         self.unknown = 0  # samples of channels not in the configuration
-        self._procs = {(ch.site, ch.id): Processor(channel=ch, fast=fast, out=self.events) for ch in channels}
+        self.rewinds = 0  # live: rewinds (one per group and batch with late readings)
+        self.revised = 0  # live: revisions emitted
+        self.retractions = 0  # live: revisions withdrawing an announced episode
+        self.rebuilt = 0  # live: rebuilds from the historian (a reading older than the window)
+        self.live = live
+        self.horizon = horizon or (lambda t: t - _DEFAULT_HORIZON)
+        self._dirty: set[Group] = set()
+        channels = list(channels)
+        if live:
+            rank = channel_rank(channels)
+            self._procs: dict[tuple[str, str], Processor] = {
+                (ch.site, ch.id): LiveProcessor(channel=ch, fast=fast, out=self.events,
+                                                rank=rank[(ch.site, ch.id)],
+                                                dirty=self._dirty) for ch in channels}
+        else:
+            self._procs = {(ch.site, ch.id): Processor(channel=ch, fast=fast, out=self.events) for ch in channels}
         self.rules: list[tuple[RuleBinding, Rule]] = []
         for b in bindings:
             self._attach(b)
+        self.groups: list[Group] = self._groups() if live else []
         for p in self._procs.values():
             p.rebuild()
+
+    def _groups(self) -> list[Group]:
+        """Channels joined by rules reading several of them, each with the rules of its channels."""
+        seen: set[int] = set()
+        groups: list[Group] = []
+        for p in self._procs.values():
+            if id(p) in seen:
+                continue
+            members, todo = [], [p]
+            while todo:
+                q = todo.pop()
+                if id(q) in seen:
+                    continue
+                seen.add(id(q))
+                members.append(q)
+                todo += [o for o in q.linked if id(o) not in seen]
+            live = sorted((m for m in members if isinstance(m, LiveProcessor)), key=lambda m: m.rank)
+            rules: dict[int, Rule] = {}
+            for m in live:
+                for r, _port in m.rules:
+                    rules.setdefault(id(r), r)
+            g = Group(live, list(rules.values()), self.events)
+            for m in live:
+                m.g = g
+            groups.append(g)
+        return groups
 
     def _attach(self, b: RuleBinding) -> None:
         rule = CHECKS[b.rule](binding=b, out=self.events)
@@ -190,9 +365,11 @@ class CheckEngine:
                     proc.linked.append(other)
 
     @classmethod
-    def for_config(cls, config: SiteConfig, *, fast: bool = True) -> CheckEngine:
+    def for_config(cls, config: SiteConfig, *, fast: bool = True, live: bool = False,
+                   horizon: Callable[[float], float] | None = None) -> CheckEngine:
         """The engine for every site of a loaded configuration (rules as `config.rules` compiled them)."""
-        return cls(channels=config.channels, bindings=[b for s in config.sites for b in s.checks], fast=fast)
+        return cls(channels=config.channels, bindings=[b for s in config.sites for b in s.checks], fast=fast,
+                   live=live, horizon=horizon)
 
     def inputs(self, site: str) -> Mapping[str, Processor]:
         """Channel id → processor for one site: the replay's direct path (same code as `process`)."""
@@ -217,7 +394,54 @@ class CheckEngine:
                 rejected = proc.bad(s.time, s.quality.value if s.quality is not GOOD else "decode_error")
             if rejected:
                 self.rejected += 1
+        if self._dirty:
+            self._rewind()
         return self.drain()
+
+    def _rewind(self) -> None:
+        """Judge again the groups that received late readings in this batch."""
+        for g in self._dirty:
+            if g.too_old is not None:  # the rebuild from the historian judges it all again
+                g.dirty = None
+                continue
+            self.rewinds += 1
+            self._revised(g.rewind())
+        self._dirty.clear()
+
+    def _revised(self, revs: list[Revision]) -> None:
+        self.revised += len(revs)
+        self.retractions += sum(r.retraction for r in revs)
+        self.revisions.extend(revs)
+
+    @property
+    def waiting_for_history(self) -> bool:
+        """Late readings older than the window wait for `rejudge_from_history`."""
+        return any(g.too_old is not None for g in self.groups)
+
+    def rejudge_from_history(self, history: History) -> None:
+        """Judge again, from the historian, the groups that got a reading older than their window.
+
+        ``history(site, channel, start, end)`` yields the committed readings of [start, end) in time order;
+        the daemon calls this once the historian has committed the late readings (`Daemon._deliver_verdicts`).
+        Each group restarts from its rules' initial state at `horizon` before the late reading (as a restart's
+        warm-up does) and is judged up to its newest reading."""
+        for g in self.groups:
+            key, g.too_old = g.too_old, None
+            if key is None:
+                continue
+            self.rebuilt += 1
+            self._revised(g.rebuild_from(key, history, self.horizon(key[0])))
+
+    def drain_revisions(self) -> list[Revision]:
+        """Revisions emitted since the last call, in order (each after the events of its batch)."""
+        out, self.revisions = self.revisions, []
+        return out
+
+    def counters(self) -> dict[str, int]:
+        """For the health snapshot and `pretreat status`."""
+        return {"late": sum(g.nlate for g in self.groups), "rewinds": self.rewinds, "revisions": self.revised,
+                "retractions": self.retractions, "rebuilt_from_history": self.rebuilt,
+                "rejected": self.rejected, "unknown": self.unknown}
 
     def drain(self) -> list[EpisodeEvent]:
         """Events emitted since the last drain, in emission order."""

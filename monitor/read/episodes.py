@@ -23,6 +23,12 @@ apart than the channel's ``max_gap``, and the rest (the proven figure and what t
 **Censored**: caused by an over-range reading judged as the instrument's span top (the true value was higher).
 Episodes recorded before these were kept show them empty.
 
+Corrections: a reading that arrived late can make the daemon revise the record (`monitor.checks.revisions`):
+an episode found in the past, a start or end moved, an announced episode that never happened. The history shows
+the record as corrected; each episode a revision touched lists its revision history (when, what changed, why:
+``late reading``; `monitor.read.revisions`), and a withdrawn episode is listed with status ``retracted`` so
+what was announced stays visible.
+
 Selection: ``--from``/``--to`` (ISO 8601 with ``Z`` or an offset; a date alone is midnight UTC) keep the
 episodes that *overlap* [from, to): one that began before the month and lasted into it is part of the month's
 record. Data-quality episodes (stale, sensor_fault, flatline) are not discharge exceedances and are left out
@@ -48,6 +54,7 @@ from typing import Any
 from config.rule_catalogue import DATA_QUALITY_RULES, NO_READING_PEAK
 from config.schema import SiteConfig
 from monitor.checks.events import iso_utc
+from monitor.read.revisions import revision_lines, withdrawn_ids
 from monitor.stores.casefile import episode_key as casefile_id
 from monitor.stores.casefile import invalid_episodes
 from monitor.stores.historian_db import QUALITY_BY_CODE
@@ -82,6 +89,7 @@ class Episode:
     unmeasured: float | None = None  # s not covered: measured + unmeasured is the worst case
     censored: bool = False  # caused by an over-range reading judged as the instrument's span top
     invalid: str = ""  # enforcement marked it invalid (`monitor.stores.casefile`): who, when, why; no violation
+    revisions: list[str] | None = None  # "<when recorded>: <change> (<reason>)", oldest first
 
     @property
     def at(self) -> float:
@@ -117,6 +125,7 @@ def find_episodes(conn: sqlite3.Connection, *, now: float, site: str | None = No
     """
     if not has_table(conn, "episode_events"):
         return []
+    withdrawn = withdrawn_ids(conn)
     where, args = ["1"], []
     for column, value in (("site", site), ("rule", rule), ("channel", channel)):
         if value is not None:
@@ -130,9 +139,13 @@ def find_episodes(conn: sqlite3.Connection, *, now: float, site: str | None = No
             continue
         rows = conn.execute("SELECT event = 'end', time, id FROM episode_events "
                             "WHERE site = ? AND channel = ? AND rule = ? ORDER BY event, time", k).fetchall()
-        ends = [(t, i, True) for is_end, t, i in rows if is_end]
-        starts = [(t, i, False) for is_end, t, i in rows if not is_end]
+        ends = [(t, i, True) for is_end, t, i in rows if is_end and i not in withdrawn]
+        starts = [(t, i, False) for is_end, t, i in rows if not is_end and i not in withdrawn]
         out += _pair(k, heapq.merge(ends, starts), now)
+        if withdrawn:  # an announced start a revision withdrew with none at its time now: retracted
+            kept = {t for t, _i, _e in starts}
+            out += [(t, *k, "retracted", i, None, t, None, t) for is_end, t, i in rows
+                    if not is_end and i in withdrawn and t not in kept]
     keep = [f for f in out if (start is None or f[9] >= start) and (end is None or f[0] < end)]
     keep.sort()
     return keep
@@ -360,6 +373,7 @@ def episode_by_record(conn: sqlite3.Connection, record_id: int, *, config: SiteC
              if record_id in (f[5], f[6])]
     shown = details(conn, found)
     annotate(conn, shown, config)
+    revision_lines(conn, shown)  # the episode's corrections after late readings, if any
     return shown[0] if shown else None
 
 
@@ -394,4 +408,5 @@ def history(conn: sqlite3.Connection, *, config: SiteConfig | None, now: float,
     first = max(0, len(found) - limit) if limit > 0 else 0
     shown = details(conn, found[first:])
     annotate(conn, shown, config, evidence=evidence)
+    revision_lines(conn, shown)
     return History(total=len(found), first=first + 1, found=found[first:], shown=shown)

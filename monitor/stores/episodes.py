@@ -12,6 +12,10 @@ Tables (its own; ``PRAGMA user_version`` belongs to the historian and is never t
   only, `monitor.checks.coverage`) and ``censored`` (0/1: caused by an over-range reading judged as the span's
   top). A schema-1 file gains these columns when opened (NULL/0 in its old rows, shown as unknown).
 - ``episode_meta(key, value)``: ``schema_version``; a file written by a newer version is refused.
+- ``episode_revisions(id, recorded, site, channel, rule, reason, late, changes, withdrawn, added)``: every
+  correction the engine made after a late reading (`monitor.checks.revisions`), in order. A withdrawn
+  transition stays in ``episode_events`` with ``withdrawn = 1`` (the record shows what was announced and
+  why it no longer stands); queries of episodes skip it. Version 1 files gain the column and the table.
 
 Own connection, WAL (readers, the historian's writer and this one proceed together), ``synchronous=FULL``:
 episodes are rare and they are the evidence an enforcement notice rests on, so each commit is fsynced.
@@ -19,6 +23,7 @@ episodes are rare and they are the evidence an enforcement notice rests on, so e
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -30,9 +35,16 @@ from typing import Any
 from alarms.journal import ensure_schema as ensure_journal
 from config.rules import is_data_quality
 from monitor.checks.events import END, START, EpisodeEvent
-from monitor.stores.seals import EPISODE_COLUMNS, journal_episode_events, start_sealing
+from monitor.checks.revisions import Revision
+from monitor.stores.seals import (
+    EPISODE_COLUMNS,
+    journal_episode_events,
+    journal_revision,
+    journal_withdrawn,
+    start_sealing,
+)
 
-SCHEMA_VERSION = 2  # 2: end_reason, measured, unmeasured, censored
+SCHEMA_VERSION = 3  # 2: end_reason, measured, unmeasured, censored; 3: withdrawn, episode_revisions
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS episode_events (
         id INTEGER PRIMARY KEY,
@@ -50,11 +62,25 @@ _SCHEMA = (
         measured REAL,
         unmeasured REAL,
         censored INTEGER NOT NULL DEFAULT 0,
+        withdrawn INTEGER NOT NULL DEFAULT 0,
         UNIQUE (site, channel, rule, event, time)
     ) STRICT""",
     "CREATE INDEX IF NOT EXISTS episode_events_time ON episode_events (time)",
     "CREATE INDEX IF NOT EXISTS episode_events_site_rule ON episode_events (site, rule, time)",
     "CREATE TABLE IF NOT EXISTS episode_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) STRICT",
+    """CREATE TABLE IF NOT EXISTS episode_revisions (
+        id INTEGER PRIMARY KEY,
+        recorded REAL NOT NULL,
+        site TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        rule TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        late REAL NOT NULL,
+        changes TEXT NOT NULL,
+        withdrawn TEXT NOT NULL,
+        added TEXT NOT NULL
+    ) STRICT""",
+    "CREATE INDEX IF NOT EXISTS episode_revisions_key ON episode_revisions (site, channel, rule, id)",
 )
 _COLUMNS = ("time, site, channel, rule, event, value, limit_value, citation, peak, "
             "end_reason, measured, unmeasured, censored")
@@ -94,9 +120,10 @@ class Episode:
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
-    """Schema 1 → 2: add the coverage columns (old rows keep NULL: their coverage was never computed)."""
+    """Schema 1 → 2: add the coverage columns (old rows keep NULL: their coverage was never computed).
+    → 3: the ``withdrawn`` flag (nothing was withdrawn before); ``episode_revisions`` is created by _SCHEMA."""
     have = {row[1] for row in conn.execute("PRAGMA table_info(episode_events)")}
-    for name, decl in _ADDED:
+    for name, decl in (*_ADDED, ("withdrawn", "INTEGER NOT NULL DEFAULT 0")):
         if name not in have:
             conn.execute(f"ALTER TABLE episode_events ADD COLUMN {name} {decl}")
     conn.execute("UPDATE episode_meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,))
@@ -161,6 +188,8 @@ class EpisodeStore:
                 )
             if version < SCHEMA_VERSION:
                 _migrate(conn)
+            conn.execute("CREATE INDEX IF NOT EXISTS episode_events_withdrawn ON episode_events (id) "
+                         "WHERE withdrawn = 1")
             start_sealing(conn, time.time())  # after the migration: it digests every column of the rows
             conn.execute("COMMIT")
         except BaseException:
@@ -174,46 +203,52 @@ class EpisodeStore:
 
     def record(self, events: Sequence[EpisodeEvent]) -> None:
         """Store transitions in one transaction; ones already stored (same site/channel/rule/event/time) are
-        kept."""
+        kept (a withdrawn one judged again stands again)."""
         if not events:
             return
-        rows = [
-            (
-                e.time,
-                e.site,
-                e.channel,
-                e.rule,
-                e.event,
-                e.value,
-                e.limit,
-                e.citation,
-                e.peak,
-                e.end_reason,
-                e.measured,
-                e.unmeasured,
-                int(e.censored),
-                int(is_data_quality(e.rule)),
-            )
-            for e in events
-        ]
         with self._lock:
             conn = self._db()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                inserted = []
-                for row in rows:  # one at a time: each new row is journaled (seals), a repeat is not
-                    cur = conn.execute(
-                        f"INSERT OR IGNORE INTO episode_events ({_COLUMNS}, data_quality) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        row,
-                    )
-                    if cur.rowcount == 1:
-                        inserted.append(cur.lastrowid)
-                journal_episode_events(conn, _rows_by_id(conn, inserted))
+                for e in events:  # one at a time: each new or restored row is journaled (seals)
+                    _put(conn, e, update=False)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+
+    def revise(self, revisions: Sequence[Revision], *, recorded: float) -> None:
+        """Apply corrections in one transaction: withdraw, then add (with the new values), and keep each
+        revision with its reason. ``recorded``: when (epoch s, the daemon's clock)."""
+        if not revisions:
+            return
+        with self._lock:
+            conn = self._db()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for r in revisions:
+                    for e in r.withdrawn:
+                        _withdraw(conn, e)
+                    for e in r.added:
+                        _put(conn, e, update=True)
+                    _revision_row(conn, r, recorded)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def revisions(self, *, site: str | None = None, channel: str | None = None,
+                  rule: str | None = None) -> list[StoredRevision]:
+        """Stored revisions in the order they were made."""
+        where, args = _filters(site=site, rule=rule, channel=channel, start=None, end=None, withdrawn=True)
+        with self._lock:
+            rows = self._db().execute(
+                f"SELECT recorded, site, channel, rule, reason, late, changes, withdrawn, added "
+                f"FROM episode_revisions{where} ORDER BY id", args).fetchall()
+        return [StoredRevision(rec, s, c, r, why, late, tuple(json.loads(ch)),
+                               tuple(EpisodeEvent.from_dict(d) for d in json.loads(w)),
+                               tuple(EpisodeEvent.from_dict(d) for d in json.loads(a)))
+                for rec, s, c, r, why, late, ch, w, a in rows]
 
     def events(
         self,
@@ -297,10 +332,89 @@ def _episode(s: EpisodeEvent, e: EpisodeEvent | None) -> Episode:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class StoredRevision:
+    """A revision as stored: when it was made, why, and what it withdrew and added."""
+
+    recorded: float
+    site: str
+    channel: str
+    rule: str
+    reason: str
+    late: float
+    changes: tuple[str, ...]
+    withdrawn: tuple[EpisodeEvent, ...]
+    added: tuple[EpisodeEvent, ...]
+
+    def touches(self, ep: Episode) -> bool:
+        """Whether this revision moved, found or withdrew a transition of ``ep`` (same rule and channel)."""
+        if (self.site, self.channel, self.rule) != (ep.site, ep.channel, ep.rule):
+            return False
+        times = {e.time for e in (*self.withdrawn, *self.added)}
+        end = ep.end if ep.end is not None else float("inf")
+        return any(ep.start <= t <= end for t in times)
+
+
+_INSERT = (f"INSERT INTO episode_events ({_COLUMNS}, data_quality) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_FIND = ("SELECT id, withdrawn FROM episode_events "
+         "WHERE site = ? AND channel = ? AND rule = ? AND event = ? AND time = ?")
+_UPDATE = ("UPDATE episode_events SET withdrawn = 0, value = ?, limit_value = ?, citation = ?, peak = ?, "
+           "end_reason = ?, measured = ?, unmeasured = ?, censored = ? WHERE id = ?")
+
+
+def _row(e: EpisodeEvent) -> tuple[object, ...]:
+    return (e.time, e.site, e.channel, e.rule, e.event, e.value, e.limit, e.citation, e.peak, e.end_reason,
+            e.measured, e.unmeasured, int(e.censored), int(is_data_quality(e.rule)))
+
+
+def _put(conn: sqlite3.Connection, e: EpisodeEvent, *, update: bool) -> None:
+    """Inside a write transaction: store ``e``, journaling what changes (seals). New: inserted and journaled.
+    Already stored: a withdrawn one stands again (its flag change journaled); with ``update`` (a revision)
+    its values become ``e``'s, journaled as the row's new record when they differ."""
+    found = conn.execute(_FIND, (e.site, e.channel, e.rule, e.event, e.time)).fetchone()
+    if found is None:
+        cur = conn.execute(_INSERT, _row(e))
+        journal_episode_events(conn, _rows_by_id(conn, [cur.lastrowid]))
+        return
+    rid, withdrawn = found
+    if update:
+        before = _rows_by_id(conn, [rid])
+        conn.execute(_UPDATE, (e.value, e.limit, e.citation, e.peak, e.end_reason, e.measured, e.unmeasured,
+                               int(e.censored), rid))
+        after = _rows_by_id(conn, [rid])
+        if after != before:
+            journal_episode_events(conn, after)
+    elif withdrawn:
+        conn.execute("UPDATE episode_events SET withdrawn = 0 WHERE id = ?", (rid,))
+    if withdrawn:
+        journal_withdrawn(conn, rid, False, e.time)
+
+
+def _revision_row(conn: sqlite3.Connection, r: Revision, recorded: float) -> None:
+    """Keep the revision with its reason, journaled (seals) in the same transaction."""
+    cols = {"recorded": recorded, "site": r.site, "channel": r.channel, "rule": r.rule, "reason": r.reason,
+            "late": r.late, "changes": json.dumps(r.changes()),
+            "withdrawn": json.dumps([e.to_dict() for e in r.withdrawn], ensure_ascii=False),
+            "added": json.dumps([e.to_dict() for e in r.added], ensure_ascii=False)}
+    cur = conn.execute(f"INSERT INTO episode_revisions ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                       tuple(cols.values()))
+    journal_revision(conn, int(cur.lastrowid or 0), cols, recorded)
+
+
+def _withdraw(conn: sqlite3.Connection, e: EpisodeEvent) -> None:
+    found = conn.execute(_FIND, (e.site, e.channel, e.rule, e.event, e.time)).fetchone()
+    if found is None or found[1]:
+        return
+    conn.execute("UPDATE episode_events SET withdrawn = 1 WHERE id = ?", (found[0],))
+    journal_withdrawn(conn, found[0], True, e.time)
+
+
 def _filters(
-    *, site: str | None, rule: str | None, channel: str | None, start: float | None, end: float | None
+    *, site: str | None, rule: str | None, channel: str | None, start: float | None, end: float | None,
+    withdrawn: bool = False,
 ) -> tuple[str, list[object]]:
-    clauses: list[str] = []
+    clauses: list[str] = [] if withdrawn else ["withdrawn = 0"]
     args: list[object] = []
     for column, value in (("site", site), ("rule", rule), ("channel", channel)):
         if value is not None:

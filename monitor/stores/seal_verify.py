@@ -25,6 +25,7 @@ from monitor.stores.seals import (
     DAY,
     EPISODE_COLUMNS,
     EPISODE_EVENT,
+    EPISODE_WITHDRAWN,
     MINUTE,
     RETENTION,
     SEAL,
@@ -201,10 +202,12 @@ def _check_episodes(conn: sqlite3.Connection, report: SealReport) -> None:
             report.findings.append(Finding("episode event", "altered", "episode_events", "", "",
                                            f"the {legacy['episode_events']} events recorded before sealing "
                                            f"began no longer match their digest ({n} now)"))
-    seen: set[int] = set()
+    latest: dict[int, dict[str, Any]] = {}  # a revision journals a changed row again: the newest record counts
     for (text,) in conn.execute("SELECT payload FROM journal WHERE kind = ? ORDER BY seq", (EPISODE_EVENT,)):
         p = json.loads(text)
-        seen.add(p["id"])
+        latest[p["id"]] = p
+    seen = set(latest)
+    for p in latest.values():
         report.episode_events += 1
         row = rows.get(p["id"])
         what = f"{p['site']}/{p['channel']}"
@@ -215,6 +218,7 @@ def _check_episodes(conn: sqlite3.Connection, report: SealReport) -> None:
         elif canonical(episode_payload(row)) != canonical(p):
             report.findings.append(Finding("episode event", "altered", what, day, at,
                                            f"{label} (id {p['id']}) differs from its journal record"))
+    _check_withdrawn(conn, latest, legacy_max, report)
     if start is None:
         return
     for i, row in rows.items():
@@ -223,6 +227,25 @@ def _check_episodes(conn: sqlite3.Connection, report: SealReport) -> None:
             report.findings.append(Finding("episode event", "added", f"{p['site']}/{p['channel']}",
                                            _iso(p["time"])[:10], _iso(p["time"]),
                                            f"{p['rule']} {p['event']} (id {i}) has no journal record"))
+
+
+def _check_withdrawn(conn: sqlite3.Connection, latest: dict[int, dict[str, Any]], legacy_max: int,
+                     report: SealReport) -> None:
+    """Each episode row's ``withdrawn`` flag against the newest ``episode_withdrawn`` record of its id (none:
+    0; rows recorded before sealing began are held to a record only once they have one)."""
+    if "withdrawn" not in {r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}:
+        return
+    flags: dict[int, int] = {}
+    for (text,) in conn.execute("SELECT payload FROM journal WHERE kind = ? ORDER BY seq", (EPISODE_WITHDRAWN,)):
+        p = json.loads(text)
+        flags[p["id"]] = int(p["withdrawn"])
+    for i, w in conn.execute("SELECT id, withdrawn FROM episode_events"):
+        if (i > legacy_max or i in flags) and w != flags.get(i, 0):
+            p = latest.get(i, {"site": "?", "channel": "?", "rule": "?", "event": "?", "time": 0.0})
+            report.findings.append(Finding("episode event", "altered", f"{p['site']}/{p['channel']}",
+                                           _iso(p["time"])[:10], _iso(p["time"]),
+                                           f"{p['rule']} {p['event']} (id {i}): withdrawn = {w}, its journal "
+                                           f"records say {flags.get(i, 0)}"))
 
 
 def check_tail(conn: sqlite3.Connection, anchors: Sequence[tuple[int, str]] = ()) -> list[Finding]:

@@ -6,6 +6,10 @@ The journal (`alarms.journal`) proves its own records; the evidence an enforceme
 - **Episode events** are journaled as they are recorded (kind ``episode_event``, the row's id and every
   column), in the same transaction as the row (`journal_episode_events`). Rows that existed before sealing
   began are covered by one ``sealing_started`` record: their count, highest id and a digest of them.
+  An episode row a revision changes later (late readings: `monitor.checks.revisions`) is journaled again
+  with its new columns (the newest record of an id is the one its row must match), and each change of its
+  ``withdrawn`` flag is journaled as an ``episode_withdrawn`` record; each ``episode_revisions`` row is
+  journaled as an ``episode_revision`` record.
 - **A channel-day of readings** is sealed once it is complete: after the end of its UTC day plus
   ``seal_after`` (default 3 h, the late-data window). Days are **UTC** days, so a seal never depends on a site's
   daylight-saving rules. The ``seal`` record holds the series (site, channel, unit), the day, the highest
@@ -54,6 +58,8 @@ SEAL_AFTER = 3 * 3600.0  # s after a UTC day's end before it is sealed: the late
 SEAL = "seal"
 EPISODE_EVENT = "episode_event"
 SEALING_STARTED = "sealing_started"
+EPISODE_WITHDRAWN = "episode_withdrawn"  # an episode event's withdrawn flag changed (`journal_withdrawn`)
+EPISODE_REVISION = "episode_revision"  # a correction after late readings (`journal_revision`)
 RETENTION = "retention"  # raw readings before ``cutoff`` were purged ([daemon] retention_days)
 _BUCKET = struct.Struct("<HI16s")
 _SEALS_PER_COMMIT = 200  # channel-days appended in one transaction
@@ -143,6 +149,19 @@ def journal_episode_events(conn: sqlite3.Connection, rows: Iterable[Sequence[Any
     entries = [Entry(EPISODE_EVENT, episode_payload(r), float(r[1])) for r in rows]
     if entries:
         append_in_transaction(conn, entries)
+
+
+def journal_withdrawn(conn: sqlite3.Connection, row_id: int, withdrawn: bool, t: float) -> None:
+    """Inside the caller's write transaction: journal a change of an ``episode_events`` row's ``withdrawn``
+    flag (a revision after late readings withdrew it, or it stands again). The flag is not among the columns
+    an ``episode_event`` record holds (records made before it existed stay valid); verification compares each
+    row's flag with the newest of these records for it (none: 0)."""
+    append_in_transaction(conn, [Entry(EPISODE_WITHDRAWN, {"id": row_id, "withdrawn": int(withdrawn)}, t)])
+
+
+def journal_revision(conn: sqlite3.Connection, row_id: int, payload: dict[str, Any], t: float) -> None:
+    """Inside the caller's write transaction: journal an ``episode_revisions`` row (its id and columns)."""
+    append_in_transaction(conn, [Entry(EPISODE_REVISION, {"id": row_id, **payload}, t)])
 
 
 def legacy_episode_digest(conn: sqlite3.Connection, max_id: int) -> tuple[int, str]:

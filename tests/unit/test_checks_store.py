@@ -162,4 +162,37 @@ def test_a_schema_1_file_gains_the_coverage_columns_and_its_old_episodes_read_as
     finally:
         store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM episode_meta WHERE key = 'schema_version'").fetchone() == (2,)
+        assert conn.execute("SELECT value FROM episode_meta WHERE key = 'schema_version'").fetchone() == (3,)
+
+
+def test_revisions_are_journaled_so_the_seals_still_verify_and_a_flipped_flag_does_not(tmp_path: Path) -> None:
+    """A withdrawal, a moved end (a row's values replaced) and the restored transition are
+    each journaled with their row, so `journal verify` passes; setting the flag behind the store's back is
+    reported as an altered episode event."""
+    from monitor.checks.revisions import Revision
+    from monitor.stores.seal_verify import verify_seals
+
+    path = tmp_path / "e.sqlite"
+    store = EpisodeStore(path=path)
+    start = EpisodeEvent(10.0, "acme", "ph", "ph_low", "start", 4.0, 5.0, "c")
+    end = EpisodeEvent(20.0, "acme", "ph", "ph_low", "end", 4.5, 5.0, "c", 4.0, "cleared", 10.0, 0.0)
+    moved = EpisodeEvent(20.0, "acme", "ph", "ph_low", "end", 4.4, 5.0, "c", 3.9, "gap", 8.0, 2.0)
+    try:
+        store.record([start, end])
+        store.revise([Revision("acme", "ph", "ph_low", (end,), (moved,), 15.0, False)], recorded=30.0)
+        store.revise([Revision("acme", "ph", "ph_low", (start, moved), (), 12.0, False)], recorded=31.0)
+        assert store.events() == []
+        store.record([start])  # judged again: it stands again
+        assert store.events() == [start]
+        assert len(store.revisions()) == 2
+    finally:
+        store.close()
+    with sqlite3.connect(path) as conn:
+        report = verify_seals(conn)
+        assert report.findings == [] and report.episode_events == 2
+        kinds = [k for (k,) in conn.execute("SELECT kind FROM journal ORDER BY seq")]
+        assert kinds.count("episode_withdrawn") == 5 and kinds.count("episode_revision") == 2
+        conn.execute("UPDATE episode_events SET withdrawn = 0 WHERE event = 'end'")
+        conn.commit()
+        (finding,) = verify_seals(conn).findings
+        assert finding.how == "altered" and "withdrawn" in finding.detail

@@ -13,7 +13,8 @@
       ["End", e.end ? time(Date.parse(e.end) / 1000) : e.status], ["Duration", duration(e.duration_s)],
       ["Start value", `${num(e.start_value)} ${e.unit}`], ["Peak", `${num(e.peak)} ${e.unit}`],
       ["Limit", `${num(e.limit)} ${e.unit}`], ["Completeness", e.completeness_pct === null ? "" : `${e.completeness_pct} % (${e.readings_good} of ${e.readings_expected})`],
-      ["Citation", e.citation]];
+      ["Citation", e.citation],
+      ...(e.revisions && e.revisions.length ? [["Revisions (late readings)", e.revisions.join("; ")]] : [])];
     document.getElementById("ep-facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
     const q = new URLSearchParams({ site: d.site, channel: e.channel, rule: e.rule, from: new Date(d.window.start * 1000).toISOString(),
       to: new Date(d.window.end * 1000).toISOString(), format: "csv", evidence: "true", download: "true" });

@@ -1,0 +1,357 @@
+"""`pretreat audit`: check the recorded episodes against a replay of the stored readings.
+
+    pretreat audit --config FILE [--from T] [--to T]
+
+The invariant the daemon keeps (README, "Rules"): the episodes recorded live, after the corrections late
+readings caused, are exactly the episodes a replay of the stored readings sorted by time finds. This is how an
+enforcement officer checks the record before relying on it. The command reads the historian directly (no CSV
+in between), judges every configured channel's readings with the replay engine (`monitor.checks.engine`, the
+daemon's own rules), and compares its episodes with the episode store's (withdrawn transitions left out).
+
+Period: episodes that *start* in [from, to) are compared (default: everything recorded). The replay starts
+earlier, where rule memory begins (the earlier of 25 hours before ``--from`` and the start of its month in
+each site's time zone, as a restart's warm-up does), and stops at ``--to``; an episode the replay still finds
+open at ``--to`` matches a recorded one that ended at or after it.
+
+Output: one line per mismatch: ``missing`` (the replay finds it, the record lacks it), ``extra`` (recorded,
+the replay does not find it), ``different start`` / ``different end`` / ``different start and end`` (the same
+episode, its edges elsewhere); then a summary with the readings replayed and the rate. Exit 0 when the record
+matches, 1 on any mismatch or an unreadable file, 2 for an invalid site file or bad usage.
+
+Speed: channels that no rule reads together with another are replayed one after the other straight from a
+SQLite cursor over the clustered (channel, time) key into the engine's quiet-band test (`Processor`), the
+same inlined fast path `pretreat replay` uses; channels joined by a rule (mass-loading slug, sampler pacing)
+are merged in (time, channel order) first, as the daemon judges them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import math
+import sqlite3
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from config.loader import load_config_or_report
+from config.schema import SiteConfig
+from monitor.checks.engine import CheckEngine, Processor
+from monitor.checks.events import END, START, EpisodeEvent, iso_utc
+from monitor.export import UsageError, parse_time
+from monitor.sample import Quality
+from monitor.stores.historian_db import QUALITY_BY_CODE, QUALITY_CODES, open_for_reading
+from monitor.warmup import window_start
+
+_EXIT_MISMATCH, _EXIT_USAGE = 1, 2
+_OVER_RANGE = QUALITY_CODES[Quality.OVER_RANGE]  # judged with its number, as `CheckEngine.process_many` does
+Key = tuple[str, str, str]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, metavar="SITE.toml", help="the daemon's site file")
+    p.add_argument("--from", dest="start", metavar="T", help="first episode start compared (ISO 8601)")
+    p.add_argument("--to", dest="end", metavar="T", help="end of the period, exclusive (ISO 8601)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
+    out = sys.stdout if out is None else out
+    config = load_config_or_report(args.config, outcome="nothing audited")
+    if config is None:
+        return _EXIT_USAGE
+    try:
+        start = parse_time(args.start) if args.start else None
+        end = parse_time(args.end) if args.end else None
+        if start is not None and end is not None and start >= end:
+            raise UsageError("--from must be before --to")
+    except UsageError as exc:
+        print(f"pretreat audit: {exc}", file=sys.stderr)
+        return _EXIT_USAGE
+    try:
+        result = audit(config, start=start, end=end)
+    except (sqlite3.Error, OSError) as exc:
+        print(f"pretreat audit: cannot read {config.daemon.historian}: {exc}", file=sys.stderr)
+        return _EXIT_MISMATCH
+    for line in result.mismatches:
+        out.write(line + "\n")
+    out.write(result.summary() + "\n")
+    return _EXIT_MISMATCH if result.mismatches else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    key: Key
+    start: float
+    end: float | None
+
+
+@dataclass(slots=True)
+class AuditResult:
+    readings: int
+    seconds: float
+    recorded: int
+    replayed: int
+    mismatches: list[str]
+
+    def summary(self) -> str:
+        rate = self.readings / self.seconds if self.seconds > 0 else 0.0
+        verdict = "the record matches the replay" if not self.mismatches else \
+            f"{len(self.mismatches)} mismatch(es)"
+        return (f"audit: {self.readings} readings replayed in {self.seconds:.2f} s ({rate / 1e6:.2f} M/s); "
+                f"{self.recorded} episodes recorded, {self.replayed} found by the replay; {verdict}")
+
+
+def audit(config: SiteConfig, *, start: float | None = None, end: float | None = None) -> AuditResult:
+    """Replay the stored readings of the period and compare the episodes (see the module doc)."""
+    db = Path(config.daemon.historian)
+    began = time.perf_counter()
+    engine = CheckEngine.for_config(config)
+    events: list[EpisodeEvent] = []
+    frm = window_start(config, start) if start is not None else None
+    conn = open_for_reading(db)
+    try:
+        n = replay_historian(conn, config, engine, events, start=frm, end=end)
+    finally:
+        conn.close()
+    seconds = time.perf_counter() - began
+    replayed = episodes(events)
+    recorded = episodes(recorded_events(db))
+    return AuditResult(n, seconds, *_counts(recorded, replayed, start, end),
+                       compare(recorded, replayed, start=start, end=end))
+
+
+def _counts(recorded: list[Episode], replayed: list[Episode], start: float | None,
+            end: float | None) -> tuple[int, int]:
+    return (sum(_in(e, start, end) for e in recorded), sum(_in(e, start, end) for e in replayed))
+
+
+def _in(e: Episode, start: float | None, end: float | None) -> bool:
+    return (start is None or e.start >= start) and (end is None or e.start < end)
+
+
+def replay_historian(conn: sqlite3.Connection, config: SiteConfig, engine: CheckEngine,
+                     events: list[EpisodeEvent], *, start: float | None, end: float | None) -> int:
+    """Feed every configured channel's stored readings of [start, end) through ``engine``; returns how many."""
+    series: dict[tuple[str, str], list[int]] = {}
+    for cid, site, ch in conn.execute("SELECT id, site, channel FROM channels ORDER BY id"):
+        series.setdefault((site, ch), []).append(cid)
+    procs = {(s.id, ch): p for s in config.sites for ch, p in engine.inputs(s.id).items()}
+    names = {code: q.value for code, q in QUALITY_BY_CODE.items()}
+    order = {(c.site, c.id): i for i, c in enumerate(config.channels)}
+    n = 0
+    for group in _groups(procs):
+        keys = sorted((k for k in group if k in series), key=order.__getitem__)
+        if len(keys) == 1 and len(series[keys[0]]) == 1 and procs[keys[0]].gap == math.inf:
+            n += _skip_scan(conn, procs[keys[0]], series[keys[0]][0], start, end, names)
+            if engine.events:
+                events += engine.drain()
+            continue
+        streams = [_rows(conn, series[k], start, end, i) for i, k in enumerate(keys)]
+        if not streams:
+            continue
+        if len(streams) == 1:
+            n += _feed_one(procs[keys[0]], streams[0], names)
+        else:
+            rows = heapq.merge(*streams, key=lambda r: (r[0], r[3]))
+            n += _feed_many([procs[k] for k in keys], rows, names)
+        if engine.events:
+            events += engine.drain()
+    return n
+
+
+def _groups(procs: dict[tuple[str, str], Processor]) -> list[set[tuple[str, str]]]:
+    """Channels a rule reads together (the replay must merge them by time)."""
+    key_of = {id(p): k for k, p in procs.items()}
+    seen: set[tuple[str, str]] = set()
+    out: list[set[tuple[str, str]]] = []
+    for k, p in procs.items():
+        if k in seen:
+            continue
+        group, todo = set(), [p]
+        while todo:
+            q = todo.pop()
+            kq = key_of[id(q)]
+            if kq in group:
+                continue
+            group.add(kq)
+            todo += q.linked
+        seen |= group
+        out.append(group)
+    return out
+
+
+def _rows(conn: sqlite3.Connection, ids: list[int], start: float | None, end: float | None,
+          tag: int) -> Iterator[tuple[float, float | None, int, int]]:
+    cur = conn.execute(
+        f"SELECT time, value, quality, {tag} FROM readings WHERE channel_id IN ({','.join('?' * len(ids))}) "
+        "AND time >= ? AND time < ? ORDER BY time, seq",
+        [*ids, start if start is not None else float("-inf"), end if end is not None else float("inf")])
+    cur.arraysize = 4096
+    return iter(cur)
+
+
+_NEXT = ("SELECT time, seq, value, quality FROM readings WHERE channel_id = ? AND (time, seq) > (?, ?) "
+         "AND time < ? AND (quality != 0 OR value < ? OR value > ? OR time >= ?) ORDER BY time, seq LIMIT 1")
+_QUIET = ("SELECT total(value), count(*) FROM readings WHERE channel_id = ? AND (time, seq) > (?, ?) "
+          "AND (time, seq) < (?, ?)")
+_ROWS = ("SELECT time, seq, value, quality FROM readings WHERE channel_id = ? AND (time, seq) > (?, ?) "
+         "AND time < ? ORDER BY time, seq LIMIT 256")
+
+
+def _skip_scan(conn: sqlite3.Connection, p: Processor, cid: int, start: float | None, end: float | None,
+               names: dict[int, str]) -> int:
+    """One channel's readings, letting SQLite skip the quiet ones.
+
+    Most readings change no rule state: good, inside the channel's quiet band, before its deadline (see
+    `monitor.checks.base`). Instead of handing each to Python, ask SQLite for the next reading that is *not*
+    quiet (bad, outside [lo, hi], at or after the deadline), judge that one, and repeat with the new band;
+    the quiet readings skipped only add to a slug baseline's minute when one is accumulating, which one
+    aggregate query gives (SQLite adds them, so that sum can differ from the daemon's in its last bit: the
+    audit compares episode starts and ends, not baselines). While the band is empty (every reading matters:
+    a flatline rule counting, an episode about to end), rows are read in blocks instead."""
+    lo_t = start if start is not None else -math.inf
+    hi_t = end if end is not None else math.inf
+    pos = (lo_t, -1) if start is None else (math.nextafter(lo_t, -math.inf), 2**62)
+    n = conn.execute("SELECT count(*) FROM readings WHERE channel_id = ? AND time >= ? AND time < ?",
+                     (cid, lo_t, hi_t)).fetchone()[0]
+    while True:
+        if p.lo > p.hi:  # no reading is quiet: judge them one by one until one could be
+            rows = conn.execute(_ROWS, (cid, *pos, hi_t)).fetchall()
+            if not rows:
+                return n
+            for t, seq, v, q in rows:
+                _judge(p, t, v, q, names)
+                pos = (t, seq)
+                if p.lo <= p.hi:
+                    break
+            continue
+        row = conn.execute(_NEXT, (cid, *pos, hi_t, p.lo, p.hi, p.until)).fetchone()
+        acc = p.acc
+        if acc is not None:
+            upto = (row[0], row[1]) if row is not None else (hi_t, 2**62)
+            total, count = conn.execute(_QUIET, (cid, *pos, *upto)).fetchone()
+            acc.add_quiet_sum(total, count)
+        if row is None:
+            return n
+        t, seq, v, q = row
+        _judge(p, t, v, q, names)
+        pos = (t, seq)
+
+
+def _judge(p: Processor, t: float, v: float | None, q: int, names: dict[int, str]) -> None:
+    """One reading the skip scan stopped at (only for channels without ``max_gap``: the quiet readings it skips
+    would hide the gaps between them)."""
+    if (q == 0 or q == _OVER_RANGE) and v is not None:
+        p.slow_good(t, v)  # sets ``last``
+    else:
+        p._bad(t, names[q])
+
+
+def _feed_one(p: Processor, rows: Iterable[tuple[float, float | None, int, int]], names: dict[int, str]) -> int:
+    """The hot loop: the engine's quiet-band test inlined (as `monitor.replay` does)."""
+    n = 0
+    for t, v, q, _ in rows:
+        n += 1
+        if (q == 0 or q == _OVER_RANGE) and v is not None:
+            if t < p.until and t - p.last <= p.gap and p.lo <= v <= p.hi:  # `Processor.good`'s fast path
+                p.last = t
+                p.gv = v
+                acc = p.acc
+                if acc is not None:
+                    acc.add_quiet(v)
+                continue
+            p.slow_good(t, v)
+        else:
+            p._bad(t, names[q])
+    return n
+
+
+def _feed_many(procs: list[Processor], rows: Iterable[tuple[float, float | None, int, int]],
+               names: dict[int, str]) -> int:
+    n = 0
+    for t, v, q, i in rows:
+        n += 1
+        p = procs[i]
+        if (q == 0 or q == _OVER_RANGE) and v is not None:
+            p.good(t, v)
+        else:
+            p.bad(t, names[q])
+    return n
+
+
+def recorded_events(db: Path) -> list[EpisodeEvent]:
+    """The episode store's transitions, withdrawn ones left out, in time order."""
+    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+    try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'episode_events'").fetchone() is None:
+            return []
+        cols = {r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}
+        where = " WHERE withdrawn = 0" if "withdrawn" in cols else ""
+        rows = conn.execute("SELECT time, site, channel, rule, event, value, limit_value, citation, peak "
+                            f"FROM episode_events{where} ORDER BY time, id").fetchall()
+    finally:
+        conn.close()
+    return [EpisodeEvent(*r) for r in rows]
+
+
+def episodes(events: Iterable[EpisodeEvent]) -> list[Episode]:
+    """Pair each rule's transitions (time order, an end before a start at one time) into episodes."""
+    out: list[Episode] = []
+    opened: dict[Key, float] = {}
+    for e in sorted(events, key=lambda e: (e.time, e.event != END)):
+        k = (e.site, e.channel, e.rule)
+        if e.event == START:
+            if k in opened:
+                out.append(Episode(k, opened[k], None))
+            opened[k] = e.time
+        elif k in opened:
+            out.append(Episode(k, opened.pop(k), e.time))
+    out += [Episode(k, s, None) for k, s in opened.items()]
+    return sorted(out, key=lambda e: (e.start, e.key))
+
+
+def compare(recorded: list[Episode], replayed: list[Episode], *, start: float | None,
+            end: float | None) -> list[str]:
+    """Every difference between the two lists of episodes starting in [start, end), as lines of text."""
+    rec = [e for e in recorded if _in(e, start, end)]
+    rep = [e for e in replayed if _in(e, start, end)]
+    out: list[str] = []
+    left = list(rep)
+    for r in rec:
+        same = next((p for p in left if p.key == r.key and p.start == r.start and _same_end(r, p, end)), None)
+        if same is not None:
+            left.remove(same)
+            continue
+        near = next((p for p in left if p.key == r.key and _overlap(r, p)), None)
+        if near is None:
+            out.append(f"extra     {_show(r)} (recorded; the replay does not find it)")
+            continue
+        left.remove(near)
+        what = "different start and end" if near.start != r.start and not _same_end(r, near, end) else \
+            "different start" if near.start != r.start else "different end"
+        out.append(f"{what}  {_show(r)} recorded; the replay finds {_span(near)}")
+    out += [f"missing   {_show(p)} (the replay finds it; not in the record)" for p in left]
+    return out
+
+
+def _same_end(r: Episode, p: Episode, end: float | None) -> bool:
+    if r.end == p.end:
+        return True
+    return p.end is None and end is not None and (r.end is None or r.end >= end)
+
+
+def _overlap(a: Episode, b: Episode) -> bool:
+    inf = float("inf")
+    return a.start <= (b.end if b.end is not None else inf) and b.start <= (a.end if a.end is not None else inf)
+
+
+def _span(e: Episode) -> str:
+    return f"{iso_utc(e.start)} to {iso_utc(e.end) if e.end is not None else '(open)'}"
+
+
+def _show(e: Episode) -> str:
+    return f"{'/'.join(e.key[:2])} {e.key[2]} {_span(e)}"

@@ -1,0 +1,52 @@
+"""The corrections of the episode record after late readings, as the history shows them.
+
+The daemon stores each `monitor.checks.revisions.Revision` in ``episode_revisions`` and marks the transitions
+it withdrew (``episode_events.withdrawn``, `monitor.stores.episodes`). `withdrawn_ids` lets the pairing leave
+those out (a withdrawn start is listed as ``retracted``); `revision_lines` gives each episode shown the
+revisions that touched it, oldest first.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from monitor.checks.events import iso_utc, parse_iso
+from monitor.stores.readonly import has_table
+
+if TYPE_CHECKING:
+    from monitor.read.episodes import Episode
+
+
+def withdrawn_ids(conn: sqlite3.Connection) -> set[int]:
+    """Ids of transitions a revision withdrew (few; read through the partial index on withdrawn rows). Empty
+    for a file recorded before episode schema 3 (read-only, so not migrated)."""
+    cols = {r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}
+    if "withdrawn" not in cols:
+        return set()
+    return {r[0] for r in conn.execute("SELECT id FROM episode_events WHERE withdrawn = 1")}
+
+
+def revision_lines(conn: sqlite3.Connection, episodes: Sequence[Episode]) -> None:
+    """Attach to each episode the revisions that touched it (same rule and channel, a transition moved, found or
+    withdrawn within its span): ``"<recorded, UTC>: <change> (<reason>)"``."""
+    if not episodes or not has_table(conn, "episode_revisions"):
+        return
+    keys = {(e.site, e.channel, e.rule) for e in episodes}
+    by_key: dict[tuple[str, str, str], list[tuple[float, str, list[str], list[float]]]] = {}
+    for rec, s, c, r, why, changes, w, a in conn.execute(
+            "SELECT recorded, site, channel, rule, reason, changes, withdrawn, added FROM episode_revisions "
+            "ORDER BY id"):
+        if (s, c, r) in keys:
+            times = [parse_iso(d["time"]) for d in (*json.loads(w), *json.loads(a))]
+            by_key.setdefault((s, c, r), []).append((rec, why, json.loads(changes), times))
+    for e in episodes:
+        lo = e.start if e.start is not None else e.end
+        hi = e.until if e.until is not None else lo
+        if lo is None or hi is None:
+            continue
+        for rec, why, changes, times in by_key.get((e.site, e.channel, e.rule), []):
+            if any(lo <= t <= hi for t in times):
+                e.revisions = (e.revisions or []) + [f"{iso_utc(rec)}: {ch} ({why})" for ch in changes]

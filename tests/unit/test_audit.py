@@ -1,0 +1,149 @@
+"""`pretreat audit`, the episode store's revisions and the alarms' reaction to them, on a real historian file.
+
+Readings of a golden case are recorded in an arrival order with late readings (as the daemon records them:
+historian first, then the live engine); the episodes and revisions are stored as the daemon stores them. The
+audit, reading the historian directly, must find the record equal to its replay; a tampered record must not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import random
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from alarms.model import State
+from config.loader import load_config
+from config.schema import SiteConfig
+from monitor.alarming import Alarming
+from monitor.audit import audit, run
+from monitor.checks.engine import CheckEngine
+from monitor.checks.events import EpisodeEvent
+from monitor.exceedances import find_episodes
+from monitor.sample import Quality, Sample
+from monitor.stores.episodes import EpisodeStore
+from monitor.stores.historian import Historian
+from monitor.warmup import history_reader
+from tests.unit.test_checks_late import CASES, _case
+
+START = 1_764_590_400.0  # 2025-12-01T12:00:00Z
+
+
+def _site(tmp_path: Path, name: str) -> SiteConfig:
+    shutil.copy(CASES / name / "site.toml", tmp_path / "site.toml")
+    return load_config(tmp_path / "site.toml")
+
+
+async def _record(config: SiteConfig, arrivals: list[Sample]) -> CheckEngine:
+    """The daemon's data path for these samples, in arrival order, batch by batch."""
+    hist = Historian(path=config.daemon.historian, commit_interval=0.05)
+    await hist.start()
+    store = EpisodeStore(path=config.daemon.historian)
+    engine = CheckEngine.for_config(config, live=True)
+    try:
+        for i in range(0, len(arrivals), 3):
+            batch = arrivals[i:i + 3]
+            hist.submit(batch)
+            store.record(engine.process_many(batch))
+            store.revise(engine.drain_revisions(), recorded=START)
+            if engine.waiting_for_history:  # as the daemon: once the historian has committed them
+                await hist.flush()
+                engine.rejudge_from_history(history_reader(config.daemon.historian))
+                store.revise(engine.drain_revisions(), recorded=START)
+        await hist.flush()
+    finally:
+        await hist.close()
+        store.close()
+    return engine
+
+
+def _samples(name: str) -> list[Sample]:
+    config, rows = _case(name)
+    site = config.sites[0].id
+    out = []
+    for t, ch, v, q in rows:
+        out.append(Sample(time=t, site=site, channel=ch, value=v, unit="") if q == "good" and v is not None
+                   else Sample.bad(time=t, site=site, channel=ch, unit="", quality=Quality(q), reason=q))
+    return out
+
+
+@pytest.mark.parametrize("name", ["ph_excursion_single_over_60_minutes", "lel_exactly_5_and_10_percent",
+                                  "sampler_pawling_fridge_and_interval"])
+async def test_record_with_late_readings_matches_the_audit(tmp_path: Path, name: str) -> None:
+    config = _site(tmp_path, name)
+    samples = _samples(name)
+    rng = random.Random(13)
+    arrivals = sorted(samples, key=lambda s: s.time + rng.uniform(0, 3 * 3600))  # hours late, shuffled
+    engine = await _record(config, arrivals)
+    assert engine.counters()["late"] > 0
+    result = audit(config)
+    assert result.readings == len(samples)
+    assert result.mismatches == [], result.mismatches
+    assert result.recorded == result.replayed > 0
+    out = io.StringIO()
+    assert run(argparse.Namespace(config=str(tmp_path / "site.toml"), start=None, end=None), out=out) == 0
+    assert "the record matches the replay" in out.getvalue()
+
+
+async def test_a_tampered_record_is_reported_and_exits_1(tmp_path: Path) -> None:
+    name = "ph_excursion_single_over_60_minutes"
+    config = _site(tmp_path, name)
+    await _record(config, _samples(name))
+    store = EpisodeStore(path=config.daemon.historian)
+    first = store.episodes()[0]
+    store.record([EpisodeEvent(first.start + 7 * 86400, first.site, first.channel, first.rule, "start", 3.0, 5.0,
+                               first.citation)])
+    store.close()
+    out = io.StringIO()
+    assert run(argparse.Namespace(config=str(tmp_path / "site.toml"), start=None, end=None), out=out) == 1
+    text = out.getvalue()
+    assert "extra" in text and "1 mismatch(es)" in text, text
+
+
+async def test_a_retracted_episode_is_stored_withdrawn_and_its_alarm_returns_to_normal(tmp_path: Path) -> None:
+    """lel_successive announced at the second of 6 % and 6.5 %; a reading of 4 % taken between them arrives
+    late: the two were never successive, the episode never happened."""
+    config = _site(tmp_path, "lel_exactly_5_and_10_percent")
+    site = config.sites[0].id
+    lel = next(c.id for c in config.channels if c.kind == "lel")
+
+    def s(t: float, v: float) -> Sample:
+        return Sample(time=START + t, site=site, channel=lel, value=v, unit="")
+
+    engine = CheckEngine.for_config(config, live=True)
+    store = EpisodeStore(path=config.daemon.historian)
+    alarming = Alarming(config=config, now=START, influx=None)
+    try:
+        events = engine.process_many([s(0, 6.0), s(2, 6.5)])
+        assert [(e.rule, e.event) for e in events] == [("lel_successive", "start")]
+        store.record(events)
+        alarming.on_episodes(events, START + 2)
+        alarm = f"{site}/{lel}/lel_successive"
+        assert alarming.engine.state(alarm).state is State.ACTIVE_UNACKED
+        assert engine.process_many([s(1, 4.0)]) == []  # late: between the two
+        revs = engine.drain_revisions()
+        assert [(r.rule, r.retraction, r.active) for r in revs] == [("lel_successive", True, False)]
+        store.revise(revs, recorded=START + 3)
+        alarming.on_revisions(revs, START + 3)
+        st = alarming.engine.state(alarm)
+        assert not st.condition and st.state is not State.ACTIVE_UNACKED
+        journal = [e for e in alarming.engine.journal.records() if e.kind == "transition"]
+        assert "retracted" in journal[-1].payload["why"], journal[-1].payload
+        assert any(e.kind == "revision" for e in alarming.engine.journal.records())
+        assert store.episodes(rule="lel_successive") == []
+        (stored,) = store.revisions(rule="lel_successive")
+        assert stored.reason == "late reading" and stored.withdrawn and not stored.added
+        assert engine.counters()["retractions"] == 1
+    finally:
+        await alarming.stop()
+        store.close()
+    conn = sqlite3.connect(config.daemon.historian)
+    try:
+        found = find_episodes(conn, now=START + 10, rule="lel_successive")
+    finally:
+        conn.close()
+    assert [f[4] for f in found] == ["retracted"]
