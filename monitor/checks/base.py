@@ -193,10 +193,18 @@ def _getter(cls: type) -> Callable[[Any], tuple[Any, ...]]:
 
 
 class _Nested:
+    """A rule held inside another, with its snapshot. Two are equal when their states are (the rule objects may
+    differ: the property tests compare a live engine's state with a replay's)."""
+
     __slots__ = ("rule", "snap")
 
     def __init__(self, rule: Rule) -> None:
         self.rule, self.snap = rule, rule.snapshot()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Nested) and self.snap == other.snap
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _copy(v: Any) -> Any:

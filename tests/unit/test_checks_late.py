@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
+import random
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -28,6 +29,8 @@ from monitor.sample import Quality, Sample
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 NAMES = sorted(p.name for p in CASES.iterdir() if (p / "readings.csv").exists())
+# cases of days of readings (the slug baselines): fewer Hypothesis examples, each costs seconds
+LONG = [n for n in NAMES if len((CASES / n / "readings.csv").read_text(encoding="utf-8").splitlines()) > 1000]
 Reading = tuple[float, str, float | None, str]  # time, channel, value, quality
 
 
@@ -77,7 +80,7 @@ class Record:
         return sorted((e for e, gone in self.rows.values() if not gone), key=self.key)
 
 
-def replayed(config: SiteConfig, readings: Sequence[Reading]) -> list[EpisodeEvent]:
+def replay_engine(config: SiteConfig, readings: Sequence[Reading]) -> tuple[list[EpisodeEvent], CheckEngine]:
     """`pretreat replay`'s engine over the readings sorted by (time, channel order, arrival)."""
     rank = {c.id: i for i, c in enumerate(config.channels)}
     order = sorted(range(len(readings)), key=lambda i: (readings[i][0], rank[readings[i][1]], i))
@@ -87,7 +90,17 @@ def replayed(config: SiteConfig, readings: Sequence[Reading]) -> list[EpisodeEve
     assert engine.rejected == 0
     rec = Record()
     rec.record(events)
-    return rec.events()
+    return rec.events(), engine
+
+
+def replayed(config: SiteConfig, readings: Sequence[Reading]) -> list[EpisodeEvent]:
+    return replay_engine(config, readings)[0]
+
+
+def rule_states(engine: CheckEngine) -> list[tuple[str, tuple[object, ...]]]:
+    """Every rule's state (`Rule.snapshot`): a slug's days of normal operation, its day and minute in progress,
+    candidate and frozen threshold; a monthly total; an open excursion's onset."""
+    return [(b.rule, r.snapshot()) for b, r in engine.rules]
 
 
 def live(config: SiteConfig, arrivals: Sequence[Reading], batches: Sequence[int]) -> tuple[list[EpisodeEvent],
@@ -119,36 +132,58 @@ def live(config: SiteConfig, arrivals: Sequence[Reading], batches: Sequence[int]
 
 @st.composite
 def deliveries(draw: st.DrawFn, n: int) -> tuple[list[int], list[int]]:
-    """Arrival order (indices, duplicates allowed, some dropped) and batch sizes."""
-    keep = [i for i in range(n) if draw(st.integers(0, 9)) > 1]  # ~20 % dropped: random gaps
-    dupes = draw(st.lists(st.sampled_from(keep), max_size=3)) if keep else []
+    """Arrival order (indices, duplicates allowed, some dropped) and batch sizes.
+
+    The structure (how many dropped, the skew, duplicates, a clock step back and where) is drawn by Hypothesis;
+    the per-reading choices come from a `random.Random` seeded by a number it draws, so a slug case of 10,000 readings
+    costs as little to generate as a threshold case of 10."""
+    rnd = random.Random(draw(st.integers(0, 2**32 - 1)))
+    drop = draw(st.sampled_from([0.0, 0.01, 0.2]))  # none, a few single holes, ~20 %: random gaps
+    keep = [i for i in range(n) if rnd.random() >= drop]
     skew = draw(st.integers(0, 6))
-    jitter = [draw(st.integers(0, skew)) for _ in keep]
-    order = [i for _, i in sorted(zip((k + j for k, j in zip(range(len(keep)), jitter, strict=True)),
-                                      keep, strict=True))]
-    for d in dupes:
-        order.insert(draw(st.integers(order.index(d), len(order))), d)
+    order = [i for _, i in sorted((k + rnd.randint(0, skew), i) for k, i in enumerate(keep))]
+    for _ in range(draw(st.integers(0, 3)) if keep else 0):  # duplicates, each after its first delivery
+        d = rnd.choice(keep)
+        order.insert(rnd.randint(order.index(d), len(order)), d)
     if len(order) > 4 and draw(st.booleans()):  # clock stepped back: a block arrives after later readings
-        a = draw(st.integers(0, len(order) - 2))
-        z = draw(st.integers(a + 1, min(len(order), a + 20)))
+        a = rnd.randint(0, len(order) - 2)
+        z = rnd.randint(a + 1, min(len(order), a + draw(st.sampled_from([20, 200]))))
         block = order[a:z]
         del order[a:z]
-        at = draw(st.integers(a, len(order)))
+        at = rnd.randint(a, len(order))
         order[at:at] = block
     batches = draw(st.lists(st.integers(1, 8), min_size=1, max_size=4))
     return order, batches
 
 
-@pytest.mark.parametrize("name", NAMES)
+def _check(name: str, order: Sequence[int], batches: Sequence[int]) -> None:
+    """Live (after revisions) == replay of the sorted readings: the episodes, and every rule's final state."""
+    config, rows = _case(name)
+    arrivals = [rows[i] for i in order]
+    got, engine = live(config, arrivals, batches)
+    want, replay = replay_engine(config, arrivals)
+    assert got == want
+    assert rule_states(engine) == rule_states(replay)
+    assert engine.counters()["rejected"] == 0
+
+
+SHORT = [n for n in NAMES if n not in LONG]
+
+
+@pytest.mark.parametrize("name", SHORT)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_live_after_revisions_equals_replay_of_sorted_readings(name: str, data: st.DataObject) -> None:
-    config, rows = _case(name)
-    order, batches = data.draw(deliveries(len(rows)))
-    arrivals = [rows[i] for i in order]
-    got, engine = live(config, arrivals, batches)
-    assert got == replayed(config, arrivals)
-    assert engine.counters()["rejected"] == 0
+    _check(name, *data.draw(deliveries(len(_case(name)[1]))))
+
+
+@pytest.mark.parametrize("name", LONG)
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_days_of_slug_readings_late_equal_replay(name: str, data: st.DataObject) -> None:
+    """The slug cases (days of minute readings: the baseline's days of normal operation, the day and minute in
+    progress, onset and confirmation): fewer examples, each thousands of readings in a shuffled order."""
+    _check(name, *data.draw(deliveries(len(_case(name)[1]))))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -176,7 +211,69 @@ def test_small_windows_and_frequent_checkpoints_keep_the_invariant(name: str, da
     saved = rewind.WINDOW, rewind.MAX_WINDOW, rewind.CHECKPOINT_READINGS, rewind.CHECKPOINT_EVERY
     rewind.WINDOW, rewind.MAX_WINDOW, rewind.CHECKPOINT_READINGS, rewind.CHECKPOINT_EVERY = 100.0, 3, 2, 100.0
     try:
-        got, _engine = live(config, arrivals, batches)
+        got, engine = live(config, arrivals, batches)
     finally:
         rewind.WINDOW, rewind.MAX_WINDOW, rewind.CHECKPOINT_READINGS, rewind.CHECKPOINT_EVERY = saved
+    want, replay = replay_engine(config, arrivals)
+    assert got == want
+    assert rule_states(engine) == rule_states(replay)
+
+
+# -- the slug's day state, rewound and rebuilt (slug_flow_daily_baseline_5x_15_minutes: 1 March from 20:00, 2 March
+# at 10 gpm all day, 3 March's slug from 10:00, confirmed 10:16, ended 10:20 at a limit of 50) --------------------
+SLUG_CASE = "slug_flow_daily_baseline_5x_15_minutes"
+
+
+def _slugs(events: Iterable[EpisodeEvent]) -> list[tuple[str, float, float | None]]:
+    """The slug transitions in time order (`Record.events` sorts by event name first)."""
+    return sorted(((e.event, e.time, e.limit) for e in events if e.rule == "slug"), key=lambda x: x[1])
+
+
+def _at(iso: str) -> float:
+    return parse_iso(iso)
+
+
+def test_a_resent_morning_makes_the_baseline_day_and_the_slug_is_found() -> None:
+    """2 March's first three hours arrive a day late (an instrument's buffer): until then 2 March covered 87.5 %
+    of its minutes, no day of normal operation, no baseline and no slug on 3 March. Once they arrive, the day
+    counts and the slug is found in the past: a revision adds it, as a replay of the readings finds it."""
+    config, rows = _case(SLUG_CASE)
+    held = [r for r in rows if _at("2025-03-02T00:00:00Z") <= r[0] < _at("2025-03-02T03:00:00Z")]
+    first = [r for r in rows if r not in held]
+    got_before, _ = live(config, first, [7])
+    assert _slugs(got_before) == []
+    got, engine = live(config, first + held, [7])
+    want = replayed(config, rows)
+    assert got == want
+    assert _slugs(got) == [("start", _at("2025-03-03T10:00:00Z"), 50.0), ("end", _at("2025-03-03T10:20:00Z"), 50.0)]
+    assert engine.counters()["rebuilt_from_history"] >= 1 and engine.counters()["revisions"] >= 1
+
+
+def test_a_late_low_reading_inside_the_slug_withdraws_it() -> None:
+    """A reading of 10 gpm at 10:08:30 on 3 March, delivered after 10:20: the candidate ended there, the one
+    after it lasted 10 minutes, no slug. The announced episode is withdrawn (a retraction), as a replay finds."""
+    config, rows = _case(SLUG_CASE)
+    i = next(k for k, r in enumerate(rows) if r[0] == _at("2025-03-03T10:20:00Z"))
+    late: Reading = (_at("2025-03-03T10:08:30Z"), "flow", 10.0, "good")
+    arrivals = [*rows[:i + 1], late, *rows[i + 1:]]
+    got, engine = live(config, arrivals, [5])
     assert got == replayed(config, arrivals)
+    assert _slugs(got) == []
+    assert engine.counters()["retractions"] == 1
+
+
+def test_a_late_reading_before_midnight_changes_the_baseline_fixed_at_midnight() -> None:
+    """A reading of 500 gpm at 23:59:30 on 2 March arrives after 3 March 00:05: the rule state goes back
+    before midnight, the minute's mean becomes 255, the day's average 10.17 and 3 March's limit 50.85."""
+    config, rows = _case(SLUG_CASE)
+    i = next(k for k, r in enumerate(rows) if r[0] == _at("2025-03-03T00:05:00Z"))
+    late: Reading = (_at("2025-03-02T23:59:30Z"), "flow", 500.0, "good")
+    arrivals = [*rows[:i + 1], late, *rows[i + 1:]]
+    got, engine = live(config, arrivals, [3])
+    want, replay = replay_engine(config, arrivals)
+    assert got == want
+    limit = 5 * (1439 * 10.0 + 255.0) / 1440
+    assert [(kind, lim) for kind, _t, lim in _slugs(got)] == [("start", pytest.approx(limit)),
+                                                             ("end", pytest.approx(limit))]
+    assert rule_states(engine) == rule_states(replay)
+    assert engine.counters()["rewinds"] >= 1 and engine.counters()["rebuilt_from_history"] == 0
