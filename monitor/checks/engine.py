@@ -176,15 +176,17 @@ class Processor:
 class LiveProcessor(Processor):
     """A channel of the daemon's engine: `Processor` plus the window of recent readings and late handling.
 
-    The in-order fast path costs two ``array.append`` calls more than the replay's (the window); a reading
+    The in-order fast path (inlined in `CheckEngine._process_live`) costs one ``list.append`` more than the
+    replay's: the `Sample` goes to ``pend`` and reaches the window arrays (``wt``/``wv``) in bulk, `sync`, when
+    the window is next needed (a reading off the fast path, a late one, a checkpoint, a rewind); a reading
     older than the newest judged one goes to `late`; everything else to `judge` (checkpoints, event log).
     Lateness is decided against ``glast``, the newest time judged in the channel's group (every member's
     ``glast`` moves with a reading of any of them), not against ``last``: ``last`` stays the channel's own
     newest reading, which the gap check (`Processor.slow_good`) measures from, so setting it ahead of the
     rules would hide gaps."""
 
-    __slots__ = ("base", "channel", "cursor", "dirty", "g", "glast", "rank", "site", "ta", "va", "wq", "wt",
-                 "wv")
+    __slots__ = ("base", "channel", "cursor", "dirty", "g", "glast", "pa", "pend", "rank", "site", "ta", "va",
+                 "wq", "wt", "wv")
 
     def __init__(self, *, channel: Channel, fast: bool, out: list[EpisodeEvent], rank: int,
                  dirty: set[Group]) -> None:
@@ -194,6 +196,8 @@ class LiveProcessor(Processor):
         self.wt, self.wv = array("d"), array("d")
         self.wq: dict[float, list[str]] = {}  # time -> qualities of the bad samples at that time
         self.ta, self.va = self.wt.append, self.wv.append
+        self.pend: list[Sample] = []  # quiet in-order samples not yet in the window arrays (good, with a value)
+        self.pa = self.pend.append
         self.base = 0  # readings trimmed from the front of the window so far
         self.cursor = 0  # window index during a rewind
         self.dirty = dirty  # the engine's groups with late readings to judge at the end of the batch
@@ -206,6 +210,8 @@ class LiveProcessor(Processor):
         if t < self.until and t - self.last <= self.gap and self.lo <= v <= self.hi:  # `Processor.good`'s
             self.last = self.glast = t
             self.gv = v
+            if self.pend:
+                self.sync()
             self.ta(t)
             self.va(v)
             acc = self.acc
@@ -234,6 +240,8 @@ class LiveProcessor(Processor):
             g.advance(t, self.rank)
         else:
             self.glast = t
+        if self.pend:
+            self.sync()
         self.ta(t)
         self.va(v)
         if v != v:
@@ -256,6 +264,8 @@ class LiveProcessor(Processor):
         g.nlate += 1
         key = (t, self.rank)
         valid = bool(g.cks) and key >= g.cks[0].key
+        if self.pend:
+            self.sync()
         if valid or (len(self.wt) and t >= self.wt[0]):  # else the historian has it for the rebuild
             i = bisect_right(self.wt, t)
             self.wt.insert(i, t)
@@ -269,10 +279,21 @@ class LiveProcessor(Processor):
         g.late(key)
         self.dirty.add(g)
 
+    def sync(self) -> None:
+        """Move the quiet samples of ``pend`` into the window arrays (in order: they are newer than any reading
+        there, and nothing is added to the arrays while ``pend`` holds samples)."""
+        pend = self.pend
+        if pend:
+            self.wt.extend([s.time for s in pend])
+            self.wv.extend([s.value for s in pend])  # type: ignore[misc]  # the fast path took only values
+            pend.clear()
+
     def tail(self, i: int) -> Iterator[HistoryRow]:
+        self.sync()
         return window_tail(self.wt, self.wv, self.wq, i)
 
     def trim(self, pos: int) -> None:
+        self.sync()
         k = pos - self.base
         trim_window(self.wt, self.wv, self.wq, k)
         self.base = pos
@@ -311,12 +332,13 @@ class CheckEngine:
         self.horizon = horizon or (lambda t: t - _DEFAULT_HORIZON)
         self._dirty: set[Group] = set()
         channels = list(channels)
+        self._live: dict[tuple[str, str], LiveProcessor] = {}
         if live:
             rank = channel_rank(channels)
-            self._procs: dict[tuple[str, str], Processor] = {
-                (ch.site, ch.id): LiveProcessor(channel=ch, fast=fast, out=self.events,
-                                                rank=rank[(ch.site, ch.id)],
-                                                dirty=self._dirty) for ch in channels}
+            self._live = {(ch.site, ch.id): LiveProcessor(channel=ch, fast=fast, out=self.events,
+                                                          rank=rank[(ch.site, ch.id)], dirty=self._dirty)
+                          for ch in channels}
+            self._procs: dict[tuple[str, str], Processor] = dict(self._live)
         else:
             self._procs = {(ch.site, ch.id): Processor(channel=ch, fast=fast, out=self.events) for ch in channels}
         self.rules: list[tuple[RuleBinding, Rule]] = []
@@ -382,6 +404,8 @@ class CheckEngine:
     def process_many(self, samples: Iterable[Sample]) -> list[EpisodeEvent]:
         """Judge samples in order; returns the transitions they caused, in emission order (usually none).
         The daemon's path: one call per batch, not per sample."""
+        if self.live:
+            return self._process_live(samples)
         procs = self._procs
         for s in samples:
             proc = procs.get((s.site, s.channel))
@@ -394,6 +418,36 @@ class CheckEngine:
                 rejected = proc.bad(s.time, s.quality.value if s.quality is not GOOD else "decode_error")
             if rejected:
                 self.rejected += 1
+        if self._dirty:
+            self._rewind()
+        return self.drain()
+
+    def _process_live(self, samples: Iterable[Sample]) -> list[EpisodeEvent]:
+        """`process_many` of the daemon's engine, with `LiveProcessor.good`'s fast path inlined: the in-order
+        quiet reading costs one list append (the window, `LiveProcessor.sync`) and no method call, so the live engine is no slower than the
+        replay engine was before late readings were handled (bench/bench_late.py)."""
+        procs = self._live
+        for s in samples:
+            p = procs.get((s.site, s.channel))
+            if p is None:
+                self.unknown += 1
+                continue
+            q, v = s.quality, s.value
+            if (q is GOOD or q is OVER_RANGE) and v is not None:
+                t = s.time
+                v = float(v)
+                if p.glast <= t < p.until and t - p.last <= p.gap and p.lo <= v <= p.hi:  # `LiveProcessor.good`
+                    p.last = p.glast = t
+                    p.gv = v
+                    p.pa(s)
+                    acc = p.acc
+                    if acc is not None:
+                        acc.cur_sum += v
+                        acc.cur_cnt += 1
+                    continue
+                p.good(t, v)
+            else:  # a good sample without a value breaks the Sample contract: judge it as undecodable
+                p.bad(s.time, q.value if q is not GOOD else "decode_error")
         if self._dirty:
             self._rewind()
         return self.drain()

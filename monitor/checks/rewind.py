@@ -89,6 +89,7 @@ class Group:
     # -- checkpoints ---------------------------------------------------------------------------------------
     def checkpoint(self, last: float, pos: list[int], now: float, *, trim: bool) -> None:
         """Snapshot the rules before judging a reading at ``now``; ``last``: the newest reading judged."""
+        self.sync()
         self.due = now + CHECKPOINT_EVERY
         self.since = 0
         self.cks.append(Checkpoint((last, self.rank), pos, self.log_base + len(self.log),
@@ -120,7 +121,14 @@ class Group:
         self.log_base = ck.log
 
     def positions(self) -> list[int]:
+        self.sync()
         return [m.base + len(m.wt) for m in self.members]
+
+    def sync(self) -> None:
+        """Every member's quiet samples into its window arrays (`LiveProcessor.sync`)."""
+        for m in self.members:
+            if m.pend:
+                m.sync()
 
     # -- judging ---------------------------------------------------------------------------------------------
     def advance(self, t: float, rank: int) -> None:
@@ -148,6 +156,7 @@ class Group:
         """Judge the windows again from the newest checkpoint before the earliest late reading."""
         key, self.dirty = self.dirty, None
         assert key is not None
+        self.sync()
         i = bisect_right([c.key for c in self.cks], key) - 1
         if i < 0:
             if self.too_old is None or key < self.too_old:
@@ -246,6 +255,7 @@ class Group:
         flushed, so the late readings are among its rows."""
         events = (*self.past, *self.log)
         self.log = []
+        self.sync()
         for r, s in zip(self.rules, self.genesis, strict=True):
             r.restore(s)
         self.cks.clear()
