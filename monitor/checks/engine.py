@@ -423,9 +423,9 @@ class CheckEngine:
         return self.drain()
 
     def _process_live(self, samples: Iterable[Sample]) -> list[EpisodeEvent]:
-        """`process_many` of the daemon's engine, with `LiveProcessor.good`'s fast path inlined: the in-order
-        quiet reading costs one list append (the window, `LiveProcessor.sync`) and no method call, so the live engine is no slower than the
-        replay engine was before late readings were handled (bench/bench_late.py)."""
+        """`process_many` of the daemon's engine, `LiveProcessor.good`'s fast path inlined: an in-order quiet
+        reading costs one list append (its window, `LiveProcessor.sync`) and no method call (bench/bench_late.py
+        measures it against the replay engine)."""
         procs = self._live
         for s in samples:
             p = procs.get((s.site, s.channel))
