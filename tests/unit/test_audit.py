@@ -28,7 +28,7 @@ from monitor.sample import Quality, Sample
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
 from monitor.warmup import history_reader
-from tests.unit.test_checks_late import CASES, _case
+from tests.unit.test_checks_late import CASES, NAMES, golden_case
 
 START = 1_764_590_400.0  # 2025-12-01T12:00:00Z
 
@@ -62,7 +62,7 @@ async def _record(config: SiteConfig, arrivals: list[Sample]) -> CheckEngine:
 
 
 def _samples(name: str) -> list[Sample]:
-    config, rows = _case(name)
+    config, rows = golden_case(name)
     site = config.sites[0].id
     out = []
     for t, ch, v, q in rows:
@@ -87,6 +87,42 @@ async def test_record_with_late_readings_matches_the_audit(tmp_path: Path, name:
     out = io.StringIO()
     assert run(argparse.Namespace(config=str(tmp_path / "site.toml"), start=None, end=None), out=out) == 0
     assert "the record matches the replay" in out.getvalue()
+
+
+@pytest.mark.parametrize("name", NAMES)
+async def test_the_audits_skip_scan_finds_the_engines_episodes_on_every_golden_case(tmp_path: Path,
+                                                                                    name: str) -> None:
+    """The audit lets SQLite skip quiet readings (band, deadline and ``max_gap`` tested in SQL); recorded in
+    time order by the live engine, every golden case's record must match it exactly: gaps, slugs' minutes and
+    days, bad runs, censored readings."""
+    config = _site(tmp_path, name)
+    samples = _samples(name)
+    await _record(config, samples)
+    result = audit(config)
+    assert result.readings == len(samples)
+    assert result.mismatches == [], result.mismatches
+    assert result.recorded == result.replayed
+
+
+async def test_the_skip_scan_ends_an_episode_at_a_gap_between_quiet_readings(tmp_path: Path) -> None:
+    """pH 4.0 every 60 s (max_gap 180 s) for an hour, nothing for 10 minutes, pH 4.0 for another hour: inside
+    the open excursion every reading is quiet, so only the SQL gap test can stop the skip scan at the reading
+    after the hole, where the record has the episode ended (``gap``) and a new one started."""
+    config = _site(tmp_path, "gaps_end_episodes_measured_seconds")
+    t0 = 1_741_000_000.0
+    times = [t0 + 60 * i for i in range(61)] + [t0 + 4200 + 60 * i for i in range(61)]
+    samples = [Sample(time=t, site="acme", channel="ph", value=4.0, unit="") for t in times]
+    samples.append(Sample(time=times[-1] + 60, site="acme", channel="ph", value=7.0, unit=""))
+    await _record(config, samples)
+    store = EpisodeStore(path=config.daemon.historian)
+    try:
+        spans = [(e.start, e.end) for e in store.episodes(rule="ph_low")]
+    finally:
+        store.close()
+    assert spans == [(times[0], times[60]), (times[61], times[-1] + 60)]
+    result = audit(config)
+    assert result.mismatches == [], result.mismatches
+    assert result.recorded == result.replayed > 0
 
 
 async def test_a_tampered_record_is_reported_and_exits_1(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ LONG = [n for n in NAMES if len((CASES / n / "readings.csv").read_text(encoding=
 Reading = tuple[float, str, float | None, str]  # time, channel, value, quality
 
 
-def _case(name: str) -> tuple[SiteConfig, list[Reading]]:
+def golden_case(name: str) -> tuple[SiteConfig, list[Reading]]:
     config = load_config(CASES / name / "site.toml")
     rows: list[Reading] = []
     with (CASES / name / "readings.csv").open(newline="", encoding="utf-8") as fh:
@@ -160,7 +160,7 @@ def deliveries(draw: st.DrawFn, n: int) -> tuple[list[int], list[int]]:
 
 def _check(name: str, order: Sequence[int], batches: Sequence[int]) -> None:
     """Live (after revisions) == replay of the sorted readings: the episodes, and the slug rules' final state."""
-    config, rows = _case(name)
+    config, rows = golden_case(name)
     arrivals = [rows[i] for i in order]
     got, engine = live(config, arrivals, batches)
     want, replay = replay_engine(config, arrivals)
@@ -176,7 +176,7 @@ SHORT = [n for n in NAMES if n not in LONG]
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_live_after_revisions_equals_replay_of_sorted_readings(name: str, data: st.DataObject) -> None:
-    _check(name, *data.draw(deliveries(len(_case(name)[1]))))
+    _check(name, *data.draw(deliveries(len(golden_case(name)[1]))))
 
 
 @pytest.mark.parametrize("name", LONG)
@@ -185,13 +185,13 @@ def test_live_after_revisions_equals_replay_of_sorted_readings(name: str, data: 
 def test_days_of_slug_readings_late_equal_replay(name: str, data: st.DataObject) -> None:
     """The slug cases (days of minute readings: the baseline's days of normal operation, the day and minute in
     progress, onset and confirmation): fewer examples, each thousands of readings in a shuffled order."""
-    _check(name, *data.draw(deliveries(len(_case(name)[1]))))
+    _check(name, *data.draw(deliveries(len(golden_case(name)[1]))))
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_reversed_arrival_equals_replay(name: str) -> None:
     """The worst order: every reading after a newer one (each one late, most older than the window)."""
-    config, rows = _case(name)
+    config, rows = golden_case(name)
     arrivals = rows[::-1]
     got, engine = live(config, arrivals, [max(1, len(rows) // 40)])
     assert got == replayed(config, arrivals)
@@ -207,7 +207,7 @@ def test_reversed_arrival_equals_replay(name: str) -> None:
 def test_small_windows_and_frequent_checkpoints_keep_the_invariant(name: str, data: st.DataObject) -> None:
     """The same property with a window of 3 readings, a checkpoint every 2 readings or 100 s: trimming,
     count-based checkpoints and rebuilds from the history happen on nearly every late reading."""
-    config, rows = _case(name)
+    config, rows = golden_case(name)
     order, batches = data.draw(deliveries(len(rows)))
     arrivals = [rows[i] for i in order]
     saved = rewind.WINDOW, rewind.MAX_WINDOW, rewind.CHECKPOINT_READINGS, rewind.CHECKPOINT_EVERY
@@ -239,7 +239,7 @@ def test_a_resent_morning_makes_the_baseline_day_and_the_slug_is_found() -> None
     """2 March's first three hours arrive a day late (an instrument's buffer): until then 2 March covered 87.5 %
     of its minutes, no day of normal operation, no baseline and no slug on 3 March. Once they arrive, the day
     counts and the slug is found in the past: a revision adds it, as a replay of the readings finds it."""
-    config, rows = _case(SLUG_CASE)
+    config, rows = golden_case(SLUG_CASE)
     held = [r for r in rows if _at("2025-03-02T00:00:00Z") <= r[0] < _at("2025-03-02T03:00:00Z")]
     first = [r for r in rows if r not in held]
     got_before, _ = live(config, first, [7])
@@ -254,7 +254,7 @@ def test_a_resent_morning_makes_the_baseline_day_and_the_slug_is_found() -> None
 def test_a_late_low_reading_inside_the_slug_withdraws_it() -> None:
     """A reading of 10 gpm at 10:08:30 on 3 March, delivered after 10:20: the candidate ended there, the one
     after it lasted 10 minutes, no slug. The announced episode is withdrawn (a retraction), as a replay finds."""
-    config, rows = _case(SLUG_CASE)
+    config, rows = golden_case(SLUG_CASE)
     i = next(k for k, r in enumerate(rows) if r[0] == _at("2025-03-03T10:20:00Z"))
     late: Reading = (_at("2025-03-03T10:08:30Z"), "flow", 10.0, "good")
     arrivals = [*rows[:i + 1], late, *rows[i + 1:]]
@@ -267,7 +267,7 @@ def test_a_late_low_reading_inside_the_slug_withdraws_it() -> None:
 def test_a_late_reading_before_midnight_changes_the_baseline_fixed_at_midnight() -> None:
     """A reading of 500 gpm at 23:59:30 on 2 March arrives after 3 March 00:05: the rule state goes back
     before midnight, the minute's mean becomes 255, the day's average 10.17 and 3 March's limit 50.85."""
-    config, rows = _case(SLUG_CASE)
+    config, rows = golden_case(SLUG_CASE)
     i = next(k for k, r in enumerate(rows) if r[0] == _at("2025-03-03T00:05:00Z"))
     late: Reading = (_at("2025-03-02T23:59:30Z"), "flow", 500.0, "good")
     arrivals = [*rows[:i + 1], late, *rows[i + 1:]]
