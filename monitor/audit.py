@@ -41,7 +41,7 @@ from config.loader import load_config_or_report
 from config.schema import SiteConfig
 from monitor.checks.engine import CheckEngine, Processor
 from monitor.checks.events import END, START, EpisodeEvent, iso_utc
-from monitor.export import UsageError, parse_time
+from monitor.read.times import UsageError, parse_time
 from monitor.sample import Quality
 from monitor.stores.historian_db import QUALITY_BY_CODE, QUALITY_CODES, open_for_reading
 from monitor.warmup import window_start

@@ -23,7 +23,7 @@ from monitor.alarming import Alarming
 from monitor.audit import audit, run
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import EpisodeEvent
-from monitor.exceedances import find_episodes
+from monitor.read.episodes import find_episodes
 from monitor.sample import Quality, Sample
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
