@@ -442,8 +442,7 @@ class CheckEngine:
                     p.pa(s)
                     acc = p.acc
                     if acc is not None:
-                        acc.cur_sum += v
-                        acc.cur_cnt += 1
+                        acc.add_quiet(v)
                     continue
                 p.good(t, v)
             else:  # a good sample without a value breaks the Sample contract: judge it as undecodable
