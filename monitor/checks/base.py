@@ -140,6 +140,11 @@ class Rule:
                 return tuple(v if type(v) in plain else _save(v) for v in vals)
         return vals
 
+    @classmethod
+    def state_names(cls) -> tuple[str, ...]:
+        """The slot names of a `snapshot`'s values, in order."""
+        return _state_slots(cls)
+
     def restore(self, snap: tuple[Any, ...]) -> None:
         """Put back a `snapshot` (the snapshot stays usable: containers are copied again)."""
         for s, v in zip(_state_slots(type(self)), snap, strict=True):

@@ -97,12 +97,20 @@ def replayed(config: SiteConfig, readings: Sequence[Reading]) -> list[EpisodeEve
     return replay_engine(config, readings)[0]
 
 
-def rule_states(engine: CheckEngine) -> list[tuple[str, str, tuple[object, ...]]]:
+# where a single-channel slug fed its last value: set only off the fast path (mass loading uses it, and its
+# readings never take the fast path), so it says which readings took which path, not what the rule knows
+PATH_ONLY = frozenset({"last_t", "last_v"})
+
+
+def rule_states(engine: CheckEngine) -> list[tuple[str, str, dict[str, object]]]:
     """Every slug rule's state (`Rule.snapshot`): its days of normal operation, the day and minute in progress,
     the baseline fixed at midnight, candidate and frozen threshold. Equal whichever readings took the fast path
-    (the slug's band ends at every minute: each minute's first reading is judged in full). Other rules may roll
-    lazily (a month ends at the next reading off the fast path), so their states are compared by their events."""
-    return [(b.channel, b.rule, r.snapshot()) for b, r in engine.rules if b.rule == "slug"]
+    (the slug's band ends at every minute: each minute's first reading is judged in full), `PATH_ONLY` apart.
+    Other rules may roll lazily (a month ends at the next reading off the fast path), so their states are
+    compared by their events."""
+    return [(b.channel, b.rule, {n: v for n, v in zip(r.state_names(), r.snapshot(), strict=True)
+                                 if n not in PATH_ONLY})
+            for b, r in engine.rules if b.rule == "slug"]
 
 
 def live(config: SiteConfig, arrivals: Sequence[Reading], batches: Sequence[int]) -> tuple[list[EpisodeEvent],
