@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import math
@@ -14,7 +15,7 @@ import pytest
 from config.loader import load_config
 from config.schema import SiteConfig
 from monitor.checks.engine import CheckEngine
-from monitor.checks.events import EpisodeEvent, iso_utc
+from monitor.checks.events import EpisodeEvent, iso_utc, parse_iso
 from monitor.checks.replay_run import replay
 from monitor.cli import main
 from monitor.sample import Quality, Sample
@@ -175,3 +176,19 @@ INSERT INTO episode_events (time, site, channel, rule, event, value, limit_value
 VALUES (10.0, 'acme', 'ph', 'ph_low', 'start', 4.0, 5.0, NULL, 'cite', 0),
        (20.0, 'acme', 'ph', 'ph_low', 'end', 7.0, 5.0, 3.5, 'cite', 0);
 """
+
+
+# The golden cases (tests/cases/<name>/: site.toml, readings.csv), as the late-readings property and audit read them.
+CASES = Path(__file__).resolve().parents[1] / "cases"
+NAMES = sorted(p.name for p in CASES.iterdir() if (p / "readings.csv").exists())
+Reading = tuple[float, str, float | None, str]  # time, channel, value, quality
+
+
+def golden_case(name: str) -> tuple[SiteConfig, list[Reading]]:
+    config = load_config(CASES / name / "site.toml")
+    rows: list[Reading] = []
+    with (CASES / name / "readings.csv").open(newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            q = (r.get("quality") or "good").strip().lower() or "good"
+            rows.append((parse_iso(r["time"]), r["channel"], float(r["value"]) if q == "good" else None, q))
+    return config, rows

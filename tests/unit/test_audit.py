@@ -28,7 +28,7 @@ from monitor.sample import Quality, Sample
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
 from monitor.warmup import history_reader
-from tests.unit.test_checks_late import CASES, NAMES, golden_case
+from tests.unit.checks_helpers import CASES, NAMES, golden_case
 
 START = 1_764_590_400.0  # 2025-12-01T12:00:00Z
 

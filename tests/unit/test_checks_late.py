@@ -9,39 +9,24 @@ judged again from a history made of the readings delivered so far, as the daemon
 
 from __future__ import annotations
 
-import csv
 import math
 import random
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from config.loader import load_config
 from config.schema import SiteConfig
 from monitor.checks import rewind
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import EpisodeEvent, parse_iso
 from monitor.checks.revisions import Revision
 from monitor.sample import Quality, Sample
+from tests.unit.checks_helpers import CASES, NAMES, Reading, golden_case
 
-CASES = Path(__file__).resolve().parents[1] / "cases"
-NAMES = sorted(p.name for p in CASES.iterdir() if (p / "readings.csv").exists())
 # cases of days of readings (the slug baselines): fewer Hypothesis examples, each costs seconds
 LONG = [n for n in NAMES if len((CASES / n / "readings.csv").read_text(encoding="utf-8").splitlines()) > 1000]
-Reading = tuple[float, str, float | None, str]  # time, channel, value, quality
-
-
-def golden_case(name: str) -> tuple[SiteConfig, list[Reading]]:
-    config = load_config(CASES / name / "site.toml")
-    rows: list[Reading] = []
-    with (CASES / name / "readings.csv").open(newline="", encoding="utf-8") as fh:
-        for r in csv.DictReader(fh):
-            q = (r.get("quality") or "good").strip().lower() or "good"
-            rows.append((parse_iso(r["time"]), r["channel"], float(r["value"]) if q == "good" else None, q))
-    return config, rows
 
 
 def _sample(site: str, r: Reading) -> Sample:
