@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from alarms.model import AlarmSettings, Kind, Priority
+from config.calibration import CALIBRATION_OVERDUE
 from config.errors import MISSING
 from config.notify import NotifierConfig, NotifierKind, NotifySection, is_address, parse_notify
 from config.reader import Reader
@@ -63,7 +64,10 @@ DEFAULT_KINDS = frozenset({Kind.RAISE, Kind.ESCALATE, Kind.CLEAR, Kind.LATCH})
 DEFAULT_ALARMS: Mapping[str, AlarmSettings] = {  # the rule catalogue's priority and latching, per rule
     rule.value: AlarmSettings(priority=Priority(row.priority), latched=row.latched) for rule, row in CATALOGUE.items()
 }
+# alarms that are no rule of the catalogue: the calibration watch's (monitor.calibration), data quality
+OTHER_ALARMS: Mapping[str, AlarmSettings] = {CALIBRATION_OVERDUE: AlarmSettings(priority=Priority.LOW)}
 _UNKNOWN_RULE = AlarmSettings(priority=Priority.HIGH)  # a rule name the catalogue does not know (an old record)
+ALARM_RULES = (*RULE_NAMES, CALIBRATION_OVERDUE)  # what routes and [site.alarm] may name
 _ROUTE_KEYS = {"name", "notify", "to", "min_priority", "kinds", "level", "rules", "channels", "description",
                "audience"}
 AUDIENCES = ("industry", "plant_operator")  # who a route's recipients are: Pawling item (4) wants both told
@@ -129,7 +133,11 @@ def alarm_settings(config: AlarmConfig | None, site: str, channel: str, rule: st
         found = s.channels.get((rule, channel)) or s.rules.get(rule)
         if found is not None:
             return found
-    return DEFAULT_ALARMS.get(rule, _UNKNOWN_RULE)
+    return _default(rule)
+
+
+def _default(rule: str) -> AlarmSettings:
+    return DEFAULT_ALARMS.get(rule) or OTHER_ALARMS.get(rule, _UNKNOWN_RULE)
 
 
 def alarm_specs(sites: Iterable[Site], config: AlarmConfig | None) -> list[tuple[str, str, str, AlarmSettings]]:
@@ -215,8 +223,8 @@ def _route(raw: dict[str, Any], p: str, reader: Reader, site: str, notifiers: Ma
     level = reader.integer(raw, "level", p, default=1, minimum=1, maximum=10)
     rules = _strings(raw, "rules", p, reader)
     for r in rules:
-        if r not in RULE_NAMES:
-            reader.error(f"{p}.rules", r, f"a rule name, one of {list(RULE_NAMES)}")
+        if r not in ALARM_RULES:
+            reader.error(f"{p}.rules", r, f"a rule name, one of {list(ALARM_RULES)}")
     channels = _strings(raw, "channels", p, reader)
     for c in channels:
         if known is not None and c not in known:
@@ -295,9 +303,9 @@ def _alarm_settings(raw: Any, p: str, reader: Reader, known: set[str] | None
         if not isinstance(t, dict):
             reader.error(where, t, "a table of alarm settings")
             continue
-        if rule not in RULE_NAMES:
+        if rule not in ALARM_RULES:
             reader.error(f"{where}.rule" if isinstance(raw, list) else where, rule,
-                         f"a rule name, one of {list(RULE_NAMES)}")
+                         f"a rule name, one of {list(ALARM_RULES)}")
             continue
         if not isinstance(channel, str) or (channel and known is not None and channel not in known):
             reader.error(f"{where}.channel", channel, f"a channel of this site: {sorted(known or ())}")
@@ -306,8 +314,8 @@ def _alarm_settings(raw: Any, p: str, reader: Reader, known: set[str] | None
         if (rule, channel) in changes:
             reader.error(where, f"{rule} {channel}".strip(), "one settings entry per rule (and channel)")
         changes[(rule, channel)] = _changes(t, where, reader)
-    rules = {r: _build(DEFAULT_ALARMS.get(r, _UNKNOWN_RULE), c) for (r, ch), c in changes.items() if not ch}
-    per_channel = {(r, ch): _build(rules.get(r, DEFAULT_ALARMS.get(r, _UNKNOWN_RULE)), c)
+    rules = {r: _build(_default(r), c) for (r, ch), c in changes.items() if not ch}
+    per_channel = {(r, ch): _build(rules.get(r, _default(r)), c)
                    for (r, ch), c in changes.items() if ch}
     return rules, per_channel
 

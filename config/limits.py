@@ -303,7 +303,7 @@ def parse_permit(raw: dict[str, Any], p: str, reader: Reader) -> Permit | None:
     if not raw:
         return None
     reader.unknown_keys(raw, p, {"id", "adopt", "limits", "pollutants", "description", "slug", "confirm_conflict",
-                                 "issued", "expires", "categorical"})
+                                 "issued", "expires", "categorical", "calibration"})  # calibration: config.calibration
     permit_id = reader.text(raw, "id", p, expected="the permit number, e.g. 'IU-2024-017'")
     adopt = raw.get("adopt", [])
     federal, _ = load_profile(FEDERAL)

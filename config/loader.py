@@ -19,6 +19,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from config.alarms import check_ph_notification, parse_alarms
+from config.calibration import parse_calibration
 from config.errors import ConfigError, ConfigErrors
 from config.gateway import parse_gateway
 from config.influx import parse_influx
@@ -36,7 +37,7 @@ __all__ = ["MAPS_DIR", "SITES_DIR", "check_config", "load_config", "load_config_
 SITES_DIR = Path(__file__).parent / "sites"
 _DAEMON_KEYS = {"historian", "commit_interval", "tick_interval", "stale_after_polls", "retention_days"}
 _SITE_KEYS = {"id", "name", "kind", "jurisdiction", "company", "address", "timezone", "instrument", "channel", "permit",
-              "rules", "route", "alarm"}
+              "rules", "route", "alarm", "calibration"}
 _SITE_KINDS = ("industry", "plant")
 
 
@@ -157,11 +158,13 @@ def _site(raw: dict[str, Any], p: str, reader: Reader, base: Path,
                           channels=list(channels.values()), permit=permit,
                           raw_rules=reader.table(raw, "rules", p), p=p, reader=reader)
     checks += maintenance_bindings(site_id, channels.values(), instruments)
+    calibration = parse_calibration(raw, reader.table(raw, "permit", p), permit.id if permit else "", p, reader,
+                                    list(channels.values()))
     return Site(id=site_id, name=reader.text(raw, "name", p, default=site_id), timezone=tz, kind=kind,
                 jurisdiction=jurisdiction, company=reader.text(raw, "company", p, default=""),
                 address=reader.text(raw, "address", p, default=""),
                 instruments=tuple(instruments.values()),
-                channels=tuple(channels.values()), permit=permit, checks=checks)
+                channels=tuple(channels.values()), permit=permit, checks=checks, calibration=calibration)
 
 
 def _valid_tz(name: str) -> bool:

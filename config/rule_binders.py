@@ -136,7 +136,7 @@ def adopts_401_17(permit: Permit | None) -> bool:
     return permit is not None and any(k in permit.adopt for k in FEDERAL_EXCURSIONS)
 
 
-def _bound(ctx: Context, key: str, unit: str = "") -> tuple[float, str, Limit, str] | None:
+def bound(ctx: Context, key: str, unit: str = "") -> tuple[float, str, Limit, str] | None:
     """A pH bound in force: the stricter of ordinance and permit (40 CFR 403.5(d))."""
     law, permit = ctx.law(key), ctx.permitted(key)
     return _pick(ctx, key, None if law is None else (law.numbers["value"], law.operator, law),
@@ -168,7 +168,7 @@ def _extra(lim: Limit, looser: str, reading: str = "") -> Words:
 
 def bind_threshold(rule: str, key: str) -> Callable[[Context, Channel, Settings], Result]:
     def bind(ctx: Context, ch: Channel, s: Settings) -> Result:
-        found = _bound(ctx, key, ch.unit)
+        found = bound(ctx, key, ch.unit)
         if found is None:
             return Missing(key)
         value, op, lim, looser = found
@@ -185,7 +185,7 @@ def bind_excursion(rule: str, key: str) -> Callable[[Context, Channel, Settings]
     of ordinance and permit)."""
 
     def bind(ctx: Context, ch: Channel, s: Settings) -> Result:
-        dur, low, high = ctx.limit(key), _bound(ctx, "ph_min"), _bound(ctx, "ph_max")
+        dur, low, high = ctx.limit(key), bound(ctx, "ph_min"), bound(ctx, "ph_max")
         if dur is None:
             return Missing(key)
         if low is None and high is None:

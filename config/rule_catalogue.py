@@ -1,11 +1,13 @@
 """The rule catalogue: every compliance rule the monitor knows, and everything about it, in one table.
 
 Each `RuleName` has one `RuleSpec` row: the channel kinds it runs on, the binder that finds its limit in force
-(`config.rule_binders`, the slug's in `config.slug_binder`), its typed parameters (`config.rule_model`), the
+(`config.rule_binders`, the slug's in `config.slug_binder`, the tamper signs' in `config.tamper_binders`), its
+typed parameters (`config.rule_model`), the
 ``[site.rules.<rule>]`` options it accepts, its default alarm (priority, latched), its label in reports and the
 console, whether its ``limit`` and ``peak`` are seconds (a duration) rather than readings, and whether it is a
-data-quality rule (an instrument or data fault, kept apart from discharge exceedances). Every other list of rule
-names in the code is derived from this table.
+data-quality rule (an instrument or data fault, kept apart from discharge exceedances), and whether only a
+``[site.rules.<rule>]`` table selects it (``opt_in``: the tamper signs). Every other list of rule names in the
+code is derived from this table.
 
 The check that runs a rule lives in `monitor.checks` (config never imports monitor): a check class names the
 rules it runs (``Rule.runs``), and `monitor.checks.engine` refuses to start when a catalogue rule has no check.
@@ -36,13 +38,18 @@ from config.rule_model import (
     BandParams,
     ExcursionParams,
     FlatlineParams,
+    FrozenParams,
     IntervalParams,
+    OffsetStepParams,
+    PinnedParams,
     RuleParams,
     SlugParams,
     ThresholdParams,
+    ZeroFlowParams,
 )
 from config.schema import ChannelKind
 from config.slug_binder import bind_slug
+from config.tamper_binders import bind_frozen, bind_offset_step, bind_pinned, bind_zero_flow
 
 
 class RuleName(StrEnum):
@@ -61,6 +68,10 @@ class RuleName(StrEnum):
     SENSOR_FAULT = "sensor_fault"
     FLATLINE = "flatline"
     MAINTENANCE = "maintenance"
+    PH_FROZEN = "ph_frozen"
+    OFFSET_STEP = "offset_step"
+    FLOW_ZERO_SAMPLING = "flow_zero_sampling"
+    SPAN_PINNED = "span_pinned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +88,7 @@ class RuleSpec:
     duration: bool = False  # ``limit`` and ``peak`` are seconds, not readings in the channel's unit
     data_quality: bool = False
     options: frozenset[str] = field(default_factory=frozenset)
+    opt_in: bool = False  # selected only by a [site.rules.<rule>] table (the tamper signs, monitor.checks.tamper)
 
 
 _ALL = tuple(ChannelKind)
@@ -123,6 +135,19 @@ CATALOGUE: Mapping[RuleName, RuleSpec] = {
     RuleName.MAINTENANCE: RuleSpec(
         (), bind_quality("maintenance"), RuleParams, "Instrument maintenance (service or calibration: readings "
         "not judged)", "low", data_quality=True),
+    # tamper and failure signs (monitor.checks.tamper): data quality, opt-in per site
+    RuleName.PH_FROZEN: RuleSpec(
+        _PH, bind_frozen, FrozenParams, "pH frozen while flow varies", "low", data_quality=True,
+        options=frozenset({"readings", "flow"}), opt_in=True),
+    RuleName.OFFSET_STEP: RuleSpec(
+        _PH, bind_offset_step, OffsetStepParams, "Offset step after an excursion", "low", data_quality=True,
+        options=frozenset({"readings", "step"}), opt_in=True),
+    RuleName.FLOW_ZERO_SAMPLING: RuleSpec(
+        (ChannelKind.FLOW,), bind_zero_flow, ZeroFlowParams, "Flow zero while sampling", "low",
+        data_quality=True, options=frozenset({"samples", "zero", "sampler"}), opt_in=True),
+    RuleName.SPAN_PINNED: RuleSpec(
+        _ALL, bind_pinned, PinnedParams, "Pinned at the span limit", "low", data_quality=True,
+        options=frozenset({"readings", "tolerance", "at"}), opt_in=True),
 }
 
 # Views of the table, for the modules that only ask one question of it.
@@ -131,6 +156,7 @@ DATA_QUALITY_RULES: frozenset[str] = frozenset(r for r, s in CATALOGUE.items() i
 DURATION_RULES: frozenset[str] = frozenset(r for r, s in CATALOGUE.items() if s.duration)
 # rules whose ``peak`` is no reading of the channel: durations, and data-quality episodes (bad or no samples)
 NO_READING_PEAK: frozenset[str] = DURATION_RULES | DATA_QUALITY_RULES
+TAMPER_RULES: tuple[str, ...] = tuple(r for r, s in CATALOGUE.items() if s.opt_in)
 
 
 def spec(rule: str) -> RuleSpec | None:

@@ -112,6 +112,51 @@ class FlatlineParams(RuleParams):
     readings: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FrozenParams(RuleParams):
+    """``ph_frozen`` (a tamper sign, `monitor.checks.tamper`): ``readings`` successive identical pH readings
+    while the channel ``flow`` varies."""
+
+    readings: int
+    flow: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetStepParams(RuleParams):
+    """``offset_step``: the mean of the first ``readings`` readings back inside the pH range ``min``/``max``
+    (each with the operator of its violation; ±inf for a side nobody limits) after an excursion differs by at
+    least ``step`` (pH) from the mean of the last ``readings`` before it."""
+
+    readings: int
+    step: float
+    min: float
+    min_operator: str
+    max: float
+    max_operator: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ZeroFlowParams(RuleParams):
+    """``flow_zero_sampling``: the count of the sampler channel ``sampler`` rises ``samples`` times while the
+    flow reads at or below ``zero`` (the flow's unit)."""
+
+    samples: int
+    zero: float
+    sampler: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PinnedParams(RuleParams):
+    """``span_pinned``: ``readings`` successive readings within ``tolerance`` of the span's ``low`` and/or
+    ``high`` end (``at``: "low", "high" or "both")."""
+
+    readings: int
+    tolerance: float
+    at: str
+    low: float
+    high: float
+
+
 P = TypeVar("P", bound=RuleParams)
 
 

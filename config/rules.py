@@ -33,13 +33,21 @@ from config.rule_binders import (
     Settings,
     adopts_401_17,
 )
-from config.rule_catalogue import CATALOGUE, DATA_QUALITY_RULES, RULE_NAMES, RuleName, is_data_quality, spec
+from config.rule_catalogue import (
+    CATALOGUE,
+    DATA_QUALITY_RULES,
+    RULE_NAMES,
+    TAMPER_RULES,
+    RuleName,
+    is_data_quality,
+    spec,
+)
 from config.rule_model import RuleBinding, Skipped
 from config.schema import Channel, ChannelKind
 from config.slug_binder import loading_pairs
 
-__all__ = ["DATA_QUALITY_CITATION", "DATA_QUALITY_RULES", "RULE_NAMES", "RuleBinding", "Skipped", "adopts_401_17",
-           "is_data_quality", "select_rules"]
+__all__ = ["DATA_QUALITY_CITATION", "DATA_QUALITY_RULES", "RULE_NAMES", "TAMPER_RULES", "RuleBinding", "Skipped",
+           "adopts_401_17", "is_data_quality", "select_rules"]
 
 
 def select_rules(
@@ -79,8 +87,8 @@ def select_rules(
             continue
         if s.channels:
             targets = [c for c in channels if c.id in s.channels]
-        elif name is RuleName.FLATLINE:
-            targets = []  # opt-in: zero flow at night or 0 % LEL repeat legitimately
+        elif name is RuleName.FLATLINE or (row.opt_in and not s.explicit):
+            targets = []  # opt-in: zero flow at night or 0 % LEL repeat legitimately; tamper signs by site
         else:
             targets = [c for c in channels if c.kind in row.kinds]
         for ch in targets:
@@ -196,5 +204,17 @@ def _check_options(
     flow = by_id.get(str(options.get("flow")))
     if "flow" in options and (flow is None or flow.kind is not ChannelKind.FLOW):
         r.error(f"{p}.flow", options["flow"], "the id of a flow channel of this site")
+    sampler = by_id.get(str(options.get("sampler")))
+    if "sampler" in options and (sampler is None or sampler.kind is not ChannelKind.SAMPLER_COUNT):
+        r.error(f"{p}.sampler", options["sampler"], "the id of a sampler_count channel of this site")
+    if "samples" in options:
+        r.integer(options, "samples", p, minimum=1)
+    if "step" in options:
+        r.number(options, "step", p, minimum=0.0, exclusive_min=True)
+    for key in ("zero", "tolerance"):
+        if key in options:
+            r.number(options, key, p, minimum=0.0)
+    if "at" in options and options["at"] not in ("high", "low", "both"):
+        r.error(f"{p}.at", options["at"], "'high', 'low' or 'both' (which end of the span pins)")
 
 

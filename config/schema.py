@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # config.limits / config.rules import this module at run time
     from config.alarms import AlarmConfig
+    from config.calibration import CalibrationPolicy
     from config.gateway import GatewaySettings
     from config.influx import InfluxSettings
     from config.limits import Permit
@@ -307,6 +308,7 @@ class Site:
     channels: tuple[Channel, ...] = ()
     permit: Permit | None = None  # the site's discharge permit: its own cited limits (config.limits)
     checks: tuple[RuleBinding, ...] = ()  # compliance rules selected and compiled at load (config.rules)
+    calibration: CalibrationPolicy | None = None  # calibration intervals in force per channel (config.calibration)
 
     def channel(self, channel_id: str) -> Channel:
         for ch in self.channels:

@@ -22,8 +22,9 @@ from alarms.gateway import ModbusGateway
 from alarms.model import AlarmInput, AlarmSettings, Priority, Refusal, Transition
 from alarms.notifiers.base import NotifierContext
 from alarms.notifiers.mqtt import MqttNotifier
-from config.alarms import alarm_specs
+from config.alarms import alarm_settings, alarm_specs
 from config.schema import SiteConfig
+from monitor.calibration import CALIBRATION_OVERDUE, CalibrationWatch, watched
 from monitor.checks.events import END, START, EpisodeEvent, iso_utc
 from monitor.checks.revisions import Revision
 from monitor.obligation_watch import (
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 RECORD_CHANNEL = "record"  # the alarm id's channel part for alarms about the record itself
 RECORD_INTEGRITY = "record_integrity"
 _RECORD_CITATION = "40 CFR 403.12(o): monitoring records kept, and kept unaltered"
-_NOT_IN_GATEWAY = (RECORD_INTEGRITY, OBLIGATION_OVERDUE)  # the register map has rule alarms only
+_NOT_IN_GATEWAY = (RECORD_INTEGRITY, OBLIGATION_OVERDUE, CALIBRATION_OVERDUE)  # the register map: rule alarms only
 
 
 def alarm_input(e: EpisodeEvent) -> AlarmInput:
@@ -80,9 +81,15 @@ class Alarming:
         # one record-integrity alarm a site: the record of evidence itself failed a check (monitor.integrity)
         integrity = [(s.id, RECORD_CHANNEL, RECORD_INTEGRITY, AlarmSettings(priority=Priority.HIGH))
                      for s in config.sites]
+        # one calibration-overdue alarm a channel with a calibration interval in force (monitor.calibration)
+        calibration = [(site, ch, CALIBRATION_OVERDUE, alarm_settings(config.alarms, site, ch, CALIBRATION_OVERDUE))
+                       for site, ch in watched(config.sites)]
         self.engine = AlarmEngine(path=path, alarms=[*alarm_specs(config.sites, config.alarms), *integrity,
-                                                     *obligation_alarm_specs(config.sites)], now=now)
+                                                     *obligation_alarm_specs(config.sites), *calibration], now=now)
         self.obligations = ObligationWatch(sites=config.sites, journal=self.engine.journal)
+        self.calibration = CalibrationWatch(
+            config, lambda inputs, t: self.announce(self.engine.apply_many(inputs, t)),
+            lambda: self.engine.journal.connection)
         self.commands = CommandQueue(path=path)
         self._sites = [s.id for s in config.sites]
         self.influx = influx
@@ -193,6 +200,7 @@ class Alarming:
                 self.announce(self.engine.apply_many(overdue, now))
         except sqlite3.Error as exc:  # the disk is full, say: the watch looks again and raises it then
             log.error("cannot raise or clear the overdue-obligation alarm (%s); tried again shortly", exc)
+        self.calibration.tick(now)
 
     def _on_scada_command(self, alarm_id: str, action: str, user: str,
                           note: str) -> list[Transition] | Refusal | Awaitable[Any]:

@@ -35,6 +35,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                     "what the episodes oblige the industry to do (deadlines, cited), and recording it done"),
     "nov": ("monitor.notices.cli:add_arguments", "draft a notice of violation for one recorded episode"),
     "labs": ("monitor.reports.cli:add_labs", "import composite-sample lab results (CSV)"),
+    "calibration": ("monitor.calibration_cli:add_arguments",
+                    "the calibration log of each channel: add an entry, list statuses and entries"),
     "snc": ("monitor.reports.cli:add_snc", "significant noncompliance screen over lab results"),
     "sim": ("simulators.cli:add_arguments", "serve simulated instruments of a site on loopback"),
     "maps": ("monitor.maps_cli:add_arguments",

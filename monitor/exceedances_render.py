@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 CSV_COLUMNS = ["n", "site", "channel", "rule", "status", "start", "end", "duration_s", "start_value",
                "end_value", "peak", "limit", "unit", "readings_good", "readings_expected", "completeness_pct",
-               "citation", "end_reason", "measured_s", "unmeasured_s", "censored", "invalid", "revisions"]
+               "citation", "end_reason", "measured_s", "unmeasured_s", "censored", "invalid", "revisions",
+               "calibration"]
 EVIDENCE_COLUMNS = ["evidence_channel", "evidence_time", "evidence_value", "evidence_quality",
                     "evidence_reason"]
 
@@ -64,7 +65,7 @@ def _fields(n: int, e: Episode) -> list[Any]:
             _num(e.peak), _num(e.limit), e.unit, "" if e.good is None else e.good,
             "" if e.expected is None else e.expected, "" if pct is None else f"{pct:.1f}", e.citation,
             e.end_reason or "", _num(e.measured), _num(e.unmeasured), "true" if e.censored else "false", e.invalid,
-            "; ".join(e.revisions or ())]
+            "; ".join(e.revisions or ()), e.calibration]
 
 
 def write_csv(out: TextIO, episodes: Iterable[tuple[int, Episode]], *, evidence: bool) -> None:
@@ -102,7 +103,8 @@ def episode_record(n: int, e: Episode, *, evidence: bool) -> dict[str, Any]:
         "unit": e.unit, "readings_good": e.good, "readings_expected": e.expected,
         "completeness_pct": None if pct is None else round(pct, 1), "citation": e.citation,
         "end_reason": e.end_reason, "measured_s": e.measured, "unmeasured_s": e.unmeasured,
-        "censored": e.censored, "invalid": e.invalid or None, "revisions": e.revisions or []}
+        "censored": e.censored, "invalid": e.invalid or None, "revisions": e.revisions or [],
+        "calibration": e.calibration or None}
     if evidence:
         obj["evidence"] = [{"channel": ch, "time": iso(t), "value": v, "quality": q, "reason": why}
                            for ch, t, v, q, why in e.evidence or ()]
@@ -152,6 +154,8 @@ def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int,
         out.write(line.format(*row) + "\n")
         for rev in e.revisions or ():
             out.write(f"      revised {rev}\n")
+        if e.calibration:
+            out.write(f"      {e.calibration}\n")
         if e.evidence:
             out.write(f"      {'TIME (' + zone + ')':<24} {'CHANNEL':<16} {'VALUE':<14} QUALITY / REASON\n")
         for ch, t, v, q, why in e.evidence or ():

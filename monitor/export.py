@@ -11,9 +11,11 @@ an offset is refused: whether "05:00" means UTC or the site's local time is exac
 a compliance record must not have.
 
 Output (see `monitor.export_render` for the exact time and number formats):
-- CSV: header ``time,site,channel,value,unit,quality,reason``; ``time`` ISO 8601 UTC with ``Z``
+- CSV: header ``time,site,channel,value,unit,quality,reason,calibration``; ``time`` ISO 8601 UTC with ``Z``
   (milliseconds when fractional); ``value`` empty for a bad reading; fields quoted only when needed
-  (RFC 4180); lines end with ``\\n``.
+  (RFC 4180); lines end with ``\\n``. ``calibration`` is empty while the channel's instrument was in
+  calibration (or no interval is stated), else ``overdue`` or ``no calibration recorded``
+  (`monitor.stores.calibration`; needs ``--config``, which states the intervals).
 - JSON Lines: one object per reading with the same keys, ``value`` null for a bad reading.
 Readings come in time order (equal times in arrival order). With ``--output`` the file is written under a
 temporary name and renamed when complete, so a failed export never leaves a truncated file behind.
@@ -34,6 +36,7 @@ from typing import TextIO
 
 from config.errors import ConfigErrors
 from config.loader import load_config
+from config.schema import SiteConfig
 from monitor.export_render import CSV_HEADER, ExportPlan, render
 from monitor.read.times import TIME_HELP, UsageError, parse_time
 from monitor.stores.historian_db import HistorianError, list_channels, open_for_reading, series_of
@@ -70,7 +73,8 @@ def auto_jobs() -> int:
 
 
 def export_readings(db: Path, *, site: str, channel: str, start: float | None, end: float | None,
-                    fmt: str, out: TextIO, jobs: int = 1, allow_empty: bool = False) -> int:
+                    fmt: str, out: TextIO, jobs: int = 1, allow_empty: bool = False,
+                    overdue: tuple[tuple[float, float, str], ...] = ()) -> int:
     """Write one channel's readings to ``out`` (header first for CSV); return how many were written.
 
     Raises `UsageError` for an unknown site/channel (unless ``allow_empty``: the channel is configured but
@@ -95,7 +99,7 @@ def export_readings(db: Path, *, site: str, channel: str, start: float | None, e
     if not series:
         return 0
     plan = ExportPlan(path=Path(db), site=site, channel=channel, series=tuple(reversed(series)), fmt=fmt,
-                      start=start, end=end)
+                      start=start, end=end, overdue=overdue)
     return render(plan, out.write, jobs=jobs)
 
 
@@ -110,12 +114,12 @@ def _unknown(known: list[tuple[str, str, str]], site: str, channel: str, db: Pat
 
 def run(args: argparse.Namespace) -> int:
     try:
-        db, configured = _source(args)
+        db, configured, cfg = _source(args)
         start = parse_time(args.start) if args.start else None
         end = parse_time(args.end) if args.end else None
         jobs = args.jobs if args.jobs > 0 else auto_jobs()
         kwargs = dict(site=args.site, channel=args.channel, start=start, end=end, fmt=args.format, jobs=jobs,
-                      allow_empty=(args.site, args.channel) in configured)
+                      allow_empty=(args.site, args.channel) in configured, overdue=_overdue(cfg, args))
         if args.output:
             n = _to_file(db, Path(args.output), kwargs)
         else:
@@ -136,15 +140,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _source(args: argparse.Namespace) -> tuple[Path, set[tuple[str, str]]]:
-    """The historian file and the (site, channel) pairs the site file configures (empty with --db)."""
+def _source(args: argparse.Namespace) -> tuple[Path, set[tuple[str, str]], SiteConfig | None]:
+    """The historian file, the (site, channel) pairs the site file configures (empty with --db) and the
+    site file."""
     if args.db:
-        return Path(args.db), set()
+        return Path(args.db), set(), None
     try:
         cfg = load_config(args.config)
     except ConfigErrors as exc:
         raise UsageError(f"invalid site file:\n{exc}") from None
-    return cfg.daemon.historian, {(c.site, c.id) for c in cfg.channels}
+    return cfg.daemon.historian, {(c.site, c.id) for c in cfg.channels}, cfg
+
+
+def _overdue(cfg: SiteConfig | None, args: argparse.Namespace) -> tuple[tuple[float, float, str], ...]:
+    """The spans in which the channel's instrument was overdue for calibration (needs the site file's
+    intervals; with --db only the column stays empty)."""
+    if cfg is None:
+        return ()
+    from monitor.calibration import channel_spans
+
+    return tuple(channel_spans(cfg, args.site, args.channel))
 
 
 def _to_file(db: Path, target: Path, kwargs: dict[str, object]) -> int:

@@ -14,6 +14,9 @@ per-row code at all; it is built from C-level ``map``/``zip``/``join`` over colu
   value is written ``inf`` (in JSON, the string ``"inf"``: JSON has no infinity).
 - Quality and reason: SQLite returns NULL for the common row (good, no reason, main series) and a small key
   string otherwise, so a day of good readings costs one ``None`` per row and one constant tail.
+- Calibration: the ``calibration`` column is part of the tail. A window is split at the bounds of the spans in
+  which the instrument was overdue (`ExportPlan.overdue`), and each part is written with its own set of tails,
+  so marking the readings of an overdue instrument costs nothing per row.
 
 Time text: ISO 8601 UTC with ``Z``, milliseconds only when the time, rounded to the millisecond, has a
 fraction: ``2026-01-01T00:00:01Z``, ``2026-01-01T00:00:01.250Z``. Times outside years 1–9999 (a device
@@ -43,7 +46,7 @@ from pathlib import Path
 
 from monitor.stores.historian_db import QUALITY_BY_CODE, open_for_reading, time_bounds
 
-CSV_HEADER = "time,site,channel,value,unit,quality,reason\n"
+CSV_HEADER = "time,site,channel,value,unit,quality,reason,calibration\n"
 DAY = 86_400
 _HALF_MS = 0.0005  # windows are shifted by half a millisecond so that a row's rounded time is in its day
 _MIN_T = -62_135_596_800.0  # 0001-01-01T00:00:00Z
@@ -64,6 +67,9 @@ class ExportPlan:
     fmt: str  # "csv" or "json"
     start: float | None = None  # inclusive, epoch s
     end: float | None = None  # exclusive
+    # [lo, hi) spans in which the instrument was overdue for calibration, with the word written in the
+    # ``calibration`` column of their rows (`monitor.stores.calibration.overdue_spans`); other rows: empty
+    overdue: tuple[tuple[float, float, str], ...] = ()
 
 
 @cache
@@ -176,9 +182,9 @@ class Renderer:
             mid = f",{csv_field(site)},{csv_field(channel)},"
         self.frac = ["Z" + mid] + [f".{i:03d}Z{mid}" for i in range(1, 1000)]
         self.values = _ValueText(json_mode=self.json)
-        self.tails = _Tails(self._tail_of)
         self.rows = 0  # rendered so far
-        self.tail_good = self.tails[None] = self._tail(self.ids[0], 0, "")
+        self.marked: dict[str, tuple[_Tails, str]] = {}  # calibration word -> (tails, good tail)
+        self.tails, self.tail_good = self._tails_for("")
         marks = "quality != 0 OR reason != ''"
         if len(self.ids) > 1:
             marks += f" OR channel_id != {self.ids[0]}"
@@ -187,21 +193,40 @@ class Renderer:
                     f"iif({marks}, channel_id || ' ' || quality || ' ' || reason, NULL) "
                     f"FROM readings WHERE {self.where} AND time >= ? AND time < ? ORDER BY time, seq")
 
-    def _tail(self, cid: int, code: int, reason: str) -> str:
+    def _tails_for(self, word: str) -> tuple[_Tails, str]:
+        """The tails of rows whose ``calibration`` column says ``word`` ("" when in calibration)."""
+        found = self.marked.get(word)
+        if found is None:
+            tails = _Tails(lambda key: self._tail_of(key, word))
+            good = tails[None] = self._tail(self.ids[0], 0, "", word)
+            found = self.marked[word] = (tails, good)
+        return found
+
+    def _tail(self, cid: int, code: int, reason: str, word: str = "") -> str:
         quality = QUALITY_BY_CODE[code].value if code in QUALITY_BY_CODE else f"unknown-{code}"
         unit = self.units.get(cid, "?")
         if self.json:
-            return f',"unit":{_js(unit)},"quality":{_js(quality)},"reason":{_js(reason)}}}\n'
-        return f",{csv_field(unit)},{csv_field(quality)},{csv_field(reason)}\n"
+            cal = _js(word) if word else "null"
+            return f',"unit":{_js(unit)},"quality":{_js(quality)},"reason":{_js(reason)},"calibration":{cal}}}\n'
+        return f",{csv_field(unit)},{csv_field(quality)},{csv_field(reason)},{csv_field(word)}\n"
 
-    def _tail_of(self, key: str) -> str:
+    def _tail_of(self, key: str, word: str = "") -> str:
         """Tail of a marked row (bad, with a reason, or of an older series); key 'cid code reason'."""
         cid, code, reason = key.split(" ", 2)
-        return self._tail(int(cid), int(code), reason)
+        return self._tail(int(cid), int(code), reason, word)
+
+    def word_at(self, t: float) -> str:
+        return next((w for a, b, w in self.plan.overdue if a <= t < b), "")
 
     def window(self, day: int, lo: float, hi: float) -> Iterator[str]:
         """Text of the rows with ``lo <= time < hi``, all of which round to UTC day number ``day``, in
-        chunks of at most _CHUNK rows."""
+        chunks of at most _CHUNK rows; split where the instrument's calibration status changes."""
+        cuts = sorted({x for a, b, _w in self.plan.overdue for x in (a, b) if lo < x < hi})
+        for a, b in zip([lo, *cuts], [*cuts, hi], strict=True):
+            self.tails, self.tail_good = self._tails_for(self.word_at(a))
+            yield from self._window(day, a, b)
+
+    def _window(self, day: int, lo: float, hi: float) -> Iterator[str]:
         d0 = day * DAY
         prefix = datetime.fromtimestamp(d0, UTC).strftime("%Y-%m-%dT")
         if self.json:
@@ -230,7 +255,7 @@ class Renderer:
                 "ORDER BY time, seq", params):
             self.rows += 1
             text = next(iter(self.values.texts((value,), all_good=False)))
-            yield f"{head}{t!r}{after_time}{text}{self._tail(cid, code, reason)}"
+            yield f"{head}{t!r}{after_time}{text}{self._tail(cid, code, reason, self.word_at(t))}"
 
     def close(self) -> None:
         self.conn.close()

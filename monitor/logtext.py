@@ -20,6 +20,7 @@ from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+from config.calibration import CALIBRATION_OVERDUE
 from config.rule_catalogue import DURATION_RULES
 from monitor.checks.events import START
 from monitor.number_text import NO_READING, duration, number
@@ -96,7 +97,10 @@ def transition_message(t: Transition, words: str) -> str:
     """``ALARM [high] acme-plating ph ph_low: 4.82 pH (limit 5.00 pH)``, with who acted and why when an
     operator did; ``words`` says what happened (`alarms.notifiers.base.KIND_WORDS`)."""
     site, channel, rule = t.alarm_id.split("/")
-    text = f"{words} [{t.priority.value}] {site} {channel} {rule}: {reading(t.value, site=site, channel=channel)}"
+    what = reading(t.value, site=site, channel=channel)
+    if rule == CALIBRATION_OVERDUE and t.value is None:  # no reading: the status is what to say
+        what = t.citation.split("; ", 1)[-1]
+    text = f"{words} [{t.priority.value}] {site} {channel} {rule}: {what}"
     if t.limit is not None:
         text += f" (limit {limit(t.limit, site=site, channel=channel, rule=rule)})"
     if t.who != "system":

@@ -22,7 +22,7 @@ from config.limits import load_profile
 from config.loader import load_config_or_report
 from config.reader import Reader
 from config.rule_model import ThresholdParams
-from config.rules import DATA_QUALITY_RULES, RuleBinding, Skipped, select_rules
+from config.rules import DATA_QUALITY_RULES, TAMPER_RULES, RuleBinding, Skipped, select_rules
 from config.schema import Site, SiteConfig
 
 STRICTNESS = {
@@ -115,6 +115,11 @@ def site_lines(site: Site, baselines: dict[tuple[str, str], str], skipped: list[
         dq = sorted(b.rule for b in site.checks if b.rule in DATA_QUALITY_RULES and b.channel == ch.id)
         if dq:
             lines.append(f"    data quality (not discharge exceedances): {', '.join(dq)}")
+        for b in (b for b in site.checks if b.rule in TAMPER_RULES and b.channel == ch.id):
+            from monitor.reports.compliance import describe  # the report's wording of the same rule
+
+            lines.append(f"      tamper sign {b.rule}: {describe(b, ch.unit)}")
+        lines.append(f"    calibration: {_calibration_words(site, ch.id)}")
     if profile is not None and profile.clauses:
         lines.append("  clauses of the ordinance that are no streaming rule:")
         for c in profile.clauses.values():
@@ -139,6 +144,17 @@ def obligation_lines(site: Site) -> list[str]:
         out.append(f"    {note}")
     out += [f"    {r.action}, to {r.to}: {r.due_text} ({r.citation}: \"{r.quote}\")" for r in rules]
     return out
+
+
+def _calibration_words(site: Site, channel: str) -> str:
+    """The calibration interval in force (`config.calibration`), or that none is stated."""
+    from config.calibration import NO_INTERVAL
+
+    interval = site.calibration.interval(channel) if site.calibration is not None else None
+    if interval is None:
+        return NO_INTERVAL
+    return (f"every {interval.days:g} days ({interval.source}); overdue raises calibration_overdue "
+            f"(data quality) to the site's routes")
 
 
 def binding_lines(b: RuleBinding, unit: str, baseline: str | None) -> list[str]:

@@ -119,8 +119,8 @@ def reconcile(alarms: AlarmEngine, engine: CheckEngine, events: Sequence[Episode
     inputs: list[AlarmInput] = []
     for st in alarms.states():
         key = (st.key.site, st.key.channel, st.key.rule)
-        if key[2] in ("record_integrity", OBLIGATION_OVERDUE):  # not a rule's: the record check at start and
-            continue  # the obligation watch on the clock tick raise and clear these
+        if key[2] in ("record_integrity", OBLIGATION_OVERDUE, "calibration_overdue"):  # not a rule's: the record
+            continue  # check at start, the obligation watch and the calibration watch raise and clear these
         found = last.get(key)
         if st.condition and key not in open_now:
             t, value = (found.time, found.value) if found is not None and found.event == "end" else (now, None)

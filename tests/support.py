@@ -326,3 +326,23 @@ unit = "gpm"
 """
 """The smallest site a daemon runs: one simulated Modbus TCP flow meter (fill in ``port``), polled every 0.2 s,
 historian in the site file's folder. For tests that need a real daemon but not the demo's broker and pty."""
+
+
+def recorded_readings_csv(historian: Path, site: str, channels: list[str], path: Path) -> Path:
+    """Every recorded reading of ``channels`` of ``site``, good and bad, in time order, written as the CSV
+    `pretreat replay` reads (``time,site,channel,value,quality``; times to the microsecond, values as
+    ``repr``): for the tests that compare the episodes recorded live with the ones a replay finds."""
+    import csv
+    from datetime import UTC, datetime
+
+    from monitor.stores.historian import Historian
+
+    rows = sorted((s for ch in channels for s in Historian.read(path=historian, site=site, channel=ch)),
+                  key=lambda s: s.time)
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["time", "site", "channel", "value", "quality"])
+        for s in rows:
+            when = datetime.fromtimestamp(s.time, tz=UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+            w.writerow([when, s.site, s.channel, "" if s.value is None else repr(s.value), s.quality.value])
+    return path

@@ -34,6 +34,7 @@ from config.rules import RuleBinding
 from config.schema import Channel, SiteConfig
 from monitor.checks import excursion as _excursion
 from monitor.checks import quality as _quality
+from monitor.checks import tamper as _tamper
 from monitor.checks import threshold as _threshold
 from monitor.checks.base import CHECKS, INF, Rule
 from monitor.checks.events import EpisodeEvent
@@ -52,7 +53,8 @@ from monitor.sample import GOOD, Quality, Sample
 _MAX = sys.float_info.max
 _DEFAULT_HORIZON = 32 * 86_400.0  # s of rule memory before a late reading, unless the caller says (a month)
 OVER_RANGE = Quality.OVER_RANGE
-CHECK_MODULES = (_excursion, _quality, _threshold)  # importing a check module registers its checks (`Rule.runs`)
+# importing a check module registers its checks (`Rule.runs`)
+CHECK_MODULES = (_excursion, _quality, _tamper, _threshold)
 _UNCHECKED = [r for r in RULE_NAMES if r not in CHECKS]
 if _UNCHECKED:  # a catalogue rule without a check class (`Rule.runs`) would be bound and never judged
     raise ImportError(f"rules of the catalogue without a check in monitor.checks: {_UNCHECKED}")

@@ -71,6 +71,7 @@ def create_app(*, config: SiteConfig, users_path: Path, secure_cookies: bool = F
     """The console app for ``config``'s daemon file. ``users_path`` is the users file (`users`)."""
     from monitor.console import (  # routes import FastAPI machinery: only when an app is built
         api,
+        calibration,
         casefile,
         pages,
         reports,
@@ -103,6 +104,7 @@ def create_app(*, config: SiteConfig, users_path: Path, secure_cookies: bool = F
     app.include_router(casefile.router)
     app.include_router(reports.router)
     app.include_router(reports.nov_router)
+    app.include_router(calibration.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_exception_handler(UsersError, _users_file_broken)

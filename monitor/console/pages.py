@@ -48,7 +48,8 @@ def render(c: Console, s: Session, *, page: str, title: str, script: str, data: 
     body = template(f"{page}.html").substitute({k: html.escape(v) for k, v in fields.items()})
     nav = ['<a href="/">Alarms</a>']
     nav += [f'<a href="/sites/{html.escape(x.id)}">{html.escape(x.name)}</a>' for x in visible_sites(s.user, c.config)]
-    nav += ['<a href="/history">History</a>', '<a href="/reports">Reports</a>', '<a href="/health">Health</a>']
+    nav += ['<a href="/history">History</a>', '<a href="/reports">Reports</a>', '<a href="/calibration">Calibration</a>',
+            '<a href="/health">Health</a>']
     zones = {x.timezone for x in visible_sites(s.user, c.config)}  # times in the sites' zone, else UTC, named
     data = {"timezone": zones.pop() if len(zones) == 1 else "UTC", **(data or {})}
     attrs = " ".join(f'data-{k}="{html.escape(v)}"' for k, v in data.items())
@@ -62,6 +63,16 @@ def render(c: Console, s: Session, *, page: str, title: str, script: str, data: 
 def forbidden(c: Console, s: Session, message: str) -> HTMLResponse:
     return render(c, s, page="error", title="Not allowed", script="common.js", status=403, heading="403 Not allowed",
                   message=message)
+
+
+@router.get("/calibration", response_model=None)
+def calibration_page(request: Request) -> Response:
+    """Each channel's calibration status and log, and the entry form (`monitor.console.calibration`)."""
+    c, s = console_of(request), session_or_none(request)
+    if s is None:
+        return _login_redirect(request)
+    return render(c, s, page="calibration", title="Calibration", script="calibration.js",
+                  data={"may-record": "false" if s.user.role is Role.ENFORCEMENT else "true"})
 
 
 @router.get("/", response_model=None)

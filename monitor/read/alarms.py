@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from alarms.model import AlarmKey, State
+from config.calibration import CALIBRATION_OVERDUE
 from config.obligations import OBLIGATION_CHANNEL, OBLIGATION_OVERDUE, obligations_of
 from config.schema import SiteConfig
 from monitor.stores.readonly import has_table
@@ -33,10 +34,15 @@ JOURNAL_KINDS = ("transition", "action", "refusal")
 
 def configured_alarms(config: SiteConfig) -> dict[str, tuple[str, str]]:
     """alarm id -> (site id, citation) of every alarm the daemon creates: one per rule binding of a site, and
-    the overdue-obligation alarm of each site whose episodes oblige anything (`monitor.obligation_watch`)."""
+    the overdue-obligation alarm of each site whose episodes oblige anything (`monitor.obligation_watch`), and
+    one per channel with a calibration interval in force (`monitor.calibration`)."""
+    from monitor.calibration import CALIBRATION_CITATION, watched
+
     out = {AlarmKey(b.site, b.channel, b.rule).id: (s.id, b.citation) for s in config.sites for b in s.checks}
     out.update({AlarmKey(s.id, OBLIGATION_CHANNEL, OBLIGATION_OVERDUE).id: (s.id, "obligations past their due time")
                 for s in config.sites if obligations_of(s)})
+    for site, channel in watched(config.sites):
+        out[AlarmKey(site, channel, CALIBRATION_OVERDUE).id] = (site, CALIBRATION_CITATION)
     return out
 
 

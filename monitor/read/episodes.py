@@ -90,6 +90,7 @@ class Episode:
     censored: bool = False  # caused by an over-range reading judged as the instrument's span top
     invalid: str = ""  # enforcement marked it invalid (`monitor.stores.casefile`): who, when, why; no violation
     revisions: list[str] | None = None  # "<when recorded>: <change> (<reason>)", oldest first
+    calibration: str = ""  # the instrument's calibration status during the episode (monitor.calibration)
 
     @property
     def at(self) -> float:
@@ -251,11 +252,29 @@ def annotate(conn: sqlite3.Connection, episodes: list[Episode], config: SiteConf
             if interval or want_peak:  # without an interval (no site file) a count says nothing
                 todo += [(n, part, cid, e.start, e.until, want_peak) for cid in series.get((e.site, ch), [])]
     counts = _range_counts(conn, todo)
+    _calibration(conn, episodes, config)
     for n, e in enumerate(episodes):
         plan = plans[(e.site, e.channel, e.rule)]
         _complete(e, plan, counts, n)
         if evidence:
             e.evidence = list(_evidence(conn, e, plan, series))
+
+
+def _calibration(conn: sqlite3.Connection, episodes: list[Episode], config: SiteConfig | None) -> None:
+    """The calibration status of each episode's instrument over its span: the first thing asked of a reading
+    used as evidence (needs the site file for the intervals in force)."""
+    from monitor.calibration import episode_calibration
+    from monitor.stores.calibration import entries
+
+    if config is None:
+        return
+    found: dict[tuple[str, str], list[Any]] = {}
+    for c in entries(conn):
+        found.setdefault((c.site, c.channel), []).append(c)
+    sites = {s.id: s for s in config.sites}
+    for e in episodes:
+        if e.start is not None:
+            e.calibration = episode_calibration(sites.get(e.site), found, e.channel, e.start, e.end)
 
 
 def _complete(e: Episode, plan: _Channel, counts: dict[tuple[int, int], tuple[int, Any, Any]], n: int) -> None:

@@ -22,10 +22,12 @@ from zoneinfo import ZoneInfo
 
 from config.limits import load_profile
 from config.pollutants import limits_for, set_aside
-from config.rule_catalogue import DATA_QUALITY_RULES, RuleName, label
+from config.rule_catalogue import DATA_QUALITY_RULES, TAMPER_RULES, RuleName, label
 from config.rule_model import ThresholdParams
 from config.rules import RuleBinding
 from config.schema import ChannelKind, Site, SiteConfig
+from monitor.calibration import channel_status, episode_calibration, logs
+from monitor.checks.events import iso_utc
 from monitor.reports.aggregates_db import connect
 from monitor.reports.annotations import Annotation, episode_id, latest_annotations
 from monitor.reports.daily import DailySummary, summarize
@@ -36,6 +38,7 @@ from monitor.reports.periods import Period
 from monitor.reports.ph_accounting import MonthAccount, monthly_accounts
 from monitor.reports.plan import compile_plans
 from monitor.reports.snc import SncScreen, screen, window_ending
+from monitor.stores.calibration import OVERDUE, Calibration, overdue_spans
 from monitor.stores.casefile import Invalidation, invalid_episodes
 from monitor.stores.episodes import EpisodeStore
 
@@ -61,6 +64,7 @@ class EpisodeLine:
     annotation: Annotation | None
     permitted: bool = False  # a pH excursion within 40 CFR 401.17's allowances, where the permit adopts it
     invalid: Invalidation | None = None  # marked invalid by enforcement (`monitor.stores.casefile`): no violation
+    calibration: str = ""  # the instrument's calibration status during the episode (monitor.calibration)
 
     @property
     def duration(self) -> float | None:
@@ -100,6 +104,7 @@ class ComplianceReport:
     notes: tuple[str, ...] = field(default=())
     obligations: tuple[ObligationLine, ...] = ()  # of the period's violations (`enforcement`)
     record_available: bool = False  # False: no obligations store in the file ("none recorded")
+    calibration: tuple[tuple[str, str], ...] = field(default=())  # (channel, status at the period's end)
 
     @property
     def exceedances(self) -> tuple[EpisodeLine, ...]:
@@ -146,6 +151,8 @@ def describe(b: RuleBinding, unit: str) -> str:
         return f"{b.channel}: fridge outside {float(p['low']):g}–{float(p['high']):g} {unit}"
     if b.rule == "sampler_interval":
         return f"{b.channel}: no sample for more than {float(p['limit']) / 60:g} min while flow > 0"
+    if b.rule in TAMPER_RULES:
+        return _tamper_words(b)
     if b.rule == "slug":
         base = (f"the fixed normal-sewage strength {float(p['baseline']):g} {unit}" if "baseline" in p else
                 f"the baseline (mean 24-hour average of the last {int(float(p.get('baseline_days', 7)))} days of "
@@ -153,6 +160,26 @@ def describe(b: RuleBinding, unit: str) -> str:
         return (f"{b.channel}: over {float(p['multiplier']):g}× {base} for {p['duration_operator']} "
                 f"{float(p['duration']) / 60:g} min")
     return b.channel
+
+
+def _tamper_words(b: RuleBinding) -> str:
+    """A tamper sign's rule with every parameter (`monitor.checks.tamper`)."""
+    p = b.params
+    n = int(float(p.get("readings", p.get("samples", 0))))
+    if b.rule == "ph_frozen":
+        return (f"{b.channel}: {n} successive readings identical to the last digit while the flow ({p['flow']}) "
+                f"varies; from the first of them until a different reading")
+    if b.rule == "offset_step":
+        rng = f"pH {float(p['min']):g}–{float(p['max']):g}"
+        return (f"{b.channel}: the mean of the first {n} readings back within {rng} after an excursion differs by "
+                f"≥ {float(p['step']):g} from the mean of the last {n} before it; spans those {n} readings")
+    if b.rule == "flow_zero_sampling":
+        return (f"{b.channel}: the sampler's count ({p['sampler']}) rises {n} times while the flow reads "
+                f"≤ {float(p['zero']):g}; until the flow reads above it")
+    ends = {"high": f"{float(p['high']):g}", "low": f"{float(p['low']):g}",
+            "both": f"{float(p['low']):g} or {float(p['high']):g}"}[str(p["at"])]
+    tol = f" (within {float(p['tolerance']):g})" if float(p["tolerance"]) else ""
+    return f"{b.channel}: {n} successive readings at the span limit {ends}{tol}; until a reading off it"
 
 
 def words_beside(b: RuleBinding) -> str:
@@ -233,10 +260,12 @@ def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Si
     permitted = {(b.channel, b.rule) for b in site.checks if b.params.get("permitted")}
     record = open_record(path)
     invalid = invalid_episodes(conn, site=site.id)
+    calibrations = logs(path, site.id)
     lines = tuple(EpisodeLine(id=episode_id(e), channel=e.channel, rule=e.rule, start=e.start, end=e.end,
                               peak=e.peak, limit=e.limit, citation=e.citation,
                               data_quality=e.rule in DATA_QUALITY_RULES, annotation=annotations.get(episode_id(e)),
-                              permitted=(e.channel, e.rule) in permitted, invalid=invalid.get(episode_id(e)))
+                              permitted=(e.channel, e.rule) in permitted, invalid=invalid.get(episode_id(e)),
+                              calibration=episode_calibration(site, calibrations, e.channel, e.start, e.end))
                   for e in episodes)
     snc_first, snc_last = window_ending(period.last)
     labs = read_results(conn, site=site.id, first=min(snc_first, period.first), last=period.last)
@@ -250,7 +279,24 @@ def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Si
         labs=tuple(r for r in labs if period.first <= r.sample_date <= period.last), snc=snc,
         journal_head=_journal_head(conn), notes=tuple(notes),
         obligations=tuple(record.obligations([x.id for x in lines if not x.data_quality and not x.permitted])),
-        record_available=record.available)
+        record_available=record.available,
+        calibration=tuple(_calibration_rows(site, calibrations, lo, min(hi, now))))
+
+
+def _calibration_rows(site: Site, calibrations: dict[tuple[str, str], list[Calibration]], lo: float,
+                      hi: float) -> list[tuple[str, str]]:
+    """Each channel's calibration status at ``hi``, then each span of the period in which its readings were
+    taken while the instrument was overdue (the readings export marks the same rows)."""
+    rows = []
+    for ch in site.channels:
+        log = calibrations.get((site.id, ch.id), [])
+        rows.append((ch.id, channel_status(site, ch.id, log, hi).text()))
+        interval = site.calibration.interval(ch.id) if site.calibration is not None else None
+        for a, b, why in overdue_spans(log, interval):
+            if a < hi and b > lo:
+                how = "while overdue for calibration" if why == OVERDUE else "with no calibration on record"
+                rows.append((ch.id, f"readings from {iso_utc(max(a, lo))} to {iso_utc(min(b, hi))}: taken {how}"))
+    return rows
 
 
 def _notes(site: Site, days: list[DailySummary]) -> list[str]:

@@ -90,7 +90,7 @@ def _episode_rows(eps: Sequence[EpisodeLine], clock: Clock, units: dict[str, str
         rows.append((e.id, label(e.rule), clock(e.start), duration, peak, limit, unit, e.citation,
                      a.cause if a else "(to be completed by the industry)",
                      a.action if a else "(to be completed by the industry)",
-                     f"{a.user}, {clock(a.time, '%Y-%m-%d')}" if a else ""))
+                     f"{a.user}, {clock(a.time, '%Y-%m-%d')}" if a else "", e.calibration))
     return rows
 
 
@@ -237,9 +237,16 @@ def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
                     fmt_minutes(c.downtime), str(c.days_incomplete)) for c in r.completeness)))
     out.append(Section(
         "Instrument faults (data quality, not discharge exceedances)", key="faults",
-        columns=("Channel", "Kind", "Start (local)", "Duration (min or h)"), widths=(1.2, 1.4, 1.6, 1),
+        columns=("Channel", "Kind", "Start (local)", "Duration (min or h)", "Calibration during the episode"),
+        widths=(1.2, 1.4, 1.6, 1, 3),
         rows=tuple((e.channel, label(e.rule), clock(e.start),
-                    fmt_minutes(e.duration) if e.end is not None else "open") for e in r.faults)))
+                    fmt_minutes(e.duration) if e.end is not None else "open", e.calibration) for e in r.faults)))
+    out.append(Section(
+        "Instrument calibration", key="calibration",
+        text=("Each channel's calibration status at the end of the period (or now, if earlier), from the "
+              "calibration log (pretreat calibration add) and the interval in force (the permit's or the site's). "
+              "Readings of an overdue instrument are marked in the readings export.",),
+        columns=("Channel", "Status"), widths=(1.2, 5), rows=tuple(r.calibration)))
     return out
 
 
@@ -248,8 +255,8 @@ def _episodes_section(title: str, key: str, text: str, episodes: tuple[EpisodeLi
     return Section(
         title, key=key, text=(text,),
         columns=("Episode id", "Rule", "Start (local)", "Duration", "Peak", "Limit", "Unit",
-                 "Citation", "Cause", "Corrective action", "Entered by"),
-        widths=(2.2, 1.1, 1.3, 0.7, 0.6, 0.6, 0.6, 2.1, 1.7, 1.7, 1.0),
+                 "Citation", "Cause", "Corrective action", "Entered by", "Calibration during the episode"),
+        widths=(2.0, 1.0, 1.2, 0.6, 0.6, 0.6, 0.5, 1.9, 1.5, 1.5, 0.9, 1.8),
         rows=tuple(_episode_rows(episodes, clock, units)))
 
 

@@ -5,19 +5,17 @@ is 5 s) and an LEL meter reading 120 % (over its span: judged as 100 %, censored
 
 from __future__ import annotations
 
-import csv
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from config.loader import load_config
 from monitor.app import Daemon
 from monitor.cli import main
 from monitor.stores.episodes import EpisodeStore
-from monitor.stores.historian import Historian
 from simulators.runner import SiteSimulator
 from simulators.scenario import load_scenario
-from tests.support import Mosquitto, demo_site_file, require_binary, run_for
+from tests.support import Mosquitto, demo_site_file, recorded_readings_csv, require_binary, run_for
 
 SCENARIO = """
 description = "pH below 5.0 for four seconds, LEL over 5 % on successive readings, back to normal"
@@ -66,10 +64,6 @@ clear = true
 """
 
 
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
 def _key(e: dict) -> tuple:  # type: ignore[type-arg]
     measured = e.get("measured_seconds")
     unmeasured = e.get("unmeasured_seconds")
@@ -96,16 +90,8 @@ async def test_recorded_scenario_replays_to_the_same_episodes(tmp_path: Path, mo
     assert any(e["rule"] == "lel_single" and e["event"] == "start" and e.get("censored") and e["value"] == 100.0
                for e in live), live
 
-    # every recorded reading of the site, good and bad, in time order, as `pretreat replay` reads them
-    rows = [s for ch in config.sites[0].channels
-            for s in Historian.read(path=config.daemon.historian, site="acme-plating", channel=ch.id)]
-    rows.sort(key=lambda s: s.time)
-    readings = tmp_path / "readings.csv"
-    with readings.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["time", "site", "channel", "value", "quality"])
-        for s in rows:
-            w.writerow([_iso(s.time), s.site, s.channel, "" if s.value is None else repr(s.value), s.quality.value])
+    readings = recorded_readings_csv(config.daemon.historian, "acme-plating",
+                                     [ch.id for ch in config.sites[0].channels], tmp_path / "readings.csv")
     out = tmp_path / "episodes.jsonl"
     assert main(["replay", "--config", str(site_file), str(readings), "--output", str(out)]) == 0
     replayed = [json.loads(line) for line in out.read_text().splitlines()]

@@ -257,7 +257,9 @@ async def test_table_shows_the_latest_episodes_and_says_how_many_more(tmp_path: 
     text = run_report(db, site_file, now=T0 + 5000, limit=5)
     lines = text.splitlines()
     assert lines[0].split()[:6] == ["#", "START", "(local", "time)", "END", "DURATION"]
-    assert [ln.split()[0] for ln in lines[1:6]] == ["8", "9", "10", "11", "12"]  # the latest, oldest first
+    rows = [ln for ln in lines[1:-1] if not ln.startswith(" ")]  # indented: each episode's calibration status
+    assert [ln.split()[0] for ln in rows] == ["8", "9", "10", "11", "12"]  # the latest, oldest first
+    assert lines[2].strip() == "no calibration interval stated: no calibration recorded"
     assert lines[-1] == "12 episodes, 0 ongoing; the 7 earlier ones are not shown (--limit 0 shows all)"
     assert len(list(csv.DictReader(io.StringIO(run_report(db, site_file, now=T0, format="csv"))))) == 12
 

@@ -66,17 +66,17 @@ SAMPLES = [
 ]
 
 EXPECTED_CSV = CSV_HEADER + "".join(line + "\n" for line in [
-    "-1000000000000.0,acme,ph,9.0,pH,good,",
-    "2026-01-01T00:00:00.250Z,acme,ph,7.01,pH,good,",
-    "2026-01-01T00:00:01Z,acme,ph,7.0,pH,good,",
-    '2026-01-01T00:00:02Z,acme,ph,,pH,comm_failure,"no reply, ""timeout"""',
-    "2026-01-01T00:00:04Z,acme,ph,0.30000000000000004,pH,good,",
-    '2026-01-01T00:00:04Z,acme,ph,,pH,device_exception,"line one\nline two"',
-    "2026-01-01T23:59:59.999Z,acme,ph,6.0,pH,good,",
-    "2026-01-02T00:00:00Z,acme,ph,5.0,pH,good,",
-    "2026-02-10T01:01:01.500Z,acme,ph,0.0,pH,good,",
-    '2026-02-10T01:01:02Z,acme,ph,1e-07,"pH, raw",good,',
-    "1767225600000.0,acme,ph,8.0,pH,good,",
+    "-1000000000000.0,acme,ph,9.0,pH,good,,",
+    "2026-01-01T00:00:00.250Z,acme,ph,7.01,pH,good,,",
+    "2026-01-01T00:00:01Z,acme,ph,7.0,pH,good,,",
+    '2026-01-01T00:00:02Z,acme,ph,,pH,comm_failure,"no reply, ""timeout""",',
+    "2026-01-01T00:00:04Z,acme,ph,0.30000000000000004,pH,good,,",
+    '2026-01-01T00:00:04Z,acme,ph,,pH,device_exception,"line one\nline two",',
+    "2026-01-01T23:59:59.999Z,acme,ph,6.0,pH,good,,",
+    "2026-01-02T00:00:00Z,acme,ph,5.0,pH,good,,",
+    "2026-02-10T01:01:01.500Z,acme,ph,0.0,pH,good,,",
+    '2026-02-10T01:01:02Z,acme,ph,1e-07,"pH, raw",good,,',
+    "1767225600000.0,acme,ph,8.0,pH,good,,",
 ])
 
 
@@ -106,15 +106,31 @@ def test_csv_is_exact_and_parses_back(db: Path) -> None:
 def test_json_lines_carry_the_same_rows(db: Path) -> None:
     lines = export(db, fmt="json").splitlines()
     assert lines[1] == ('{"time":"2026-01-01T00:00:00.250Z","site":"acme","channel":"ph","value":7.01,'
-                        '"unit":"pH","quality":"good","reason":""}')
+                        '"unit":"pH","quality":"good","reason":"","calibration":null}')
     assert lines[3] == ('{"time":"2026-01-01T00:00:02Z","site":"acme","channel":"ph","value":null,'
-                        '"unit":"pH","quality":"comm_failure","reason":"no reply, \\"timeout\\""}')
+                        '"unit":"pH","quality":"comm_failure","reason":"no reply, \\"timeout\\"","calibration":null}')
     objs = [json.loads(line) for line in lines]
     csv_rows = list(csv.DictReader(io.StringIO(EXPECTED_CSV)))
     assert len(objs) == len(csv_rows) == 11
     for obj, row in zip(objs, csv_rows, strict=True):
         assert obj["time"] == row["time"] and obj["unit"] == row["unit"] and obj["reason"] == row["reason"]
         assert obj["value"] == (float(row["value"]) if row["value"] else None)
+
+
+def test_readings_of_an_overdue_instrument_are_marked(db: Path) -> None:
+    """Rows inside an overdue span say so in the calibration column, split exactly at the span's bounds (start
+    inclusive, end exclusive), in CSV and JSON alike; the rest stay empty."""
+    spans = ((-math.inf, T0 + 1, "no calibration recorded"), (T0 + 3.9996, T0 + DAY - 0.0004, "overdue"))
+    rows = list(csv.DictReader(io.StringIO(export(db, overdue=spans))))
+    assert [(r["time"], r["calibration"]) for r in rows[:8]] == [
+        ("-1000000000000.0", "no calibration recorded"), ("2026-01-01T00:00:00.250Z", "no calibration recorded"),
+        ("2026-01-01T00:00:01Z", ""), ("2026-01-01T00:00:02Z", ""), ("2026-01-01T00:00:04Z", "overdue"),
+        ("2026-01-01T00:00:04Z", "overdue"), ("2026-01-01T23:59:59.999Z", "overdue"), ("2026-01-02T00:00:00Z", "")]
+    assert rows[5]["quality"] == "device_exception" and rows[5]["reason"] == "line one\nline two"
+    assert [r["calibration"] for r in rows[8:]] == ["", "", ""]
+    objs = [json.loads(line) for line in export(db, fmt="json", overdue=spans).splitlines()]
+    assert [o["calibration"] or "" for o in objs] == [r["calibration"] for r in rows]
+    assert export(db, overdue=spans, jobs=2) == export(db, overdue=spans)
 
 
 def test_infinite_values_stay_visible_and_json_stays_valid(tmp_path: Path) -> None:
@@ -185,7 +201,7 @@ def test_cli_missing_db_and_config_sources(tmp_path: Path, capsys: pytest.Captur
     code, out, err = run_cli(capsys, "--config", str(conf), "--site", "acme-plating", "--channel", "ph")
     assert (code, out) == (0, CSV_HEADER) and "no readings" in err  # configured, nothing recorded yet
     code, out, err = run_cli(capsys, "--config", str(conf), "--site", "acme-plating", "--channel", "flow")
-    assert (code, out) == (0, CSV_HEADER + "2026-01-01T00:00:00Z,acme-plating,flow,1.0,gpm,good,\n")
+    assert (code, out) == (0, CSV_HEADER + "2026-01-01T00:00:00Z,acme-plating,flow,1.0,gpm,good,,\n")
     conf.write_text("[daemon]\nbogus = 1\n")
     code, _, err = run_cli(capsys, "--config", str(conf), "--site", "acme-plating", "--channel", "ph")
     assert code == 2 and "invalid site file" in err

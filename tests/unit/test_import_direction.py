@@ -64,6 +64,7 @@ LAYER_OF: dict[str, int] = {
     "monitor.rules_cli": 6,
     "monitor.obligations_cli": 6,
     "monitor.maps_cli": 6,
+    "monitor.calibration_cli": 6,
     "monitor.reports.cli": 6,
     "monitor.cli_render": 6,  # how the command-line tables show times and numbers
     "monitor.cli_auth": 6,  # who acts on an alarm from the command line (the console's users)

@@ -1,0 +1,118 @@
+"""The report's pages show the calibration status beside each episode: the golden report site with a site
+setting of a 3-day pH calibration interval, calibrated on 28 February (due 3 March 12:00 UTC) and again on
+4 March; the episodes of 3 March fall in the overdue time, those before and after do not. Checked in the report
+object, the HTML and CSV, and the PDF's text (pages saved as PNG under tests/artifacts/report_calibration/);
+`pretreat exceedances` and the readings export say the same."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import shutil
+import subprocess
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from config.loader import load_config
+from config.schema import SiteConfig
+from monitor.checks.events import parse_iso
+from monitor.cli import main
+from monitor.reports.compliance import build_report
+from monitor.reports.periods import Period
+from monitor.reports.render_csv import render_csv
+from monitor.reports.render_html import render_html
+from monitor.reports.render_pdf import render_pdf
+from monitor.stores.calibration import Calibration, add
+from tests.support import require_binary
+from tests.unit.report_scenarios import CASE, SITE, record, scenario
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "report_calibration"
+PERIOD = Period(date(2026, 3, 1), date(2026, 3, 4), date(2026, 3, 15), "calibration test period")
+DUE = "2026-03-03T12:00:00Z"
+
+
+def _calibration(t: str) -> Calibration:
+    when = parse_iso(t)
+    return Calibration(site=SITE, channel="ph", time=when, who="J. Smith", method="ph_two_buffer",
+                       as_found=((4.01, 4.2), (7.0, 7.1)), as_left=((4.01, 4.01), (7.0, 7.0)), entered=when + 60)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[SiteConfig, Path]:
+    tmp = tmp_path_factory.mktemp("calreport")
+    text = (CASE / "site.toml").read_text().replace('historian = "var/pretreat.sqlite"',
+                                                     f'historian = "{tmp / "pretreat.sqlite"}"')
+    (tmp / "site.toml").write_text(text + "\n[site.calibration]\nph = 3\n")
+    config = load_config(tmp / "site.toml")
+    asyncio.run(record(config, scenario(date(2026, 3, 1), 4)))
+    add(config.daemon.historian, _calibration("2026-02-28T12:00:00Z"), "ph")
+    add(config.daemon.historian, _calibration("2026-03-04T00:00:00Z"), "ph")
+    return config, tmp
+
+
+def test_each_episode_carries_the_calibration_status_during_it(site: tuple[SiteConfig, Path]) -> None:
+    config, _tmp = site
+    report = build_report(config, SITE, PERIOD, now=parse_iso("2026-03-20T00:00:00Z"))
+    ph = [e for e in report.episodes if e.channel == "ph"]
+    assert len(ph) >= 8
+    for e in ph:
+        day = e.id.split("@")[1][:10]
+        overdue = parse_iso(DUE) <= e.start < parse_iso("2026-03-04T00:00:00Z")
+        if overdue:
+            assert e.calibration.startswith(f"calibration OVERDUE since {DUE}"), (e.id, e.calibration)
+        elif day <= "2026-03-03":
+            assert e.calibration.startswith("calibration in date (due 2026-03-03T12:00:00Z)"), (e.id, e.calibration)
+        else:
+            assert e.calibration.startswith("calibration in date (due 2026-03-07T00:00:00Z)"), (e.id, e.calibration)
+        assert "every 3 days (site setting [site.calibration])" in e.calibration
+    assert any(e.calibration.startswith("calibration OVERDUE") for e in ph)
+    flow = next(e for e in report.faults if e.channel == "flow") if report.faults else None
+    if flow is not None:
+        assert flow.calibration.startswith("no calibration interval stated")
+    status = dict(reversed(report.calibration))  # each channel's first row: its status at the period's end
+    assert status["ph"].startswith("calibration in date (due 2026-03-07T00:00:00Z)")
+    assert status["flow"] == "no calibration interval stated: no calibration recorded"
+    assert [text for ch, text in report.calibration if ch == "ph"][1:] == [
+        f"readings from {DUE} to 2026-03-04T00:00:00Z: taken while overdue for calibration"]
+
+
+def test_pages_show_it_beside_each_episode(site: tuple[SiteConfig, Path]) -> None:
+    config, tmp = site
+    report = build_report(config, SITE, PERIOD, now=parse_iso("2026-03-20T00:00:00Z"))
+    html, csv_text = render_html(report), render_csv(report)
+    for text in (html, csv_text):
+        assert "Calibration during the episode" in text and "Instrument calibration" in text
+        assert f"calibration OVERDUE since {DUE}" in text
+    rows = [r for r in csv.reader(io.StringIO(csv_text)) if r and r[0].startswith("acme/ph/")]
+    assert rows and all(r[-1].startswith("calibration ") for r in rows)  # the last column, on each episode's row
+    pdftoppm = require_binary("pdftoppm")
+    pdf = tmp / "report.pdf"
+    pages = render_pdf(report, pdf)
+    if ARTIFACTS.exists():
+        shutil.rmtree(ARTIFACTS)
+    ARTIFACTS.mkdir(parents=True)
+    subprocess.run([pdftoppm, "-r", "70", "-png", str(pdf), str(ARTIFACTS / "page")], check=True, timeout=60)
+    assert len(list(ARTIFACTS.glob("page-*.png"))) == pages
+    pdftotext = require_binary("pdftotext")
+    text = subprocess.run([pdftotext, str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    flat = " ".join(text.split())
+    assert "Calibration during" in flat and "OVERDUE since" in flat and "Instrument calibration" in flat
+
+
+def test_exceedances_and_the_export_say_the_same(site: tuple[SiteConfig, Path],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    _config, tmp = site
+    assert main(["exceedances", "--config", str(tmp / "site.toml"), "--channel", "ph", "--format", "csv",
+                 "--from", "2026-03-01", "--to", "2026-03-05"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert rows and all(r["calibration"] for r in rows)
+    overdue = [r for r in rows if r["calibration"].startswith("calibration OVERDUE")]
+    assert overdue and all(DUE <= r["start"] < "2026-03-04" for r in overdue)
+    assert main(["readings", "--config", str(tmp / "site.toml"), "--site", SITE, "--channel", "ph",
+                 "--from", "2026-03-03T11:58:00Z", "--to", "2026-03-03T12:02:00Z"]) == 0
+    marks = [(r["time"], r["calibration"]) for r in csv.DictReader(io.StringIO(capsys.readouterr().out))]
+    assert marks == [("2026-03-03T11:58:00Z", ""), ("2026-03-03T11:59:00Z", ""), ("2026-03-03T12:00:00Z", "overdue"),
+                     ("2026-03-03T12:01:00Z", "overdue")]
