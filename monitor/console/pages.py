@@ -48,8 +48,8 @@ def render(c: Console, s: Session, *, page: str, title: str, script: str, data: 
     body = template(f"{page}.html").substitute({k: html.escape(v) for k, v in fields.items()})
     nav = ['<a href="/">Alarms</a>']
     nav += [f'<a href="/sites/{html.escape(x.id)}">{html.escape(x.name)}</a>' for x in visible_sites(s.user, c.config)]
-    nav += ['<a href="/history">History</a>', '<a href="/reports">Reports</a>', '<a href="/calibration">Calibration</a>',
-            '<a href="/health">Health</a>']
+    nav += ['<a href="/history">History</a>', '<a href="/reports">Reports</a>',
+            '<a href="/calibration">Calibration</a>', '<a href="/health">Health</a>']
     zones = {x.timezone for x in visible_sites(s.user, c.config)}  # times in the sites' zone, else UTC, named
     data = {"timezone": zones.pop() if len(zones) == 1 else "UTC", **(data or {})}
     attrs = " ".join(f'data-{k}="{html.escape(v)}"' for k, v in data.items())

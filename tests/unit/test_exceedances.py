@@ -238,7 +238,8 @@ async def test_table_in_local_time_at_the_channels_resolution(tmp_path: Path, si
     row = table.splitlines()[1]
     # 2026-01-05T00:16:40Z is 19:16:40 EST the day before; the pH meter's resolution is 0.01
     assert row.split()[1:4] == ["2026-01-04", "19:16:40", "EST"] and "9.50 pH" in row and "9.00 pH" in row
-    evidence = table.splitlines()[2:6]
+    assert table.splitlines()[2].strip().startswith("no calibration")  # the episode's calibration status, then
+    evidence = table.splitlines()[3:7]  # the evidence under its header
     assert evidence[0].split() == ["TIME", "(local", "time)", "CHANNEL", "VALUE", "QUALITY", "/", "REASON"]
     assert evidence[1].split() == ["2026-01-04", "19:16:40", "EST", "ph", "9.50", "pH", "good"]
     assert "COMM_FAILURE: ph-meter: timeout" in evidence[2]
