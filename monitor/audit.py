@@ -41,6 +41,7 @@ from config.loader import load_config_or_report
 from config.schema import SiteConfig
 from monitor.checks.engine import CheckEngine, Processor
 from monitor.checks.events import END, START, EpisodeEvent, iso_utc
+from monitor.progress import Progress
 from monitor.read.times import UsageError, parse_time
 from monitor.sample import Quality
 from monitor.stores.historian_db import QUALITY_BY_CODE, QUALITY_CODES, open_for_reading
@@ -114,7 +115,8 @@ def audit(config: SiteConfig, *, start: float | None = None, end: float | None =
     frm = window_start(config, start) if start is not None else None
     conn = open_for_reading(db)
     try:
-        n = replay_historian(conn, config, engine, events, start=frm, end=end)
+        with Progress("audit", unit="channel group") as bar:  # on a terminal only (monitor.progress)
+            n = replay_historian(conn, config, engine, events, start=frm, end=end, bar=bar)
     finally:
         conn.close()
     seconds = time.perf_counter() - began
@@ -134,8 +136,10 @@ def _in(e: Episode, start: float | None, end: float | None) -> bool:
 
 
 def replay_historian(conn: sqlite3.Connection, config: SiteConfig, engine: CheckEngine,
-                     events: list[EpisodeEvent], *, start: float | None, end: float | None) -> int:
-    """Feed every configured channel's stored readings of [start, end) through ``engine``; returns how many."""
+                     events: list[EpisodeEvent], *, start: float | None, end: float | None,
+                     bar: Progress | None = None) -> int:
+    """Feed every configured channel's stored readings of [start, end) through ``engine``; returns how many.
+    ``bar`` advances once a group of channels judged together (a rule reading several of them) is done."""
     series: dict[tuple[str, str], list[int]] = {}
     for cid, site, ch in conn.execute("SELECT id, site, channel FROM channels ORDER BY id"):
         series.setdefault((site, ch), []).append(cid)
@@ -143,8 +147,15 @@ def replay_historian(conn: sqlite3.Connection, config: SiteConfig, engine: Check
     names = {code: q.value for code, q in QUALITY_BY_CODE.items()}
     order = {(c.site, c.id): i for i, c in enumerate(config.channels)}
     n = 0
-    for group in _groups(procs):
+    groups = _groups(procs)
+    if bar is not None:
+        bar.total(len(groups))
+    for group in groups:
+        if bar is not None:
+            bar.advance()
         keys = sorted((k for k in group if k in series), key=order.__getitem__)
+        if bar is not None and keys:
+            bar.note("/".join(keys[0]))
         if len(keys) == 1 and len(series[keys[0]]) == 1 and procs[keys[0]].gap == math.inf:
             n += _skip_scan(conn, procs[keys[0]], series[keys[0]][0], start, end, names)
             if engine.events:

@@ -8,10 +8,14 @@ audit, reading the historian directly, must find the record equal to its replay;
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
+import os
 import random
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -183,3 +187,31 @@ async def test_a_retracted_episode_is_stored_withdrawn_and_its_alarm_returns_to_
     finally:
         conn.close()
     assert [f[4] for f in found] == ["retracted"]
+
+
+def test_the_audit_shows_progress_on_a_terminal_and_nothing_elsewhere(tmp_path: Path) -> None:
+    name = "ph_excursion_single_over_60_minutes"
+    config = _site(tmp_path, name)
+    asyncio.run(_record(config, _samples(name)))
+    argv = [sys.executable, "-m", "monitor.cli", "audit", "--config", str(tmp_path / "site.toml")]
+    root = Path(__file__).resolve().parents[2]
+    piped = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False, cwd=root)
+    assert piped.returncode == 0 and "the record matches the replay" in piped.stdout and piped.stderr == ""
+    primary, secondary = os.openpty()  # standard error on a terminal: the bar, counting channel groups
+    try:
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=secondary, text=True, timeout=120, check=False,
+                              cwd=root)
+        os.close(secondary)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # the terminal's other end is closed: all read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(primary)
+    assert done.returncode == 0 and "the record matches the replay" in done.stdout
+    assert "audit" in shown.decode("utf-8", "replace") and "channel group" in shown.decode("utf-8", "replace")
