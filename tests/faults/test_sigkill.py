@@ -136,7 +136,7 @@ def run_kills(tmp_path: Path, mosquitto: Mosquitto, kills: int, seed: int, raise
             settled = wait_until(lambda: _settled(config, probe), 60, 0.25)
             time.sleep(1.0)
             assert daemon.stop() == 0, daemon.output()[-3000:]
-            assert settled, (alarm_records(config), daemon.output()[-3000:])
+            assert settled, _unsettled(config, probe) + "\n" + daemon.output()[-3000:]
             served = sims.call(lambda: list(sims.sim.history[(SITE, "lel")]))
     finally:
         daemon.kill()
@@ -147,11 +147,21 @@ def run_kills(tmp_path: Path, mosquitto: Mosquitto, kills: int, seed: int, raise
 
 def _settled(config: SiteConfig, probe: MqttProbe) -> bool:
     """Every alarm's condition is gone and SCADA heard every journaled transition."""
+    return not _unsettled(config, probe)
+
+
+def _unsettled(config: SiteConfig, probe: MqttProbe) -> str:
+    """What keeps the record from being settled, in words ("" when it is): the alarms still active or in
+    condition, and the journaled transitions SCADA has not heard."""
     states = alarm_records(config)  # (obligations stay overdue until the industry records them: not a discharge)
-    if not states or any(r["condition"] or r["active"] for a, r in states.items() if not a.endswith(OVERDUE)):
-        return False
+    if not states:
+        return "no alarm state recorded"
+    busy = {a: (r["phase"], r["condition"], r["active"]) for a, r in states.items()
+            if not a.endswith(OVERDUE) and (r["condition"] or r["active"])}
     heard = {int(m.json()["seq"]) for m in probe.messages(EVENTS)}
-    return {r.seq for r in journal_transitions(config)} <= heard
+    unheard = sorted({r.seq for r in journal_transitions(config)} - heard)
+    return (f"alarms not settled (phase, condition, active): {busy}; " if busy else "") + \
+        (f"journaled transitions SCADA has not heard: {unheard}" if unheard else "")
 
 
 def check_record(config: SiteConfig, probe: MqttProbe, served: list[Any], log: Path, raises: int) -> None:
