@@ -108,7 +108,8 @@ def test_1_industry_records_fulfilment_with_its_report_and_the_cause(browser: An
     assert page.locator("#cf-done-report-label").is_hidden()  # a telephone notice has no written report
     page.click("#cf-done-submit")
     page.wait_for_selector("#cf-message:has-text('Recorded')")
-    assert "done late" in _row(page, "Telephone and notify the POTW").inner_text()
+    # the table is fetched again after the message: wait for the row to say so (a loaded machine is slower)
+    page.wait_for_selector("#cf-obligations tbody tr:has-text('Telephone and notify the POTW'):has-text('done late')")
 
     rep = _row(page, "Repeat the sampling")
     rep.locator("button.cf-record").click()
