@@ -346,3 +346,27 @@ def recorded_readings_csv(historian: Path, site: str, channels: list[str], path:
             when = datetime.fromtimestamp(s.time, tz=UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
             w.writerow([when, s.site, s.channel, "" if s.value is None else repr(s.value), s.quality.value])
     return path
+
+
+def run_on_terminal(argv: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], str]:
+    """Run ``pretreat argv`` with standard error on a pseudo-terminal (where progress bars show) and standard
+    output piped; returns the finished process and everything the terminal showed."""
+    import sys
+
+    primary, secondary = os.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-m", "monitor.cli", *argv], stdout=subprocess.PIPE,
+                              stderr=secondary, text=True, timeout=120, check=False, cwd=cwd)
+        os.close(secondary)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # the terminal's other end is closed: all read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(primary)
+    return done, shown.decode("utf-8", "replace")

@@ -26,7 +26,7 @@ from monitor.reports.render_csv import render_csv
 from monitor.reports.render_html import render_html
 from monitor.reports.render_pdf import render_pdf
 from monitor.reports.schedule import list_reports, schedule_reports, write_daily
-from tests.support import require_binary
+from tests.support import require_binary, run_on_terminal
 from tests.unit.report_scenarios import SITE, TZ, record, scenario, site_config
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "report"
@@ -279,8 +279,6 @@ def test_chart_axis_names_only_the_period() -> None:
 
 def test_rebuild_takes_site_after_the_subcommand_and_shows_progress_on_a_terminal(
         site: tuple[SiteConfig, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    import os
-    import sys
 
     _config, tmp = site
     argv = ["report", "rebuild", "--config", str(tmp / "site.toml"), "--site", SITE, "--from", "2026-03-02",
@@ -289,25 +287,9 @@ def test_rebuild_takes_site_after_the_subcommand_and_shows_progress_on_a_termina
     out = capsys.readouterr()
     assert out.out.startswith("rebuilt 14 channel-days") and out.err == ""  # no terminal: no bar
     assert run_cli(*argv[:-6], "--site", "nowhere", *argv[-4:]) == 2
-    primary, secondary = os.openpty()  # standard error on a terminal: the bar with percent and rate
-    try:
-        done = subprocess.run([sys.executable, "-m", "monitor.cli", *argv], stdout=subprocess.PIPE,
-                              stderr=secondary, text=True, timeout=120, check=False,
-                              cwd=Path(__file__).resolve().parents[2])
-        os.close(secondary)
-        shown = b""
-        while True:
-            try:
-                chunk = os.read(primary, 65536)
-            except OSError:  # the terminal's other end is closed: all read
-                break
-            if not chunk:
-                break
-            shown += chunk
-    finally:
-        os.close(primary)
+    # standard error on a terminal: the bar with percent and rate
+    done, text = run_on_terminal(argv, Path(__file__).resolve().parents[2])
     assert done.returncode == 0 and done.stdout.startswith("rebuilt 14 channel-days")
-    text = shown.decode("utf-8", "replace")
     # percent, rate and time left ("[elapsed<left, rate]"); the bar refreshes at most every 0.1 s, so which
     # percentages show depends on the machine's speed, not that they do
     assert re.search(r"rebuilding: +\d+%\|", text) and re.search(r"<\d\d:\d\d, +[\d.?]+channel/s", text), text

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
-import os
 import random
 import shutil
 import sqlite3
@@ -32,6 +31,7 @@ from monitor.sample import Quality, Sample
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
 from monitor.warmup import history_reader
+from tests.support import run_on_terminal
 from tests.unit.checks_helpers import CASES, NAMES, golden_case
 
 START = 1_764_590_400.0  # 2025-12-01T12:00:00Z
@@ -197,21 +197,6 @@ def test_the_audit_shows_progress_on_a_terminal_and_nothing_elsewhere(tmp_path: 
     root = Path(__file__).resolve().parents[2]
     piped = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False, cwd=root)
     assert piped.returncode == 0 and "the record matches the replay" in piped.stdout and piped.stderr == ""
-    primary, secondary = os.openpty()  # standard error on a terminal: the bar, counting channel groups
-    try:
-        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=secondary, text=True, timeout=120, check=False,
-                              cwd=root)
-        os.close(secondary)
-        shown = b""
-        while True:
-            try:
-                chunk = os.read(primary, 65536)
-            except OSError:  # the terminal's other end is closed: all read
-                break
-            if not chunk:
-                break
-            shown += chunk
-    finally:
-        os.close(primary)
+    done, shown = run_on_terminal(argv[3:], root)  # standard error on a terminal: the bar, counting groups
     assert done.returncode == 0 and "the record matches the replay" in done.stdout
-    assert "audit" in shown.decode("utf-8", "replace") and "channel group" in shown.decode("utf-8", "replace")
+    assert "audit" in shown and "channel group" in shown
