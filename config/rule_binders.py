@@ -295,6 +295,7 @@ def bind_sampler_temperature(ctx: Context, ch: Channel, s: Settings) -> Result:
     return ctx.binding(
         "sampler_temperature", ch, "; ".join(cites), BandParams(
             low=low, high=high, looser=looser,
+            quote="; ".join(dict.fromkeys(b[3].quote for b in bands if (b[0] == low or b[1] == high) and b[3].quote)),
             reading="the sampler's refrigerator temperature: it measures the fridge, not the composited sample"),
     )
 

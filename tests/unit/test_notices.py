@@ -104,3 +104,16 @@ def test_site_address_and_permit_dates_are_read_and_checked(tmp_path: Path) -> N
     with pytest.raises(ConfigErrors) as caught:
         load_config(path)
     assert any("permit.issued" in str(e) and "a date" in str(e) for e in caught.value.errors)
+
+
+def test_every_bound_rule_of_the_demo_site_carries_the_words_it_cites() -> None:
+    """A notice quotes the section violated from the rule's binding: a binding without its quote would print
+    "(no quote on file)" in a legal draft although the profile or the permit has the words (slug, fridge band)."""
+    from config.loader import load_config
+    from config.rule_catalogue import DATA_QUALITY_RULES
+
+    config = load_config(Path(__file__).resolve().parents[2] / "config" / "sites" / "demo.toml")
+    bound = [(s.id, b.channel, b.rule, str(b.params.get("quote", ""))) for s in config.sites for b in s.checks
+             if b.rule not in DATA_QUALITY_RULES]  # an instrument fault cites no law
+    assert {r for _s, _c, r, _q in bound} >= {"slug", "sampler_temperature", "ph_low", "lel_single"}
+    assert [b for b in bound if not b[3]] == []
