@@ -6,8 +6,9 @@ shipped in ``config/maps/`` by its bare name (``register_map = "ph_meter"``) or 
 site file.
 
 The parts live with their tables: register maps in `config.maps`, instruments and channels in
-`config.instruments`, ``[gateway]`` in `config.gateway`, ``[influx]`` in `config.influx`, ``[alarms]`` and
-``[notify]`` in `config.alarms` and `config.notify`, permits in `config.limits`, rules in `config.rules`.
+`config.instruments`, ``[gateway]`` in `config.gateway`, ``[influx]`` in `config.influx`, ``[uplink]`` in
+`config.uplink`, ``[alarms]`` and ``[notify]`` in `config.alarms` and `config.notify`, permits in
+`config.limits`, rules in `config.rules`.
 This module reads the file, the ``[daemon]`` table and the sites, and runs the checks across them.
 """
 
@@ -31,6 +32,7 @@ from config.paths import historian_problem
 from config.reader import ID, ID_EXPECTED, Reader
 from config.rules import select_rules
 from config.schema import MIN_RETENTION_DAYS, Channel, DaemonSettings, Instrument, RegisterMap, Site, SiteConfig
+from config.uplink import parse_uplink
 
 __all__ = ["MAPS_DIR", "SITES_DIR", "check_config", "load_config", "load_config_or_report", "load_register_map"]
 
@@ -63,7 +65,7 @@ def load_config(path: str | Path, *, for_daemon: bool = False) -> SiteConfig:
     data = read_toml(path, reader)
     if data is None:
         raise ConfigErrors(reader.errors)
-    reader.unknown_keys(data, "", {"daemon", "site", "influx", "gateway", "notify"})
+    reader.unknown_keys(data, "", {"daemon", "site", "influx", "gateway", "notify", "uplink"})
     daemon = _daemon(reader.table(data, "daemon", ""), reader, path.parent)
     if for_daemon and (problem := historian_problem(daemon.historian)) is not None:
         reader.error("daemon.historian", str(daemon.historian),
@@ -87,11 +89,13 @@ def load_config(path: str | Path, *, for_daemon: bool = False) -> SiteConfig:
     alarms = parse_alarms(data, reader, path.parent, sites=sites, historian=daemon.historian)
     check_mqtt_client_ids(sites, alarms.notify if alarms is not None else None, reader)
     check_ph_notification(sites, alarms, reader)
+    uplink = parse_uplink(data, reader, path.parent, historian=daemon.historian,
+                          first_site=sites[0].id if sites else "edge")
     if reader.errors:
         raise ConfigErrors(reader.labelled())
     by_id = {(i.site, i.id): i for s in sites for i in s.instruments}
     return SiteConfig(daemon=daemon, sites=tuple(sites), source=path, instruments_by_id=by_id, influx=influx,
-                      gateway=gateway, alarms=alarms)
+                      gateway=gateway, alarms=alarms, uplink=uplink)
 
 
 MISSING_SITES: list[Any] = []

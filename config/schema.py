@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # config.limits / config.rules import this module at run time
     from config.influx import InfluxSettings
     from config.limits import Permit
     from config.rules import RuleBinding
+    from config.uplink import UplinkSettings
 
 
 class DriverKind(StrEnum):
@@ -338,6 +339,7 @@ class SiteConfig:
     influx: InfluxSettings | None = None  # the optional InfluxDB telemetry sink ([influx] table)
     gateway: GatewaySettings | None = None  # the optional Modbus TCP gateway for plant SCADA ([gateway])
     alarms: AlarmConfig | None = None  # alarm settings per rule, notifiers and routes ([notify], [[site.route]])
+    uplink: UplinkSettings | None = None  # the optional Sparkplug B uplink to a central broker ([uplink])
 
     def site(self, site_id: str) -> Site:
         for s in self.sites:

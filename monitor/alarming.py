@@ -37,6 +37,8 @@ from monitor.obligation_watch import (
 from monitor.sample import Sample
 from monitor.stores.influx import InfluxSink
 from monitor.stores.influx_lines import alarm_record
+from monitor.uplink.events import alarm_event, seal_event
+from monitor.uplink.publisher import UplinkPublisher
 
 log = logging.getLogger(__name__)
 RECORD_CHANNEL = "record"  # the alarm id's channel part for alarms about the record itself
@@ -93,6 +95,7 @@ class Alarming:
         self.commands = CommandQueue(path=path)
         self._sites = [s.id for s in config.sites]
         self.influx = influx
+        self.uplink: UplinkPublisher | None = None  # the Sparkplug uplink's events topic ([uplink]), set by the daemon
         self.transitions = 0
         self.gateway = (ModbusGateway.from_settings(config, config.gateway)
                         if config.gateway is not None else None)
@@ -151,7 +154,10 @@ class Alarming:
 
     def publish_journal_head(self, head: tuple[int, str], now: float) -> int:
         """Retain the chain head on every MQTT alarm link (``<prefix>/journal/head``); returns how many
-        links took it now (the others publish it when they connect)."""
+        links took it now (the others publish it when they connect). The uplink's events topic gets it too,
+        as a ``seal`` event."""
+        if self.uplink is not None:
+            self.uplink.submit_events([seal_event(head, now, self._sites)])
         if self.dispatcher is None:
             return 0
         body = json.dumps({"seq": head[0], "hash": head[1], "time": now}).encode()
@@ -231,6 +237,8 @@ class Alarming:
                                             to_state=t.to_state.value, user=t.who, note=t.why, value=t.value,
                                             limit=t.limit))
             self.influx.submit_events(records)
+        if self.uplink is not None:
+            self.uplink.submit_events(alarm_event(t) for t in transitions)
 
     def health(self) -> dict[str, Any]:
         return {

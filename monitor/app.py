@@ -55,6 +55,8 @@ from monitor.stores.influx_lines import episode_record
 from monitor.stores.retention import HOLD_MARGIN, PurgeResult, purge
 from monitor.stores.seals import RETENTION, SEAL_AFTER
 from monitor.systemd import Heartbeat, SystemdNotifier, stall_after_for
+from monitor.uplink.events import episode_event
+from monitor.uplink.publisher import UplinkPublisher, UplinkStartupError
 from monitor.warmup import history_reader, reconcile, warm_up, window_start
 
 log = logging.getLogger(__name__)
@@ -98,6 +100,10 @@ class Daemon:
         # live: late readings are judged at their time, corrections come out as revisions
         self.engine = CheckEngine.for_config(config, live=True, horizon=lambda t: window_start(config, t))
         self.alarming = Alarming(config=config, now=self.clock(), influx=self.influx)
+        # the Sparkplug B uplink to a central broker ([uplink]): a copy for the county's hub, queued on disk
+        self.uplink = (UplinkPublisher(settings=config.uplink, channels=config.channels)
+                       if config.uplink is not None else None)
+        self.alarming.uplink = self.uplink
         self.guard = RecordGuard(db=config.daemon.historian, alarming=self.alarming, clock=self.clock,
                                  seal_after=SEAL_AFTER)
         modbus, self.links = build_modbus_drivers(config)  # the daemon owns the links: closed at the stop
@@ -128,6 +134,8 @@ class Daemon:
         self.alarming.on_samples(samples)
         if self.influx is not None:
             self.influx.submit(samples, seq)  # queued once the historian committed them (no loss on a kill)
+        if self.uplink is not None:
+            self.uplink.submit(samples, seq)  # the same hand-off (monitor.uplink.publisher)
         self.staleness.observe(samples, time.monotonic())
         engine = self.engine
         events = engine.process_many(samples)
@@ -162,11 +170,14 @@ class Daemon:
             del self._verdicts[:n]  # only once recorded: a failed write keeps them for the retry
 
     def _record_events(self, events: list[EpisodeEvent]) -> None:
-        self.episodes.record(events)
+        row_ids = self.episodes.record(events)
         self.alarming.on_episodes(events, self.clock())
         self.episode_events += len(events)
         if self.influx is not None:
             self.influx.submit_events([episode_record(e) for e in events])
+        if self.uplink is not None:  # (a repeat of an event already stored has no new id: sent before)
+            self.uplink.submit_events(episode_event(e, i) for e, i in zip(events, row_ids, strict=True)
+                                      if i is not None)
         for e in events:
             log.log(logging.WARNING if e.event == START else logging.INFO, "%s", episode_message(e),
                     extra=episode_fields(e))
@@ -318,6 +329,7 @@ class Daemon:
             "record": self.guard.health(),
             "alarms": self.alarming.health(),
             "influx": asdict(self.influx.counters) if self.influx is not None else None,
+            "uplink": asdict(self.uplink.counters) if self.uplink is not None else None,
             "stale_channels": ["/".join(k) for k in self.staleness.stale_channels()],
             # what catalogue instruments say about their readings: unit mismatches, fault and service bits
             "devices": devices_of(self.polled),
@@ -366,6 +378,8 @@ class Daemon:
         await asyncio.to_thread(self._seed_duplicate_filters)
         if self.influx is not None:
             await self.influx.start(self.historian)
+        if self.uplink is not None:
+            await self.uplink.start(self.historian)
         return health
 
     def _schedule(self, scheduler: AsyncIOScheduler, health: HealthWriter, demo: clocks.DemoClock | None) -> None:
@@ -448,6 +462,8 @@ class Daemon:
         self.aggregates.close()
         if self.influx is not None:
             await self.influx.close()
+        if self.uplink is not None:
+            await self.uplink.close()
         self.episodes.close()
         health.state = "stopped"
         health.write()
@@ -505,5 +521,8 @@ async def _serve(config: SiteConfig) -> int:
         await Daemon(config=config, notifier=SystemdNotifier.from_env(), tune_gc=True).run(stop)
     except InfluxStartupError as exc:
         print(f"pretreat: cannot start the InfluxDB sink: {exc}", file=sys.stderr)
+        return 2
+    except UplinkStartupError as exc:
+        print(f"pretreat: cannot start the uplink: {exc}", file=sys.stderr)
         return 2
     return 0

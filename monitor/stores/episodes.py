@@ -201,21 +201,23 @@ class EpisodeStore:
             raise EpisodeStoreError(f"{self.path}: episode store is closed")
         return self._conn
 
-    def record(self, events: Sequence[EpisodeEvent]) -> None:
+    def record(self, events: Sequence[EpisodeEvent]) -> list[int | None]:
         """Store transitions in one transaction; ones already stored (same site/channel/rule/event/time) are
-        kept (a withdrawn one judged again stands again)."""
+        kept (a withdrawn one judged again stands again). Returns each event's new row id (increasing), or
+        None for one already stored: the uplink keys the episode events it publishes by it."""
         if not events:
-            return
+            return []
         with self._lock:
             conn = self._db()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for e in events:  # one at a time: each new or restored row is journaled (seals)
-                    _put(conn, e, update=False)
+                # one at a time: each new or restored row is journaled (seals)
+                ids = [_put(conn, e, update=False) for e in events]
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+        return ids
 
     def revise(self, revisions: Sequence[Revision], *, recorded: float) -> None:
         """Apply corrections in one transaction: withdraw, then add (with the new values), and keep each
@@ -368,15 +370,16 @@ def _row(e: EpisodeEvent) -> tuple[object, ...]:
             e.measured, e.unmeasured, int(e.censored), int(is_data_quality(e.rule)))
 
 
-def _put(conn: sqlite3.Connection, e: EpisodeEvent, *, update: bool) -> None:
+def _put(conn: sqlite3.Connection, e: EpisodeEvent, *, update: bool) -> int | None:
     """Inside a write transaction: store ``e``, journaling what changes (seals). New: inserted and journaled.
     Already stored: a withdrawn one stands again (its flag change journaled); with ``update`` (a revision)
-    its values become ``e``'s, journaled as the row's new record when they differ."""
+    its values become ``e``'s, journaled as the row's new record when they differ. Returns the new row's id,
+    None when it was already stored."""
     found = conn.execute(_FIND, (e.site, e.channel, e.rule, e.event, e.time)).fetchone()
     if found is None:
         cur = conn.execute(_INSERT, _row(e))
         journal_episode_events(conn, _rows_by_id(conn, [cur.lastrowid]))
-        return
+        return cur.lastrowid
     rid, withdrawn = found
     if update:
         before = _rows_by_id(conn, [rid])
@@ -389,6 +392,7 @@ def _put(conn: sqlite3.Connection, e: EpisodeEvent, *, update: bool) -> None:
         conn.execute("UPDATE episode_events SET withdrawn = 0 WHERE id = ?", (rid,))
     if withdrawn:
         journal_withdrawn(conn, rid, False, e.time)
+    return None
 
 
 def _revision_row(conn: sqlite3.Connection, r: Revision, recorded: float) -> None:

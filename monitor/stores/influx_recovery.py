@@ -40,18 +40,19 @@ class Recorded(Protocol):
     def committed_seq(self) -> int: ...
 
 
-def plan(outbox: Outbox, historian: Recorded) -> tuple[Path, int, int] | None:
+def plan(outbox: Outbox, historian: Recorded, *, key: str = MARK, name: str = "influx") -> tuple[Path, int, int] | None:
     """(historian file, first seq, end seq) to re-queue, or None; see the module docstring. Call before
-    anything new is submitted to the historian."""
+    anything new is submitted to the historian. ``key``/``name``: the mark and the log's name of the copy
+    (the InfluxDB sink's by default; the Sparkplug uplink keeps its own, `monitor.uplink.publisher`)."""
     head = historian.committed_seq
-    mark = outbox.mark(MARK)
+    mark = outbox.mark(key)
     if mark is not None and mark < head:
         return historian.path, mark, head
     if mark != head:
         if mark is not None:
-            log.warning("influx: the historian %s is behind the queue's mark (seq %d < %d): another or a "
-                        "restored file; tracking it from here", historian.path, head, mark)
-        outbox.set_marks({MARK: head})
+            log.warning("%s: the historian %s is behind the queue's mark (seq %d < %d): another or a "
+                        "restored file; tracking it from here", name, historian.path, head, mark)
+        outbox.set_marks({key: head})
     return None
 
 

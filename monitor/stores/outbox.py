@@ -357,6 +357,14 @@ class Outbox:
                 raise
 
     # -- state -----------------------------------------------------------------------------------------
+    def last_id(self) -> int:
+        """The id of the newest queued record, 0 when empty: a consumer's boundary between what was queued
+        before a moment and after it (ids only grow)."""
+        with self._lock:
+            self._check_open()
+            row = self._db.execute("SELECT max(id) FROM outbox").fetchone()
+        return int(row[0] or 0)
+
     @property
     def depth(self) -> int:
         """Queued items (sum of record counts)."""
