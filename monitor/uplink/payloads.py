@@ -109,16 +109,15 @@ def _metric(p: Any, name: str, dt: int, now: float) -> Any:
     return p.metrics.add(name=name, datatype=dt, timestamp=ms(now))
 
 
+_FIELD = {STRING: "string_value", DOUBLE: "double_value", INT32: "int_value", INT64: "long_value",
+          UINT64: "long_value"}
+
+
 def _properties(m: Any, props: list[tuple[str, int, Any]]) -> None:
     ps = m.properties
-    for key, dt, value in props:
-        ps.keys.append(key)
-        v = ps.values.add(type=dt)
-        if dt == STRING:
-            v.string_value = value
-        elif dt == DOUBLE:
-            v.double_value = value
-        elif dt == INT32:
-            v.int_value = value & 0xFFFFFFFF  # Tahu: signed ints travel as their unsigned bit pattern
-        else:
-            v.long_value = value
+    ps.keys.extend([key for key, _, _ in props])
+    add = ps.values.add
+    for _, dt, value in props:
+        if dt == INT32:
+            value &= 0xFFFFFFFF  # Tahu: signed ints travel as their unsigned bit pattern
+        add(type=dt, **{_FIELD[dt]: value})

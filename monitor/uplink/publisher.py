@@ -205,21 +205,20 @@ class UplinkPublisher:
             if stopping:
                 self._finish(session)
                 return
+            # woken by a submit burst, a PUBACK, a command or the stop; 20 ms while there is work (the rate)
             self._wake.wait(self.settings.flush_interval if session is None or session.idle else 0.02)
             self._wake.clear()
-            if session is not None:
-                session.s.published.clear()
 
     def _connect(self, first: bool) -> _Lanes | None:
         assert self._outbox is not None
         last = self._outbox.mark(BDSEQ_MARK)
         bdseq = 0 if last is None else (last + 1) % 256  # (a failed attempt births nothing: its number is reused)
         s = Session(settings=self.settings, bdseq=bdseq, sites=self._sites, now=self._clock(),
-                    password=self._password)
+                    password=self._password, wake=self._wake)
         try:
             s.open(self._clock(), self._stop)
         except SessionError as exc:
-            if first or self._c.sessions == 0:
+            if first:  # once per outage (the counters and the health snapshot say the rest)
                 log.warning("uplink: %s; queueing in %s and retrying", exc, self.settings.queue_path)
             return None
         self._outbox.set_marks({BDSEQ_MARK: bdseq})  # this bdSeq has an NBIRTH: the next session takes the next

@@ -40,7 +40,7 @@ class Session:
     """Connect with the NDEATH will, publish NBIRTH and every DBIRTH, then publish messages with their seq."""
 
     def __init__(self, *, settings: UplinkSettings, bdseq: int, sites: Mapping[str, Sequence[Channel]],
-                 now: float, password: str | None) -> None:
+                 now: float, password: str | None, wake: threading.Event | None = None) -> None:
         s = self.settings = settings
         self.bdseq = bdseq
         self.sites = sites
@@ -50,7 +50,7 @@ class Session:
         self._up = threading.Event()
         self._refused: str | None = None
         self.lost = threading.Event()
-        self.published = threading.Event()  # set by paho's thread at every PUBACK (the uplink thread waits on it)
+        self.published = wake or threading.Event()  # set by paho's thread at every PUBACK and command
         cl = self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=s.mqtt_client_id,
                                        protocol=mqtt.MQTTv311, clean_session=True)
         cl.max_inflight_messages_set(MAX_INFLIGHT)

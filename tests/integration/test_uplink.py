@@ -12,6 +12,7 @@ from pathlib import Path
 
 from config.loader import load_config
 from config.schema import SiteConfig
+from monitor.stores.readonly import connect_readonly
 from simulators.runner import SiteSimulator
 from tests.faults.harness import SITE, DaemonProcess, Row, SimThread, channel, recorded, site_file, tcp_instrument
 from tests.support import Mosquitto, free_port, wait_until
@@ -117,6 +118,20 @@ def test_birth_data_seq_wrap_and_death_then_every_reading_once(tmp_path: Path, m
     wrong = [m for m in bad if not (m.value is None and m.quality == opc.get(m.pretreat_quality, 0) and m.reason)]
     assert bad and not wrong, wrong[:3]
     assert {m.pretreat_quality for m in bad} >= {"comm_failure", "stale"}
+    # the record's events beside it: every stored episode event once, every alarm transition, keyed by seq
+    events = [m.event for m in messages if m.event is not None]
+    assert all(m.topic == f"pretreat/v1/pretreat/{NODE}/events" for m in messages if m.event is not None)
+    conn = connect_readonly(config.daemon.historian)
+    try:
+        stored = conn.execute("SELECT id, site, channel, rule, event, time FROM episode_events ORDER BY id").fetchall()
+        journaled = [r[0] for r in conn.execute("SELECT seq FROM journal WHERE kind = 'transition' ORDER BY seq")]
+    finally:
+        conn.close()
+    episodes = [(e["seq"], e["site"], e["channel"], e["rule"], e["event"], e["time"]) for e in events
+                if e["type"] == "episode"]
+    assert stored and episodes == [tuple(r) for r in stored]
+    alarms = [e["seq"] for e in events if e["type"] == "alarm"]
+    assert alarms and alarms == sorted(set(alarms)) and set(alarms) <= set(journaled)
     assert all(m.quality == 192 and m.value is not None for m in got if m.pretreat_quality == "good")
 
 
