@@ -67,6 +67,14 @@ def render(report: Report, *, now: float) -> str:
                      f"({influx.get('queue_fill_pct', 0.0):.1f} % of budget), "
                      f"{'server up' if influx.get('server_up') else 'server down'}, "
                      f"write errors {influx.get('write_errors', 0)}")
+    uplink = snap.get("uplink")
+    if isinstance(uplink, dict):
+        up = "broker up" if uplink.get("connected") else "broker down"
+        lines.append(f"uplink     bdSeq {uplink.get('bdseq')}, {up}, queue {uplink.get('queue_depth', 0)}"
+                     + (f" (oldest {ago(float(uplink.get('oldest_unsent_age_s') or 0))})"
+                        if uplink.get("queue_depth") else "")
+                     + f", sent {uplink.get('readings_sent', 0)} readings ({uplink.get('historical_sent', 0)} as "
+                       f"history), dropped {uplink.get('dropped_over_budget', 0)}")
     for nid, lane in delivery(snap).items():
         lines.append(f"delivery   {nid}: {'up' if lane.get('up') else 'DOWN'}, queue {lane.get('depth', 0)}"
                      + (f" (oldest {ago(float(lane.get('oldest_age_s') or 0))})" if lane.get("depth") else ""))

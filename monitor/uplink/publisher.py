@@ -97,7 +97,8 @@ class UplinkPublisher:
         self._inbox: deque[tuple[tuple[Sample, ...] | None, int | None, bytes | None]] = deque()
         self._pending = 0
         self._c = UplinkCounters()
-        self._committed: Callable[[], int] | None = None
+        self._committed: Callable[[], int] | None = None  # the historian's committed seq (with a historian)
+        self._marking = False  # write the MARK with appends (with a historian, unless an append failed)
         self._requeue: tuple[Path, int, int] | None = None
         self._outbox: Outbox | None = None
         self._thread: threading.Thread | None = None
@@ -124,6 +125,7 @@ class UplinkPublisher:
         if historian is not None:
             self._requeue = await asyncio.to_thread(plan, self._outbox, historian, key=MARK, name="uplink")
             self._committed = lambda: historian.committed_seq
+            self._marking = True
         self._thread = threading.Thread(target=self._run, name="uplink", daemon=True)
         self._thread.start()
         self._state = "running"
@@ -275,9 +277,10 @@ class UplinkPublisher:
         if not records and mark is None:
             return
         try:
-            self._outbox.append_many(records, marks={MARK: mark} if mark is not None and self._committed else None)
+            self._outbox.append_many(records, marks={MARK: mark} if mark is not None and self._marking else None)
         except Exception as exc:  # disk full, I/O error: the readings are in the historian; re-queued at start
             self._c.queue_errors += 1
+            self._marking = False  # the mark stays before them for the rest of this run
             log.error("uplink: cannot append to the queue %s (%s); %d readings will be re-queued from the "
                       "historian at the next start", self.settings.queue_path, exc, taken)
         self._pending -= taken
@@ -311,7 +314,7 @@ class UplinkPublisher:
                 conn.close()
         except Exception as exc:  # a thread must not die of it: the mark stays, the next start tries again
             self._c.queue_errors += 1
-            self._committed = None  # no mark written this run
+            self._marking = False  # no mark written this run: the next start re-queues from the old one
             log.error("uplink: re-queuing from %s failed (%s); the next start tries again", path, exc)
             return
         self._c.requeued_after_crash = n

@@ -5,17 +5,24 @@ reading by reading. The edge reaches the broker through a TCP link the tests cut
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from config.loader import load_config
 from config.schema import SiteConfig
+from config.uplink import UplinkSettings
+from monitor.cli import main
 from monitor.stores.readonly import connect_readonly
+from monitor.uplink.events import seal_event
+from monitor.uplink.publisher import UplinkPublisher
 from simulators.runner import SiteSimulator
 from tests.faults.harness import SITE, DaemonProcess, Row, SimThread, channel, recorded, site_file, tcp_instrument
-from tests.support import Mosquitto, free_port, wait_until
+from tests.support import Mosquitto, eventually, free_port, wait_until
 from tests.uplink_support import Capture, LinkProxy, Metric
 
 NODE = "edge-1"
@@ -161,7 +168,7 @@ def test_rebirth_on_command(tmp_path: Path, mosquitto: Mosquitto) -> None:
 
 
 def test_link_down_then_back_backlog_is_history_in_order_and_live_is_not_delayed(
-        tmp_path: Path, mosquitto: Mosquitto) -> None:
+        tmp_path: Path, mosquitto: Mosquitto, capsys: pytest.CaptureFixture[str]) -> None:
     with LinkProxy(mosquitto.port) as link:
         # backlog at 40 readings/s: the ~20 readings/s recorded during the outage take a while to drain
         path, sim = uplink_site(tmp_path, link.port, backlog_rate=40, batch_size=20, dead_meter=False)
@@ -176,6 +183,8 @@ def test_link_down_then_back_backlog_is_history_in_order_and_live_is_not_delayed
                 assert cap.wait_for(lambda: cap.of("NDEATH")), "the broker did not publish the last will"
                 cut_at = time.time()
                 assert wait_until(lambda: len(recorded(config.daemon.historian)) > 400, 60, 0.2)
+                main(["status", "--config", str(path)])  # the health snapshot says what is going on
+                status = capsys.readouterr().out
                 link.restore()
                 back_at = time.time()
                 assert cap.wait_for(lambda: len(cap.of("NBIRTH")) == 2)
@@ -185,6 +194,7 @@ def test_link_down_then_back_backlog_is_history_in_order_and_live_is_not_delayed
                 assert "Traceback" not in daemon.output()
         finally:
             daemon.kill()
+    assert re.search(r"uplink +bdSeq 0, broker down, queue [1-9]\d* \(oldest ", status), status
     births = [m.payload for m in cap.of("NBIRTH")]
     assert births[1] is not None and births[0] is not None
     assert births[1].metric("bdSeq").value == (births[0].metric("bdSeq").value + 1) % 256
@@ -243,3 +253,28 @@ def test_sigkill_mid_backlog_loses_nothing_and_the_last_will_says_so(tmp_path: P
     assert births[-1].metric("bdSeq").value == (births[-2].metric("bdSeq").value + 1) % 256
     assert "Traceback" not in log
     assert "re-queuing the readings" in log, "the kill left nothing in memory to re-queue: the test proved less"
+
+
+async def test_seal_events_queue_through_an_outage_and_arrive_once_in_order(tmp_path: Path,
+                                                                          mosquitto: Mosquitto) -> None:
+    """The events topic on its own (in process): seal events submitted while the broker is unreachable wait in
+    the queue file and arrive, in order, once it is reachable; the JSON is the contract's."""
+    with LinkProxy(mosquitto.port) as link:
+        link.cut()
+        settings = UplinkSettings(host="127.0.0.1", port=link.port, node=NODE, flush_interval=0.05,
+                                  max_backoff=0.2, queue_path=tmp_path / "q.sqlite")
+        pub = UplinkPublisher(settings=settings, channels=[])
+        await pub.start()
+        try:
+            pub.submit_events([seal_event((seq, f"{seq:064x}"), 1_700_000_000.0 + seq, [SITE])
+                               for seq in range(1, 6)])
+            assert await eventually(lambda: pub.counters.queue_depth == 5)
+            with Capture(mosquitto.port) as cap:
+                link.restore()
+                assert await eventually(lambda: pub.counters.queue_depth == 0 and len(cap.of("events")) == 5)
+                events = [m.event for m in cap.of("events")]
+        finally:
+            await pub.close()
+    assert [e["seq"] for e in events if e is not None] == [1, 2, 3, 4, 5]
+    assert events[0] == {"type": "seal", "seq": 1, "site": SITE, "sites": [SITE], "hash": f"{1:064x}",
+                         "time": 1_700_000_001.0}
