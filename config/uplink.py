@@ -103,22 +103,22 @@ def parse_uplink(raw: dict[str, Any], reader: Reader, base: Path, *, historian: 
     t = reader.table(raw, "uplink", "")
     reader.unknown_keys(t, p, _KEYS)
     names = "1 to 64 letters, digits, '_' or '-' (a Sparkplug id: no '/', '+', '#')"
-    host = reader.str(t, "host", p, check=lambda v: _HOST.match(v) is not None, expected="a broker host name or "
+    host = reader.text(t, "host", p, check=lambda v: _HOST.match(v) is not None, expected="a broker host name or "
                       "address")
-    group = reader.str(t, "group", p, default="pretreat", check=lambda v: NAME.match(v) is not None,
+    group = reader.text(t, "group", p, default="pretreat", check=lambda v: NAME.match(v) is not None,
                        expected=names)
-    node = reader.str(t, "node", p, default=sanitise(first_site), check=lambda v: NAME.match(v) is not None,
+    node = reader.text(t, "node", p, default=sanitise(first_site), check=lambda v: NAME.match(v) is not None,
                       expected=names)
-    client_id = reader.str(t, "client_id", p, default="", check=lambda v: v == "" or _CLIENT_ID.match(v) is not None,
+    client_id = reader.text(t, "client_id", p, default="", check=lambda v: v == "" or _CLIENT_ID.match(v) is not None,
                            expected="an MQTT client id (letters, digits, '_', '-', '.')")
-    password = reader.str(t, "password_file", p, default="")
+    password = reader.text(t, "password_file", p, default="")
     password_path = _resolve(password, base) if password else None
     if password_path is not None and not os.access(password_path, os.R_OK):
         reader.error(f"{p}.password_file", password, "a readable file holding the MQTT password")
-    username = reader.str(t, "username", p, default="")
+    username = reader.text(t, "username", p, default="")
     if password_path is not None and not username:
         reader.error(f"{p}.username", "", "a username to go with password_file")
-    queue = reader.str(t, "queue_path", p, default="")
+    queue = reader.text(t, "queue_path", p, default="")
     tls = t.get("tls", False)
     if tls is MISSING or not isinstance(tls, bool):
         reader.error(f"{p}.tls", tls, "true or false")
