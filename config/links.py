@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from config.notify import MqttNotify, NotifySection
 from config.reader import Reader
 from config.schema import Channel, DriverKind, Instrument, PayloadFormat, SerialSettings, Site
+from config.uplink import UplinkSettings
 
 MISSING_POINT = "(missing)"
 
@@ -58,8 +59,9 @@ def check_shared_links(sites: list[Site], reader: Reader) -> None:
                 serials.setdefault(inst.serial.port, (inst.serial, named))
 
 
-def check_mqtt_client_ids(sites: Iterable[Site], notify: NotifySection | None, reader: Reader) -> None:
-    """One MQTT client id per broker, across the MQTT instruments and the MQTT alarm channels.
+def check_mqtt_client_ids(sites: Iterable[Site], notify: NotifySection | None, reader: Reader, *,
+                          uplink: UplinkSettings | None = None) -> None:
+    """One MQTT client id per broker, across the MQTT instruments, the MQTT alarm channels and the uplink.
 
     The broker is told by host (case-insensitive) and port as written: two names for one broker are not
     recognised, and the same client id on two different brokers is allowed. This is the only place the
@@ -83,6 +85,8 @@ def check_mqtt_client_ids(sites: Iterable[Site], notify: NotifySection | None, r
         if isinstance(ch.settings, MqttNotify):
             claim(ch.settings.host, ch.settings.port, ch.settings.client_id,
                   f"notify.channel[id={ch.id}].client_id", f"alarm channel {ch.id}")
+    if uplink is not None:
+        claim(uplink.host, uplink.port, uplink.mqtt_client_id, "uplink.client_id", "the uplink")
 
 
 def _line_settings(s: SerialSettings) -> tuple[int, int, str, int]:

@@ -87,10 +87,10 @@ def load_config(path: str | Path, *, for_daemon: bool = False) -> SiteConfig:
         sites.append(site)
     check_shared_links(sites, reader)
     alarms = parse_alarms(data, reader, path.parent, sites=sites, historian=daemon.historian)
-    check_mqtt_client_ids(sites, alarms.notify if alarms is not None else None, reader)
-    check_ph_notification(sites, alarms, reader)
     uplink = parse_uplink(data, reader, path.parent, historian=daemon.historian,
                           first_site=sites[0].id if sites else "edge")
+    check_mqtt_client_ids(sites, alarms.notify if alarms is not None else None, reader, uplink=uplink)
+    check_ph_notification(sites, alarms, reader)
     if reader.errors:
         raise ConfigErrors(reader.labelled())
     by_id = {(i.site, i.id): i for s in sites for i in s.instruments}

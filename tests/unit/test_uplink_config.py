@@ -13,7 +13,7 @@ from config.loader import load_config
 from config.reader import Reader
 from config.uplink import UplinkSettings, parse_uplink, sanitise
 from monitor.cli import main
-from tests.faults.harness import channel, site_file, tcp_instrument
+from tests.faults.harness import channel, mqtt_instrument, site_file, tcp_instrument
 
 
 def parse(text: str, base: Path, first_site: str = "acme-plating") -> tuple[UplinkSettings | None, list[str]]:
@@ -82,3 +82,13 @@ def test_check_config_lists_every_uplink_mistake_and_exits_2(tmp_path: Path,
     err = capsys.readouterr()
     text = err.out + err.err
     assert "uplink.node" in text and "uplink.backlog_rate" in text
+
+
+def test_the_uplink_client_id_is_not_shared_with_an_instrument_on_the_same_broker(tmp_path: Path) -> None:
+    path = site_file(tmp_path, instruments=[mqtt_instrument("lel-meter", port=1883, client_id="edge-1")],
+                     channels=[channel("lel", instrument="lel-meter", kind="lel", unit="%LEL", topic="mh/lel",
+                                       field="v")],
+                     top='[uplink]\nhost = "127.0.0.1"\nclient_id = "edge-1"\n')
+    with pytest.raises(ConfigErrors) as info:
+        load_config(path)
+    assert [e.path for e in info.value.errors] == ["uplink.client_id"], info.value.errors
