@@ -50,6 +50,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                "health of the running daemon: instruments, last readings, queues, alarms"),
     "console": ("monitor.console.cli:add_console", "serve the operator console (browser) on 127.0.0.1"),
     "user": ("monitor.console.cli:add_user", "add, list or remove operator console users"),
+    "hub": ("monitor.hub.cli:add_arguments",
+            "the county hub: edges' Sparkplug B off the central broker into PostgreSQL; `hub status`"),
 }
 
 

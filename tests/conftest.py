@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import Mosquitto, VictoriaMetrics, eventually, wait_until
+from tests.support import Mosquitto, PostgreSQL, VictoriaMetrics, eventually, wait_until
 
 LEAK_GRACE = 10.0
 """Seconds a thread or process a test started may take to end after it (a server's shutdown, a writer's flush)."""
@@ -127,6 +127,17 @@ def victoria(tmp_path: Path) -> Iterator[VictoriaMetrics]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def postgres() -> Iterator[PostgreSQL]:
+    """A fresh PostgreSQL cluster per test (initdb in a temp dir, free loopback port); tests stop/start it."""
+    server = PostgreSQL()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.remove()
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import unicodedata
 import urllib.parse
@@ -370,3 +371,78 @@ def run_on_terminal(argv: list[str], cwd: Path) -> tuple[subprocess.CompletedPro
     finally:
         os.close(primary)
     return done, shown.decode("utf-8", "replace")
+
+
+def postgres_bin(name: str) -> str:
+    """A PostgreSQL server program (Debian keeps them off PATH in /usr/lib/postgresql/<version>/bin)."""
+    found = shutil.which(name) or next(
+        (str(p) for p in sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"), reverse=True)), None)
+    if found is None:
+        msg = f"PostgreSQL's {name} is not installed (make test installs it: apt-get install -y postgresql)"
+        if IN_CI:
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return found
+
+
+class PostgreSQL:
+    """A throw-away PostgreSQL cluster: ``initdb`` in a temp dir, the server on a free loopback port with its
+    unix socket in that dir, trust authentication for the ``pretreat`` role. Run as root (CI, this VM), the
+    cluster belongs to the ``postgres`` system user, since the server refuses to run as root.
+
+    ``stop()``/``start()`` keep the data and the port, so a test can restart the database mid-stream; ``kill()``
+    is a crash (SIGKILL)."""
+
+    def __init__(self) -> None:
+        self.initdb, self.postgres = postgres_bin("initdb"), postgres_bin("postgres")
+        self.port = free_port()
+        # not under pytest's tmp_path: its parents are root's, closed to the server's user
+        self.dir = Path(tempfile.mkdtemp(prefix="pretreat-pg-"))
+        self.data = self.dir / "data"
+        self.log = self.dir / "postgres.log"
+        self.user = "postgres" if os.geteuid() == 0 else None
+        if self.user is not None:
+            shutil.chown(self.dir, self.user, self.user)
+        subprocess.run([self.initdb, "-D", str(self.data), "-U", "pretreat", "--auth=trust", "-E", "UTF8",
+                        "--no-sync", "--no-instructions"], check=True, user=self.user, group=self.user,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://pretreat@127.0.0.1:{self.port}/postgres"
+
+    def start(self, timeout: float = PATIENCE) -> None:
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [self.postgres, "-D", str(self.data), "-p", str(self.port), "-k", str(self.dir),
+                 "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=40"],
+                stdout=log, stderr=subprocess.STDOUT, user=self.user, group=self.user)
+        import psycopg
+
+        def ready() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"postgres exited at start; see {self.log}")
+            try:
+                psycopg.connect(self.url, connect_timeout=1).close()
+                return True
+            except psycopg.OperationalError:
+                return False
+
+        if not wait_until(ready, timeout, 0.05):
+            raise TimeoutError(f"postgres not accepting connections on {self.port} after {timeout}s")
+
+    def stop(self) -> None:
+        """A fast shutdown (SIGINT: clients are disconnected, the data is consistent)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(PATIENCE)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,119 @@
+"""Sparkplug B v1.0 as the edges publish it (the uplink contract, SPARKPLUG.md): topics and payloads decoded
+into the rows the hub stores.
+
+The payload schema is Eclipse Tahu's ``sparkplug_b.proto`` (``org.eclipse.tahu.protobuf.Payload``), loaded from
+its compiled descriptor (``sparkplug_b.desc``, the same descriptor pysparkplug 0.6.1 ships) into a private
+descriptor pool: pysparkplug itself pins paho-mqtt < 2, which the daemon's MQTT driver cannot use, and a private
+pool cannot clash with another copy of the same ``.proto`` registered in protobuf's default pool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+NAMESPACE = "spBv1.0"
+QUALITY_GOOD, QUALITY_BAD, QUALITY_STALE = 192, 0, 500
+"""OPC/Ignition quality codes in the "Quality" property of a DDATA metric."""
+READING_COLUMNS = ("node", "site", "channel", "t_ms", "rseq", "value", "quality", "pretreat_quality", "reason",
+                   "historical")
+
+
+def _payload_class() -> Any:
+    fdp = descriptor_pb2.FileDescriptorProto.FromString(
+        resources.files("monitor.hub").joinpath("sparkplug_b.desc").read_bytes())
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("org.eclipse.tahu.protobuf.Payload"))
+
+
+Payload = _payload_class()
+"""The Sparkplug B protobuf message class (``Payload.FromString(bytes)``, ``Payload()`` to build one)."""
+DOUBLE, BOOLEAN, STRING, INT32, UINT64 = 10, 11, 12, 3, 8
+"""Sparkplug B DataType codes used by the contract."""
+
+
+class BadMessage(ValueError):
+    """A message the hub cannot store; the text says which part and why (it is kept in ``hub_rejects``)."""
+
+
+@dataclass(frozen=True)
+class Topic:
+    kind: str
+    """NBIRTH, NDEATH, DBIRTH, DDATA, DDEATH, NDATA, NCMD, DCMD, STATE or "events" (the JSON topic)."""
+    node: str
+    device: str | None = None
+
+
+def parse_topic(topic: str, group: str) -> Topic:
+    """``spBv1.0/<group>/<MSG>/<node>[/<device>]`` or ``pretreat/v1/<group>/<node>/events``."""
+    parts = topic.split("/")
+    if parts[:2] == ["pretreat", "v1"] and len(parts) == 5 and parts[2] == group and parts[4] == "events":
+        return Topic("events", parts[3])
+    if len(parts) in (4, 5) and parts[0] == NAMESPACE and parts[1] == group:
+        return Topic(parts[2], parts[3], parts[4] if len(parts) == 5 else None)
+    raise BadMessage(f"topic {topic!r} is not in the uplink namespace of group {group!r}")
+
+
+def decode(raw: bytes, topic: str) -> Any:
+    try:
+        return Payload.FromString(raw)
+    except Exception as exc:  # protobuf raises DecodeError and, on some bytes, RuntimeWarning-like errors
+        raise BadMessage(f"{topic}: not a Sparkplug B payload ({exc})") from exc
+
+
+def metric_value(metric: Any) -> Any:
+    """The metric's value (None when ``is_null`` or unset)."""
+    if metric.is_null:
+        return None
+    which = metric.WhichOneof("value")
+    return None if which is None else getattr(metric, which)
+
+
+def properties(metric: Any) -> dict[str, Any]:
+    props = metric.properties
+    return {k: (None if v.is_null else getattr(v, v.WhichOneof("value") or "is_null"))
+            for k, v in zip(props.keys, props.values, strict=False)}
+
+
+def bd_seq(payload: Any, topic: str) -> int:
+    """The NBIRTH/NDEATH "bdSeq" metric that pairs a death with its birth."""
+    for m in payload.metrics:
+        if m.name == "bdSeq":
+            return int(metric_value(m) or 0)
+    raise BadMessage(f"{topic}: no bdSeq metric")
+
+
+def readings(payload: Any, node: str, site: str, topic: str) -> tuple[list[tuple[Any, ...]], list[str]]:
+    """DDATA metrics as rows in `READING_COLUMNS` order, and the reasons of the metrics refused.
+
+    A bad-quality sample arrives as ``is_null`` with its "reason": stored with a NULL value, never a number."""
+    rows: list[tuple[Any, ...]] = []
+    refused: list[str] = []
+    for m in payload.metrics:
+        props = properties(m)
+        rseq = props.get("rseq")
+        if not m.name or rseq is None or not m.timestamp:
+            refused.append(f"{topic}: metric {m.name or m.alias!r} lacks a name, a timestamp or its rseq property")
+            continue
+        value = metric_value(m)
+        if isinstance(value, bool):
+            value = float(value)
+        elif value is not None and not isinstance(value, float | int):
+            refused.append(f"{topic}: metric {m.name!r} has a non-numeric value {value!r}")
+            continue
+        rows.append((node, site, m.name, m.timestamp, rseq, value, props.get("Quality"),
+                     props.get("pretreat_quality"), props.get("reason"), m.is_historical))
+    return rows, refused
+
+
+def channels(payload: Any, node: str, site: str) -> list[tuple[Any, ...]]:
+    """DBIRTH metrics as (node, site, channel, unit, kind, eng_low, eng_high) rows."""
+    out = []
+    for m in payload.metrics:
+        p = properties(m)
+        out.append((node, site, m.name, p.get("engUnit"), p.get("kind"), p.get("engLow"), p.get("engHigh")))
+    return out
