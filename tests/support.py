@@ -391,9 +391,10 @@ class PostgreSQL:
     cluster belongs to the ``postgres`` system user, since the server refuses to run as root.
 
     ``stop()``/``start()`` keep the data and the port, so a test can restart the database mid-stream; ``kill()``
-    is a crash (SIGKILL)."""
+    is a crash (SIGKILL). ``durable=False`` (tests) turns fsync off; benchmarks keep PostgreSQL's defaults."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        self.durable = durable
         self.initdb, self.postgres = postgres_bin("initdb"), postgres_bin("postgres")
         self.port = free_port()
         # not under pytest's tmp_path: its parents are root's, closed to the server's user
@@ -416,7 +417,8 @@ class PostgreSQL:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [self.postgres, "-D", str(self.data), "-p", str(self.port), "-k", str(self.dir),
-                 "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=40"],
+                 "-c", "listen_addresses=127.0.0.1", "-c", f"fsync={'on' if self.durable else 'off'}",
+                 "-c", "max_connections=40"],
                 stdout=log, stderr=subprocess.STDOUT, user=self.user, group=self.user)
         import psycopg
 

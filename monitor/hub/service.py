@@ -51,7 +51,7 @@ class Hub:
     def __init__(self, cfg: HubConfig) -> None:
         self.cfg = cfg
         self.store = Store(cfg.database_url)
-        self.inbox: queue.Queue[tuple[int, mqtt.MQTTMessage]] = queue.Queue()
+        self.inbox: queue.Queue[tuple[int, mqtt.MQTTMessage, Batch]] = queue.Queue()
         self.counters = Counters()
         self.connected = False
         self.database_error: str | None = None
@@ -80,7 +80,8 @@ class Hub:
         log.warning("broker connection lost (%s); reconnecting", reason)
 
     def _on_message(self, _c: Any, _u: Any, msg: mqtt.MQTTMessage) -> None:
-        self.inbox.put((self._generation, msg))
+        # decoded here, in the network thread: it overlaps the writer's wait on PostgreSQL
+        self.inbox.put((self._generation, msg, self.decode([msg])))
 
     # -- the writer (the thread that runs `run`) -----------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -107,7 +108,7 @@ class Hub:
             self.store.close()
             self._health(stopped=True)
 
-    def _take(self) -> list[tuple[int, mqtt.MQTTMessage]]:
+    def _take(self) -> list[tuple[int, mqtt.MQTTMessage, Batch]]:
         try:
             taken = [self.inbox.get(timeout=0.1)]
         except queue.Empty:
@@ -140,8 +141,10 @@ class Hub:
         self.counters.database_errors += 1
         self.store.close()
 
-    def _commit(self, taken: list[tuple[int, mqtt.MQTTMessage]], stop: threading.Event) -> None:
-        batch = self.decode([m for _, m in taken])
+    def _commit(self, taken: list[tuple[int, mqtt.MQTTMessage, Batch]], stop: threading.Event) -> None:
+        batch = Batch()
+        for _, _, piece in taken:
+            batch.extend(piece)
         while not stop.is_set():
             try:
                 if self.store.conn is None:
@@ -159,7 +162,7 @@ class Hub:
         self.counters.messages += len(taken)
         self.counters.readings_received += len(batch.readings)
         self.counters.rejected += len(batch.rejects)
-        for generation, msg in taken:
+        for generation, msg, _ in taken:
             # a packet id belongs to its connection: one received before a reconnect is redelivered instead
             if msg.qos > 0 and generation == self._generation:
                 self.client.ack(msg.mid, msg.qos)
@@ -172,6 +175,9 @@ class Hub:
             except (sparkplug.BadMessage, ValueError) as exc:
                 log.error("message refused: %s", exc)
                 batch.rejects.append((msg.topic, str(exc), bytes(msg.payload)))
+            except Exception as exc:  # a payload that trips the decoder itself: kept, never fatal to the hub
+                log.exception("message refused: %s: cannot decode", msg.topic)
+                batch.rejects.append((msg.topic, f"cannot decode: {exc!r}", bytes(msg.payload)))
         return batch
 
     def _decode_one(self, msg: mqtt.MQTTMessage, b: Batch) -> None:

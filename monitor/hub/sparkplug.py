@@ -90,23 +90,39 @@ def bd_seq(payload: Any, topic: str) -> int:
 def readings(payload: Any, node: str, site: str, topic: str) -> tuple[list[tuple[Any, ...]], list[str]]:
     """DDATA metrics as rows in `READING_COLUMNS` order, and the reasons of the metrics refused.
 
-    A bad-quality sample arrives as ``is_null`` with its "reason": stored with a NULL value, never a number."""
+    A bad-quality sample arrives as ``is_null`` with its "reason": stored with a NULL value, never a number.
+    The hot path of the hub (one call a reading): the contract's four properties are read by name with their
+    contract types, not through the generic `properties`, which costs twice as much."""
     rows: list[tuple[Any, ...]] = []
     refused: list[str] = []
     for m in payload.metrics:
-        props = properties(m)
-        rseq = props.get("rseq")
-        if not m.name or rseq is None or not m.timestamp:
-            refused.append(f"{topic}: metric {m.name or m.alias!r} lacks a name, a timestamp or its rseq property")
+        props = m.properties
+        rseq = quality = pq = reason = None
+        for key, v in zip(props.keys, props.values, strict=False):
+            if key == "rseq":
+                rseq = v.long_value
+            elif key == "Quality":
+                quality = v.int_value
+            elif key == "pretreat_quality":
+                pq = v.string_value
+            elif key == "reason":
+                reason = v.string_value
+        name, t_ms = m.name, m.timestamp
+        if not name or rseq is None or not t_ms:
+            refused.append(f"{topic}: metric {name or m.alias!r} lacks a name, a timestamp or its rseq property")
             continue
-        value = metric_value(m)
-        if isinstance(value, bool):
-            value = float(value)
-        elif value is not None and not isinstance(value, float | int):
-            refused.append(f"{topic}: metric {m.name!r} has a non-numeric value {value!r}")
-            continue
-        rows.append((node, site, m.name, m.timestamp, rseq, value, props.get("Quality"),
-                     props.get("pretreat_quality"), props.get("reason"), m.is_historical))
+        if m.is_null:
+            value = None
+        elif m.datatype == DOUBLE:
+            value = m.double_value
+        else:
+            value = metric_value(m)
+            if isinstance(value, bool):
+                value = float(value)
+            elif value is not None and not isinstance(value, float | int):
+                refused.append(f"{topic}: metric {name!r} has a non-numeric value {value!r}")
+                continue
+        rows.append((node, site, name, t_ms, rseq, value, quality, pq, reason, m.is_historical))
     return rows, refused
 
 

@@ -55,10 +55,13 @@ CREATE TABLE IF NOT EXISTS hub_rejects (
 STAGE = """CREATE TEMP TABLE IF NOT EXISTS readings_stage (
     node text, site text, channel text, t_ms bigint, rseq bigint, value double precision, quality integer,
     pretreat_quality text, reason text, historical boolean) ON COMMIT DELETE ROWS"""
-MERGE = """INSERT INTO readings (site, channel, time, rseq, value, quality, pretreat_quality, reason, historical, node)
-SELECT site, channel, timestamptz 'epoch' + t_ms * interval '1 millisecond', rseq, value, quality, pretreat_quality,
-       reason, coalesce(historical, false), node FROM readings_stage ON CONFLICT DO NOTHING"""
-COPY_STAGE = f"COPY readings_stage ({', '.join(READING_COLUMNS)}) FROM STDIN"
+INSERT = """INSERT INTO readings (site, channel, time, rseq, value, quality, pretreat_quality, reason, historical, node)
+SELECT site, channel, to_timestamp(t_ms / 1000.0), rseq, value, quality, pretreat_quality, reason,
+       coalesce(historical, false), node FROM readings_stage"""
+"""``to_timestamp`` rounds to the microsecond, so a millisecond time is stored exactly."""
+MERGE = INSERT + " ON CONFLICT DO NOTHING"
+COPY_STAGE = f"COPY readings_stage ({', '.join(READING_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+STAGE_TYPES = ["text", "text", "text", "int8", "int8", "float8", "int4", "text", "text", "bool"]
 
 
 @dataclass
@@ -76,6 +79,11 @@ class Batch:
     """(node, Sparkplug seq, payload timestamp ms) of each message that carries a seq."""
     seen: set[str] = field(default_factory=set)
     rejects: list[tuple[str, str, bytes | None]] = field(default_factory=list)
+
+    def extend(self, other: Batch) -> None:
+        for name in ("readings", "channels", "events", "births", "deaths", "device_births", "seqs", "rejects"):
+            getattr(self, name).extend(getattr(other, name))
+        self.seen |= other.seen
 
 
 def month_start(t_ms: int) -> dt.datetime:
@@ -151,9 +159,17 @@ class Store:
             return 0
         self._partitions(conn, rows)
         with cur.copy(COPY_STAGE) as copy:
+            copy.set_types(STAGE_TYPES)
             for row in rows:
                 copy.write_row(row)
-        cur.execute(MERGE)
+        # Nearly every batch is new readings: a plain insert is ~40 % cheaper than ON CONFLICT's speculative
+        # one. A duplicate (a redelivery, a replayed backlog, another hub's commit of the same message) makes
+        # it fail as a whole; the savepoint is rolled back and the idempotent insert runs instead.
+        try:
+            with conn.transaction():
+                cur.execute(INSERT)
+        except psycopg.errors.UniqueViolation:
+            cur.execute(MERGE)
         return cur.rowcount
 
     def _write_record(self, cur: psycopg.Cursor[Any], b: Batch) -> None:
