@@ -20,15 +20,18 @@ APT    := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 DEMO_DEBS := mosquitto:mosquitto socat:socat
 # The tests add: victoria-metrics (the InfluxDB write API), chromium (console browser tests), poppler-utils
 # (pdftoppm renders report pages), openssl (test certificates), strace (the systemd unit's system-call filter,
-# emulated in a test), stress-ng (`make test-loaded` burns two cores beside the suite).
+# emulated in a test), stress-ng (`make test-loaded` burns two cores beside the suite), postgresql (the hub's
+# database; tests initdb a throw-away cluster).
 TEST_DEBS := $(DEMO_DEBS) victoria-metrics:victoria-metrics chromium:chromium poppler-utils:pdftoppm \
-             openssl:openssl strace:strace stress-ng:stress-ng
+             openssl:openssl strace:strace stress-ng:stress-ng postgresql:initdb
 
-# Installs the Debian packages of a list above whose command is missing.
+# Installs the Debian packages of a list above whose command is missing (on PATH, in /usr/sbin, or among the
+# server programs Debian keeps off PATH in /usr/lib/postgresql/<version>/bin).
 define install_debs
 	@missing=""; \
 	for pair in $(1); do \
-	  command -v "$${pair#*:}" >/dev/null || [ -x "/usr/sbin/$${pair#*:}" ] || missing="$$missing $${pair%%:*}"; \
+	  command -v "$${pair#*:}" >/dev/null || [ -x "/usr/sbin/$${pair#*:}" ] || \
+	    ls /usr/lib/postgresql/*/bin/"$${pair#*:}" >/dev/null 2>&1 || missing="$$missing $${pair%%:*}"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \

@@ -107,7 +107,7 @@ def bare_copy(db: PostgreSQL, rows: list[tuple[object, ...]]) -> float:
 
 
 def one_run(messages: int, metrics: int) -> tuple[float, float, str]:
-    load = "%.1f" % os.getloadavg()[0]
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     msgs, rows = payloads(messages, metrics)
     with tempfile.TemporaryDirectory(prefix="bench-hub-") as tmp:
         broker, db = Mosquitto(Path(tmp)), PostgreSQL(durable=True)
@@ -132,8 +132,9 @@ def main() -> int:
     ap.add_argument("--metrics", type=int, default=100)
     args = ap.parse_args()
     print(f"machine: {machine()}\n")
-    print(f"{args.messages} DDATA messages x {args.metrics} readings = {args.messages * args.metrics:,} readings a run\n")
-    print("| run | load average before | hub readings/s | bare COPY readings/s | ratio |\n|---|---|---|---|---|")
+    total = args.messages * args.metrics
+    print(f"{args.messages} DDATA messages x {args.metrics} readings = {total:,} readings a run\n")
+    print("| run | load average before (1/5/15 min) | hub readings/s | bare COPY readings/s | ratio |\n|---|---|---|---|---|")
     hubs, copies, ratios = [], [], []
     for i in range(args.runs):
         hub, copy, load = one_run(args.messages, args.metrics)
