@@ -9,6 +9,7 @@ pool cannot clash with another copy of the same ``.proto`` registered in protobu
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -18,8 +19,10 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 NAMESPACE = "spBv1.0"
 QUALITY_GOOD, QUALITY_BAD, QUALITY_STALE = 192, 0, 500
 """OPC/Ignition quality codes in the "Quality" property of a DDATA metric."""
-READING_COLUMNS = ("node", "site", "channel", "t_ms", "rseq", "value", "quality", "pretreat_quality", "reason",
-                   "historical")
+READING_COLUMNS = ("site", "channel", "time", "rseq", "value", "quality", "pretreat_quality", "reason", "historical",
+                   "node")
+"""A reading row as the hub decodes it, in the order of the ``readings`` table's columns (its COPY order)."""
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def _payload_class() -> Any:
@@ -122,7 +125,8 @@ def readings(payload: Any, node: str, site: str, topic: str) -> tuple[list[tuple
             elif value is not None and not isinstance(value, float | int):
                 refused.append(f"{topic}: metric {name!r} has a non-numeric value {value!r}")
                 continue
-        rows.append((node, site, name, t_ms, rseq, value, quality, pq, reason, m.is_historical))
+        rows.append((site, name, EPOCH + dt.timedelta(milliseconds=t_ms), rseq, value, quality, pq, reason,
+                     m.is_historical, node))
     return rows, refused
 
 

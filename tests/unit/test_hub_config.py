@@ -62,7 +62,7 @@ def test_an_unreadable_or_broken_file_names_itself(tmp_path: Path) -> None:
     with pytest.raises(HubConfigError, match="cannot read"):
         load_hub_config(tmp_path / "missing.toml")
     (tmp_path / "bad.toml").write_text("[hub\n")
-    with pytest.raises(HubConfigError, match="bad.toml: not valid TOML"):
+    with pytest.raises(HubConfigError, match=r"bad\.toml: not valid TOML"):
         load_hub_config(tmp_path / "bad.toml")
 
 
