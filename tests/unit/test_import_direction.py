@@ -57,6 +57,7 @@ LAYER_OF: dict[str, int] = {
     "monitor.export_render": 6,
     "monitor.replay": 6,
     "monitor.audit": 6,  # `pretreat audit`: replays the record and compares (reads, never writes)
+    "monitor.hub.cli": 6,  # `pretreat hub`; the hub itself (monitor.hub) is monitor core
     "monitor.cli": 6,
     "monitor.commands": 6,
     "monitor.alarms_cli": 6,
