@@ -76,8 +76,8 @@ def hubs(tmp_path: Path, mosquitto: Mosquitto, postgres: PostgreSQL) -> Any:
 
     def make(name: str, **hub: Any) -> HubProcess:
         h = HubProcess(tmp_path, name, mosquitto, postgres, **hub)
+        started.append(h)  # before start: a hub that never connects is stopped all the same
         h.start()
-        started.append(h)
         return h
 
     yield make
