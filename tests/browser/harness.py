@@ -230,6 +230,11 @@ class Plant:
         with self._lock:
             self._players.append((site, process, playback, time.monotonic(), speed, start_at))
 
+    def stop_playing(self) -> None:
+        """Stop every scenario started with `play` (later ticks carry only what is fed)."""
+        with self._lock:
+            self._players.clear()
+
     def _played(self) -> list[Sample]:
         out: list[Sample] = []
         now = time.time()

@@ -226,6 +226,10 @@ def test_generate_for_period_and_the_notice_button(browser: Any, env: dict[str, 
 
 def test_site_view_shows_values_trends_sampler_and_live_readings(browser: Any, env: dict[str, Any],
                                                                  artifacts: Path) -> None:
+    # the held part of ph_excursion (4.6 from 360 s to 960 s), played in real time: ten minutes of live readings
+    # at one value, whatever an earlier test left playing and however long the tests before this one took
+    env["plant"].stop_playing()
+    env["plant"].play("ph_excursion", site=ACME, speed=1.0, start_at=400.0)
     page = _login(browser, env["base"], "op")
     page.goto(env["base"] + f"/sites/{ACME}")
     page.wait_for_selector('canvas.trend[data-channel="ph"][data-drawn]')
@@ -234,7 +238,7 @@ def test_site_view_shows_values_trends_sampler_and_live_readings(browser: Any, e
     ph = 'canvas.trend[data-channel="ph"]'  # the scenario keeps playing: each live reading redraws
     drawn = int(page.get_attribute(ph, "data-drawn"))
     assert wait_until(lambda: int(page.get_attribute(ph, "data-drawn")) > drawn + 3)
-    assert page.inner_text("#ch-ph .value") == "4.6 pH"  # the scenario's held value, as last received
+    assert wait_until(lambda: page.inner_text("#ch-ph .value") == "4.6 pH")  # the held value, as last received
     assert "readings, 24 h" in page.inner_text("#ch-ph .complete")
     page.screenshot(path=str(artifacts / "console-site-view.png"), full_page=True)
     drawn = int(page.get_attribute(ph, "data-drawn"))
