@@ -70,6 +70,9 @@ _UNKNOWN_RULE = AlarmSettings(priority=Priority.HIGH)  # a rule name the catalog
 ALARM_RULES = (*RULE_NAMES, CALIBRATION_OVERDUE)  # what routes and [site.alarm] may name
 _ROUTE_KEYS = {"name", "notify", "to", "min_priority", "kinds", "level", "rules", "channels", "description",
                "audience"}
+RECORD_CHANNEL = "record"  # the alarm id's channel part for alarms about the record itself (no instrument)
+RECORD_INTEGRITY = "record_integrity"  # <site>/record/record_integrity: the record failed a check
+RECORD_CITATION = "40 CFR 403.12(o): monitoring records kept, and kept unaltered"
 AUDIENCES = ("industry", "plant_operator")  # who a route's recipients are: Pawling item (4) wants both told
 _SETTING_KEYS = {f.name for f in fields(AlarmSettings)}
 

@@ -22,7 +22,7 @@ from alarms.gateway import ModbusGateway
 from alarms.model import AlarmInput, AlarmSettings, Priority, Refusal, Transition
 from alarms.notifiers.base import NotifierContext
 from alarms.notifiers.mqtt import MqttNotifier
-from config.alarms import alarm_settings, alarm_specs
+from config.alarms import RECORD_CHANNEL, RECORD_CITATION, RECORD_INTEGRITY, alarm_settings, alarm_specs
 from config.schema import SiteConfig
 from monitor.calibration import CALIBRATION_OVERDUE, CalibrationWatch, watched
 from monitor.checks.events import END, START, EpisodeEvent, iso_utc
@@ -41,9 +41,7 @@ from monitor.uplink.events import alarm_event, seal_event
 from monitor.uplink.publisher import UplinkPublisher
 
 log = logging.getLogger(__name__)
-RECORD_CHANNEL = "record"  # the alarm id's channel part for alarms about the record itself
-RECORD_INTEGRITY = "record_integrity"
-_RECORD_CITATION = "40 CFR 403.12(o): monitoring records kept, and kept unaltered"
+_RECORD_CITATION = RECORD_CITATION
 _NOT_IN_GATEWAY = (RECORD_INTEGRITY, OBLIGATION_OVERDUE, CALIBRATION_OVERDUE)  # the register map: rule alarms only
 
 

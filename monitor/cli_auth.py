@@ -9,6 +9,10 @@
   any action (taking an alarm out of service for maintenance is the service account's).
 
 The journal records the authenticated name, so an action can be traced to a person or to the service.
+
+The case file's entries from the command line (`pretreat obligations done`, `pretreat report annotate`) use
+the same mechanism with the console's role rules (`acting_person`): the industry speaks for itself, so only
+a console user of the industry role, for its company's sites, may record them; the service account may not.
 """
 
 from __future__ import annotations
@@ -19,8 +23,12 @@ import os
 import pwd
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from config.schema import SiteConfig
+
+if TYPE_CHECKING:
+    from monitor.console.users import User
 
 SERVICE = "service:"
 
@@ -49,7 +57,31 @@ def acting_user(args: argparse.Namespace, config: SiteConfig | None, db: Path, a
     """The authenticated name to record for ``action`` on an alarm of ``site``; raises AuthError."""
     if not args.user:
         return _service_account(db)
-    from monitor.console.auth import ALARM_ACTIONS, may_see
+    from monitor.console.auth import ALARM_ACTIONS
+
+    user = _authenticated(args, config, site)
+    if action not in ALARM_ACTIONS[user.role]:
+        article = "an" if user.role.value[0] in "aeiou" else "a"
+        raise AuthError(f"{article} {user.role.value} user may not {action} alarms")
+    return user.name
+
+
+def acting_person(args: argparse.Namespace, config: SiteConfig, site: str, role: str, what: str) -> str:
+    """The authenticated console user (of ``role``, seeing ``site``) recording ``what``; raises AuthError.
+    Never the service account: the entry is a person's statement."""
+    if not args.user:
+        raise AuthError(f"give --user with the console user who may {what} ({role} role), and the password "
+                        "on the terminal or with --password-stdin")
+    user = _authenticated(args, config, site)
+    if user.role.value != role:
+        article = "an" if user.role.value[0] in "aeiou" else "a"
+        raise AuthError(f"{article} {user.role.value} user may not {what}: only {role} users may")
+    return user.name
+
+
+def _authenticated(args: argparse.Namespace, config: SiteConfig | None, site: str) -> User:
+    """The console user ``--user`` names, once its password checks out and ``site`` is one it sees."""
+    from monitor.console.auth import may_see
     from monitor.console.users import UsersError, default_users_path, dummy_hash, load_users, verify_password
 
     if args.users:
@@ -66,12 +98,9 @@ def acting_user(args: argparse.Namespace, config: SiteConfig | None, db: Path, a
     ok = verify_password(password, user.hash if user is not None else dummy_hash())  # same cost either way
     if user is None or not ok:
         raise AuthError(f"unknown user or wrong password for {args.user!r} ({users_path})")
-    if action not in ALARM_ACTIONS[user.role]:
-        article = "an" if user.role.value[0] in "aeiou" else "a"
-        raise AuthError(f"{article} {user.role.value} user may not {action} alarms")
     if config is not None and not may_see(user, config, site):
         raise AuthError(f"site {site!r} is not one of {user.company or user.name}'s sites")
-    return user.name
+    return user
 
 
 def _service_account(db: Path) -> str:

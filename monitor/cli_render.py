@@ -5,7 +5,11 @@ unrounded).
   and enforcement think in the site's days; ``--utc`` shows ISO 8601 UTC (``2026-11-10T15:00:00Z``). Without a
   site file the zone is unknown, so times are UTC.
 - Readings at the channel's resolution (`Channel.decimals`: 0.01 → two places); a channel of unknown
-  resolution, or without a site file, shows up to 10 significant digits, as recorded.
+  resolution (a float register, MQTT), or without a site file, shows four significant digits, trailing zeros
+  dropped, as the log lines do (`monitor.number_text.number`): more would be precision nobody stated. The
+  machine formats keep every digit recorded.
+- Fractions of a second: rounded to the millisecond, as the ISO 8601 times and the episode ids are, so a
+  local time and the id of the same moment never disagree.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from zoneinfo import ZoneInfo
 
 from config.schema import SiteConfig
 from monitor.exceedances_render import iso
+from monitor.number_text import number
 
 
 def add_utc_option(p: argparse.ArgumentParser) -> None:
@@ -42,12 +47,12 @@ class Render:
         tz = None if self.utc else self._zones.get(site)
         if tz is None:
             return iso(t)
-        local = datetime.fromtimestamp(t, tz)
-        frac = f".{local.microsecond // 1000:03d}" if local.microsecond >= 1000 else ""
+        secs, ms = divmod(round(t * 1000), 1000)  # rounded as `iso` and the episode id round
+        local = datetime.fromtimestamp(secs, tz)
+        frac = f".{ms:03d}" if ms else ""
         return local.strftime("%Y-%m-%d %H:%M:%S") + frac + local.strftime(" %Z")
 
     def number(self, v: float | None, site: str, channel: str) -> str:
         if v is None:
             return ""
-        places = self._places.get((site, channel))
-        return f"{v:.{places}f}" if places is not None else f"{v:.10g}"
+        return number(v, self._places.get((site, channel)))

@@ -93,11 +93,20 @@ def json_line(obj: dict[str, Any]) -> str:
     return _JSON(obj) + "\n"
 
 
+def stable_id(e: Episode) -> str:
+    """The episode's id as `pretreat nov --episode`, `pretreat report annotate` and the report name it
+    (``site/channel/rule@start``, start in UTC rounded to the millisecond)."""
+    from monitor.checks.events import iso_utc
+
+    return "" if e.start is None else f"{e.site}/{e.channel}/{e.rule}@{iso_utc(e.start)}"
+
+
 def episode_record(n: int, e: Episode, *, evidence: bool) -> dict[str, Any]:
-    """One episode as its JSON object (the console's history adds its ``episode_id`` to it)."""
+    """One episode as its JSON object, with its stable ``episode_id`` (`stable_id`)."""
     pct = e.completeness
     obj: dict[str, Any] = {
-        "n": n, "site": e.site, "channel": e.channel, "rule": e.rule, "status": e.status,
+        "n": n, "episode_id": stable_id(e) or None, "site": e.site, "channel": e.channel, "rule": e.rule,
+        "status": e.status,
         "start": iso(e.start) or None, "end": iso(e.end) or None, "duration_s": e.duration,
         "start_value": e.start_value, "end_value": e.end_value, "peak": e.peak, "limit": e.limit,
         "unit": e.unit, "readings_good": e.good, "readings_expected": e.expected,
@@ -152,6 +161,8 @@ def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int,
     out.write(line.format(*head) + "\n")
     for row, (_n, e) in zip(rows, episodes, strict=True):
         out.write(line.format(*row) + "\n")
+        if e.start is not None:
+            out.write(f"      episode {stable_id(e)}\n")
         for rev in e.revisions or ():
             out.write(f"      revised {rev}\n")
         if e.calibration:

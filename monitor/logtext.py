@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from config.calibration import CALIBRATION_OVERDUE
+from config.obligations import OBLIGATION_OVERDUE
 from config.rule_catalogue import DURATION_RULES
 from monitor.checks.events import START
 from monitor.number_text import NO_READING, duration, number
@@ -100,6 +101,8 @@ def transition_message(t: Transition, words: str) -> str:
     what = reading(t.value, site=site, channel=channel)
     if rule == CALIBRATION_OVERDUE and t.value is None:  # no reading: the status is what to say
         what = t.citation.split("; ", 1)[-1]
+    elif rule == OBLIGATION_OVERDUE:  # no instrument: the obligation, its due time and citation
+        what = t.citation
     text = f"{words} [{t.priority.value}] {site} {channel} {rule}: {what}"
     if t.limit is not None:
         text += f" (limit {limit(t.limit, site=site, channel=channel, rule=rule)})"

@@ -3,9 +3,11 @@ overdue.
 
 Each industry site whose episodes oblige anything has one alarm, ``<site>/obligations/obligation_overdue``,
 active while at least one of its obligations is past its due time with no fulfilment recorded, and cleared
-when every overdue one is recorded as done. It goes through the ordinary alarm engine, so it is journaled,
-announced on the site's routes (the industry's and the plant operator's audiences alike) and listed in the
-console and `pretreat alarms list`; its citation names the section of the first overdue obligation.
+when every overdue one is recorded as done or closed by an invalidation of its episode. Its text
+(`overdue_text`, carried as the alarm's citation and shown instead of a reading) names the first overdue
+obligation, its deadline, due time in the site's zone and citation, and is renewed when the set changes.
+It goes through the ordinary alarm engine, so it is journaled, announced on the site's routes (the
+industry's and the plant operator's audiences alike) and listed in the console and `pretreat alarms list`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from config.schema import Site
 from monitor.checks.coverage import END_GAP
 from monitor.checks.events import END, START, EpisodeEvent
 from monitor.logtext import local_time
-from monitor.stores.casefile import CaseFile, overdue_sites
+from monitor.stores.casefile import CaseFile, Obligation, overdue_sites
 
 CHECK_EVERY = 10.0  # s between looks at the due times (deadlines are hours or days apart)
 
@@ -52,9 +54,10 @@ class ObligationWatch:
 
     def __init__(self, *, sites: Sequence[Site], journal: Journal, every: float = CHECK_EVERY) -> None:
         self.sites = {s.id: s for s in sites if obligations_of(s)}
-        self.casefile = CaseFile(journal)
+        self.casefile = CaseFile(journal, {s.id: s.timezone for s in sites})
         self.every = every  # s between looks at the due times
         self._checked = float("-inf")
+        self._named: dict[str, tuple[int, ...]] = {}  # site -> the overdue obligations its alarm text names
 
     def on_episodes(self, events: Sequence[EpisodeEvent], now: float) -> list[int]:
         """Open the obligations of the violation episodes that start in ``events``; the new ids. A start that
@@ -72,8 +75,10 @@ class ObligationWatch:
         return made
 
     def inputs(self, now: float, condition: Callable[[str], bool], *, force: bool = False) -> list[AlarmInput]:
-        """Alarm inputs for the sites whose overdue state differs from the alarm's ``condition(alarm_id)``;
-        looks at most every ``every`` s unless ``force``."""
+        """Alarm inputs for the sites whose overdue state differs from the alarm's ``condition(alarm_id)``, or
+        whose overdue obligations changed while the alarm is active (one met, another still overdue: the text
+        names those still overdue); looks at most every ``every`` s unless ``force``. Obligations fulfilled or
+        closed by an invalidation are never overdue (`monitor.stores.casefile.overdue_sites`)."""
         if not self.sites or (not force and now - self._checked < self.every):
             return []
         self._checked = now
@@ -81,15 +86,26 @@ class ObligationWatch:
         out: list[AlarmInput] = []
         for site_id, site in self.sites.items():
             late = overdue.get(site_id, [])
-            if bool(late) == condition(f"{site_id}/{OBLIGATION_CHANNEL}/{OBLIGATION_OVERDUE}"):
+            named = tuple(o.id for o in late)
+            active = condition(f"{site_id}/{OBLIGATION_CHANNEL}/{OBLIGATION_OVERDUE}")
+            if bool(late) == active and (not late or self._named.get(site_id) == named):
                 continue
-            first = late[0] if late else None
-            why = (f"{len(late)} obligation(s) overdue; first: {first.action} ({first.due_text}, due "
-                   f"{local_time(first.due, ZoneInfo(site.timezone))}); {first.citation}") if first else \
-                "every overdue obligation recorded as done"
+            self._named[site_id] = named
             out.append(AlarmInput(time=now, site=site_id, channel=OBLIGATION_CHANNEL, rule=OBLIGATION_OVERDUE,
-                                  active=bool(late), value=None, limit=None, citation=why[:500]))
+                                  active=bool(late), value=None, limit=None,
+                                  citation=overdue_text(late, ZoneInfo(site.timezone))[:500]))
         return out
+
+
+def overdue_text(late: Sequence[Obligation], zone: ZoneInfo) -> str:
+    """What the overdue alarm says: the first overdue obligation (what, to whom, its deadline in the law's
+    words, the due time in the site's zone, its citation) and how many more; or that none is overdue."""
+    if not late:
+        return "no obligation overdue (each one met, or closed when its episode was invalidated)"
+    first = late[0]
+    more = f"; {len(late) - 1} more overdue" if len(late) > 1 else ""
+    return (f"obligation #{first.id} overdue: {first.action} to {first.recipient} ({first.due_text}), due "
+            f"{local_time(first.due, zone)}; {first.citation}; episode {first.episode}{more}")
 
 
 def condition_of(engine: Any) -> Callable[[str], bool]:

@@ -1,14 +1,16 @@
 """`pretreat obligations`: what the episodes oblige the industry to do, and recording that it was done.
 
     pretreat obligations list --config FILE [--site S] [--status open|overdue|done|all] [--utc] [--json]
-    pretreat obligations done --config FILE ID --how HOW --to WHOM --user NAME [--when T] [--note N]
-                              [--report FILE.pdf]
+    pretreat obligations done --config FILE ID --how HOW --to WHOM --user NAME [--password-stdin]
+                              [--users FILE] [--when T] [--note N] [--report FILE.pdf]
 
 ``list`` prints each obligation with its episode, due time (the site's local time with its zone; ``--utc`` for
 UTC), status judged now (``open``, ``overdue``, ``done``, ``done late``), citation and fulfilment; for a site
 whose ordinance states none it says so. ``done`` records a fulfilment through the journal exactly as the
 console does (`monitor.stores.casefile`); a written report obligation needs ``--report`` (a PDF, stored
-content-addressed). Exit codes: 0, 1 (the record cannot be read or written), 2 (bad usage).
+content-addressed). ``--user`` is a console user of the industry role for the obligation's site, authenticated
+by password as the alarm actions are (`monitor.cli_auth`); a second fulfilment of one obligation is refused.
+Exit codes: 0, 1 (the record cannot be read or written, or the user is not authenticated), 2 (bad usage).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from config.loader import load_config
 from config.obligations import obligations_of, silence_note
 from config.schema import SiteConfig
 from monitor import clock
+from monitor.cli_auth import AuthError, acting_person, add_auth_options
 from monitor.console.queries import connect
 from monitor.stores.casefile import CaseFile, CaseFileError, Obligation, obligations
 
@@ -49,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     done.add_argument("--when", help="when it was done: ISO 8601 (no offset: the site's local time); default now")
     done.add_argument("--note", default="")
     done.add_argument("--report", type=Path, help="the written report (PDF) where the obligation is one")
-    done.add_argument("--user", required=True, help="who records it (the industry's person)")
+    add_auth_options(done)
     done.set_defaults(func=_done)
 
 
@@ -104,6 +107,11 @@ def _print(o: Obligation, zone: ZoneInfo, now: float) -> None:
         print(f"    done {_at(d.done_at, zone)} by {d.how} to {d.recipient}"
               + (f", report {d.report[:12]}" if d.report else "") + (f"; {d.note}" if d.note else "")
               + f" (entered by {d.user}, {_at(d.recorded, zone)})")
+    for d in o.later:  # recorded before a second fulfilment was refused: shown, never hidden
+        print(f"    also recorded: done {_at(d.done_at, zone)} by {d.how} to {d.recipient}"
+              + (f"; {d.note}" if d.note else "") + f" (entered by {d.user}, {_at(d.recorded, zone)})")
+    if o.closed is not None and o.done is None:
+        print(f"    {o.closed}")
 
 
 def _when(text: str | None, config: SiteConfig, site: str, now: float) -> float:
@@ -120,17 +128,21 @@ def _done(args: argparse.Namespace) -> int:
         print(f"no record at {db}: the daemon has not run", file=sys.stderr)
         return 1
     now = clock.wall()
-    cf = CaseFile.open(db)
+    cf = CaseFile.open(db, {s.id: s.timezone for s in config.sites})
     try:
         found = obligations(cf.journal.connection, ids=[args.id])
         if not found:
             print(f"no obligation {args.id} (pretreat obligations list --config {args.config})", file=sys.stderr)
             return 2
+        user = acting_person(args, config, found[0].site, "industry", "record that an obligation was met")
         report = None
         if args.report is not None:
-            report = cf.store_file(args.report.read_bytes(), name=args.report.name, user=args.user, now=now).sha256
+            report = cf.store_file(args.report.read_bytes(), name=args.report.name, user=user, now=now).sha256
         f = cf.fulfil(args.id, done_at=_when(args.when, config, found[0].site, now), how=args.how,
-                      recipient=args.to, note=args.note, report=report, user=args.user, now=now)
+                      recipient=args.to, note=args.note, report=report, user=user, now=now)
+    except AuthError as exc:
+        print(f"obligation {args.id}: {exc}", file=sys.stderr)
+        return 1
     except (CaseFileError, ValueError, OSError) as exc:
         print(f"obligation {args.id}: {exc}", file=sys.stderr)
         return 2

@@ -132,7 +132,14 @@ def _num(v: Any) -> float | None:
     return f
 
 
+NO_INSTRUMENT_RULES = frozenset({"obligation_overdue"})  # config.obligations.OBLIGATION_OVERDUE: no reading
+
+
 def value_vs_limit(n: Notice) -> str:
+    """The reading against its limit; for an alarm about no instrument (an overdue obligation) its text, which
+    names what is overdue, its due time and citation, rather than "no reading"."""
+    if n.rule in NO_INSTRUMENT_RULES and n.value is None:
+        return n.citation or "(no text)"
     unit = f" {n.unit}" if n.unit else ""
     value = "no reading" if n.value is None else f"{n.value:g}{unit}"
     return value if n.limit is None else f"{value} (limit {n.limit:g}{unit})"

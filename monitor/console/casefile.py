@@ -164,13 +164,13 @@ async def fulfil(request: Request, obligation_id: int) -> dict[str, Any]:
     now = clock.wall()
     ob = found[0]
     report = str(body.get("report") or "").strip() or None
-    cf = CaseFile.open(c.db)
+    cf = CaseFile.open(c.db, {x.id: x.timezone for x in c.config.sites})
     try:
         cf.fulfil(obligation_id, done_at=_when(body.get("done_at"), c.config.site(ob.site).timezone, now),
                   how=str(body.get("how") or ""), recipient=str(body.get("to") or ""), note=str(body.get("note") or ""),
                   report=report, user=s.user.name, now=now)
     except CaseFileError as exc:
-        raise HTTPException(400, str(exc)) from exc
+        raise HTTPException(409 if "already recorded" in str(exc) else 400, str(exc)) from exc
     finally:
         cf.close()
     conn = _read(c)
@@ -218,7 +218,7 @@ async def invalidate(request: Request, event_id: int) -> dict[str, Any]:
         episode, site = _episode_of(c, s, conn, event_id)
     finally:
         conn.close()
-    cf = CaseFile.open(c.db)
+    cf = CaseFile.open(c.db, {x.id: x.timezone for x in c.config.sites})
     try:
         inv = cf.invalidate(episode, site=site, reason=str(body.get("reason") or ""), user=s.user.name,
                             now=clock.wall())
@@ -237,7 +237,7 @@ async def upload(request: Request, name: str = "upload.pdf") -> dict[str, Any]:
     check_csrf(request, s)
     _need(s, Role.INDUSTRY, "upload reports and attachments")
     data = await request.body()
-    cf = CaseFile.open(c.db)
+    cf = CaseFile.open(c.db, {x.id: x.timezone for x in c.config.sites})
     try:
         f = cf.store_file(data, name=name, user=s.user.name, now=clock.wall(), media=UPLOAD_MEDIA)
     except CaseFileError as exc:

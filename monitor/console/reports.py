@@ -17,7 +17,8 @@ Content-Security-Policy (no script, a unique origin), so a report never runs in 
 ``POST /api/reports/generate`` (``{"site", "from", "to"}``, local days, both included; CSRF token required)
 writes the periodic compliance report of a chosen period into the same folder (PDF, HTML and CSV, each written
 to a temporary name and renamed, as the scheduled job does), due on the jurisdiction's next report date.
-``GET /api/nov/{event_id}?format=pdf|docx|md`` (enforcement only) drafts the notice of violation of an episode
+``GET /api/nov/{event_id}?format=pdf|docx|md`` (enforcement only; any event id of the episode, its start or its
+end) drafts the notice of violation of an episode
 (`monitor.notices`) and sends it as an attachment; nothing is stored.
 """
 
@@ -98,7 +99,7 @@ async def generate(request: Request) -> dict[str, Any]:
             lambda: write_periodic(c.config, site, period, c.reports_dir, now=time.time()))
     except (OSError, sqlite3.Error) as exc:
         raise HTTPException(503, f"the report could not be written: {exc}") from exc
-    return {"files": [p.name for p in paths], "period": period.label, "due": period.due.isoformat()}
+    return {"files": [p.name for p in paths], "period": period.label, "due": period.due_label}
 
 
 @router.get("/{site}/{kind}/{name}")
@@ -123,14 +124,19 @@ NOV_TYPES = {"pdf": "application/pdf",  # Markdown drafts carry their chart as a
 
 
 def _episode_id(c: Console, event_id: int) -> str:
-    """The episode id (site/channel/rule@start) of a start event's row id, as the episode page names it."""
+    """The episode id (site/channel/rule@start) of any event row of the episode (its start, or its end: the
+    start it closes, the latest start at or before it), as the episode page names it."""
     from monitor.checks.events import iso_utc
 
     try:
         conn = connect_readonly(c.db)
         try:
-            row = conn.execute("SELECT site, channel, rule, time FROM episode_events WHERE id = ? AND event = 'start'",
+            row = conn.execute("SELECT site, channel, rule, time, event FROM episode_events WHERE id = ?",
                                (event_id,)).fetchone()
+            if row is not None and row[4] != "start":
+                start = conn.execute("SELECT max(time) FROM episode_events WHERE site = ? AND channel = ? AND "
+                                     "rule = ? AND event = 'start' AND time <= ?", row[:4]).fetchone()
+                row = None if start is None or start[0] is None else (*row[:3], start[0])
         finally:
             conn.close()
     except sqlite3.Error as exc:

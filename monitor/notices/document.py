@@ -38,9 +38,20 @@ def _value(f: NoticeFacts, x: float | None) -> str:
     return fmt_minutes(x) if f.timed and x is not None else _value_reading(f, x)
 
 
+def onset_words(f: NoticeFacts) -> str:
+    """Why the onset is the confirmation: one reading violates, or (``lel_successive``) the episode starts at
+    the N-th successive reading past the limit, so N readings make it."""
+    n = int(f.binding.params.get("readings", 1)) if f.binding is not None else 1
+    return "a single reading violates" if n <= 1 else f"the {_ordinal(n)} successive reading past the limit"
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
 def fact_rows(f: NoticeFacts) -> tuple[tuple[str, str], ...]:
     e = f.episode
-    confirmed = ("at onset (a single reading violates)" if f.confirmed == e.start
+    confirmed = (f"at onset ({onset_words(f)})" if f.confirmed == e.start
                  else f.local(f.confirmed) if f.confirmed is not None else "not confirmed by a later reading")
     duration = fmt_minutes(e.duration) if e.end is not None else "still open when drafted"
     rows = [

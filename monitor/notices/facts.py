@@ -37,7 +37,8 @@ CHART_MARGIN = 3600.0  # s of readings shown before the onset and after the end
 
 
 class NoticeError(ValueError):
-    """The notice cannot be drafted (no such episode, a data-quality episode, an unknown site)."""
+    """The notice cannot be drafted (no such episode, a data-quality episode, an unknown site, a plant's own
+    influent episode: a notice of violation is addressed to an industry user)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +167,10 @@ def gather(config: SiteConfig, ident: str, *, now: float, dated: date | None = N
         channel = site.channel(e.channel)
     except KeyError as exc:
         raise NoticeError(f"episode {ident}: site or channel {exc} is not in the site file") from exc
+    if site.kind == "plant":
+        raise NoticeError(f"episode {ident} is at {site.id}, the plant's own influent monitoring point "
+                          f"(kind = \"plant\"): a notice of violation goes to an industry user, from its own "
+                          "control manhole's episodes")
     if is_data_quality(e.rule):
         raise NoticeError(f"episode {ident} is an instrument fault ({e.rule}), not a discharge violation")
     binding = next((b for b in site.checks if b.channel == e.channel and b.rule == e.rule), None)

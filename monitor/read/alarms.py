@@ -35,10 +35,13 @@ JOURNAL_KINDS = ("transition", "action", "refusal")
 def configured_alarms(config: SiteConfig) -> dict[str, tuple[str, str]]:
     """alarm id -> (site id, citation) of every alarm the daemon creates: one per rule binding of a site, and
     the overdue-obligation alarm of each site whose episodes oblige anything (`monitor.obligation_watch`), and
-    one per channel with a calibration interval in force (`monitor.calibration`)."""
+    one per channel with a calibration interval in force (`monitor.calibration`), and each site's
+    record-integrity alarm (`monitor.integrity`), which must be acknowledgeable like any other."""
+    from config.alarms import RECORD_CHANNEL, RECORD_CITATION, RECORD_INTEGRITY
     from monitor.calibration import CALIBRATION_CITATION, watched
 
     out = {AlarmKey(b.site, b.channel, b.rule).id: (s.id, b.citation) for s in config.sites for b in s.checks}
+    out.update({AlarmKey(s.id, RECORD_CHANNEL, RECORD_INTEGRITY).id: (s.id, RECORD_CITATION) for s in config.sites})
     out.update({AlarmKey(s.id, OBLIGATION_CHANNEL, OBLIGATION_OVERDUE).id: (s.id, "obligations past their due time")
                 for s in config.sites if obligations_of(s)})
     for site, channel in watched(config.sites):

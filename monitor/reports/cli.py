@@ -4,7 +4,7 @@
     pretreat report daily --config FILE --site S --day D [--format json|csv]
     pretreat report ph --config FILE --site S --from D --to D
     pretreat report rebuild --config FILE [--site S] --from D --to D
-    pretreat report annotate --config FILE --episode ID --cause TEXT --action TEXT --user NAME
+    pretreat report annotate --config FILE --episode ID --cause TEXT --action TEXT --user NAME [--password-stdin]
     pretreat labs import --config FILE RESULTS.csv
     pretreat snc --config FILE [--to D] [--format table|csv|json]
 
@@ -60,7 +60,9 @@ def add_report(p: argparse.ArgumentParser) -> None:
     a.add_argument("--episode", required=True, metavar="ID", help="site/channel/rule@start, as the report prints")
     a.add_argument("--cause", required=True)
     a.add_argument("--action", required=True, help="corrective action taken")
-    a.add_argument("--user", required=True)
+    from monitor.cli_auth import add_auth_options
+
+    add_auth_options(a)  # an industry console user, authenticated (monitor.cli_auth.acting_person)
     a.set_defaults(func=_annotate)
     d = sub.add_parser("daily", help="print the daily summary of one day")
     _common(d, suppress=True)
@@ -137,14 +139,21 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _annotate(args: argparse.Namespace) -> int:
+    from monitor.cli_auth import AuthError, acting_person
     from monitor.reports.annotations import AnnotationError, annotate
 
     loaded = _loaded(args, need_site=False)
     if loaded is None:
         return 2
     try:
+        user = acting_person(args, loaded[0], args.episode.split("/", 1)[0], "industry",
+                             "enter the cause and corrective action of an episode")
+    except AuthError as exc:
+        print(f"pretreat: {exc}", file=sys.stderr)
+        return 1
+    try:
         a = annotate(Path(loaded[0].daemon.historian), episode=args.episode, cause=args.cause, action=args.action,
-                     user=args.user, now=time.time())
+                     user=user, now=time.time())
     except AnnotationError as exc:
         print(f"pretreat: {exc}", file=sys.stderr)
         return 2

@@ -51,7 +51,7 @@ def render_html(report: ComplianceReport, path: Path | None = None) -> str:
              f"{html.escape(report.site.id)} {p.label}</title><style>{_CSS}</style></head><body>",
              "<h1>Periodic Compliance Report</h1>",
              f"<p><strong>{html.escape(report.site.name or report.site.id)}</strong><br>Reporting period "
-             f"{p.label} · due {p.due.isoformat()}</p>"]
+             f"{p.label} · due {p.due_label}</p>"]
     for sec in build_sections(report):
         parts.append(f"<h2 id='{sec.key}'>{html.escape(sec.title)}</h2>")
         cls = " class='verdict'" if sec.key == "verdict" else ""

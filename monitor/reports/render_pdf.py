@@ -130,7 +130,7 @@ def layout(report: ComplianceReport) -> _Layout:
     lay.y = TOP + 0.2
     lay.text(LEFT, "Periodic Compliance Report", size=20, weight="bold", color=INK, dy=0.42)
     lay.text(LEFT, f"{report.site.name or report.site.id}", size=13, dy=0.28)
-    lay.text(LEFT, f"Reporting period {p.label}  ·  due {p.due.isoformat()}", size=10, color="#444444", dy=0.3)
+    lay.text(LEFT, f"Reporting period {p.label}  ·  due {p.due_label}", size=10, color="#444444", dy=0.3)
     for sec in build_sections(report):
         if sec.kind == "charts":
             _charts(lay, report)

@@ -4,7 +4,8 @@ Jobs, per site, in the site's time zone:
 - ``report-daily:<site>``: at 01:00 local, the previous day's summary (JSON and CSV). An hour after midnight
   leaves time for the last readings of the day to arrive and be flushed (the aggregator is flushed first).
 - ``report-periodic:<site>``: at 02:00 local on each due date (`periods`: Pawling's 15 March, September,
-  December; 1 January and 1 July elsewhere), the periodic compliance report in each format.
+  December; elsewhere 1 June and 1 December, the first day of 40 CFR 403.12(e)(1)'s submission months), the
+  periodic compliance report in each format.
 - ``report-catch-up``: once, at start: daily summaries missing for the last 7 days (the daemon was down at
   01:00; APScheduler's in-memory job store does not remember missed runs).
 - ``report-flush``: every minute, the aggregator's accrual into SQLite (when an aggregator is given).
@@ -40,7 +41,7 @@ from monitor.reports.aggregates import DailyAggregator
 from monitor.reports.aggregates_db import connect
 from monitor.reports.daily import summarize
 from monitor.reports.days import zone
-from monitor.reports.periods import Period, period_for_due
+from monitor.reports.periods import FEDERAL_MONTHS, Period, period_for_due
 from monitor.reports.plan import compile_plans
 from monitor.reports.render_csv import daily_csv
 from monitor.stores.episodes import EpisodeStore
@@ -150,7 +151,7 @@ def schedule_reports(scheduler: AsyncIOScheduler, config: SiteConfig, reports_di
         tz = zone(site.timezone)
         scheduler.add_job(daily, CronTrigger(hour=1, minute=0, timezone=tz), args=[site], id=f"report-daily:{site.id}",
                           misfire_grace_time=3600, coalesce=True, replace_existing=True)
-        months = "3,9,12" if site.jurisdiction == "pawling" else "1,7"
+        months = "3,9,12" if site.jurisdiction == "pawling" else ",".join(str(m) for m in FEDERAL_MONTHS)
         day = 15 if site.jurisdiction == "pawling" else 1
         scheduler.add_job(periodic, CronTrigger(month=months, day=day, hour=2, minute=0, timezone=tz), args=[site],
                           id=f"report-periodic:{site.id}", misfire_grace_time=6 * 3600, coalesce=True,

@@ -94,6 +94,12 @@ def _episode_rows(eps: Sequence[EpisodeLine], clock: Clock, units: dict[str, str
     return rows
 
 
+def _invalid_figures(e: EpisodeLine, clock: Clock, units: dict[str, str]) -> tuple[str, ...]:
+    """Id, rule, start, peak, limit and unit of an invalidated episode, as the episode table shows them."""
+    [row] = _episode_rows([e], clock, units)
+    return (row[0], row[1], row[2], row[4], row[5], row[6])
+
+
 def _units(r: ComplianceReport) -> dict[str, str]:
     return {c.id: c.unit for c in r.site.channels}
 
@@ -119,7 +125,7 @@ def _cover(r: ComplianceReport, clock: Clock) -> list[Section]:
     return [
         Section("Compliance verdict", key="verdict", text=(headline(r),),
                 columns=("Rule", "Citation", "Violations", "Days out of compliance"), widths=(2, 3, 1, 1.2),
-                rows=verdict_rows(r), empty="No violations recorded in this period."),
+                rows=verdict_rows(r), empty="No violations recorded (see the line above for the time measured)."),
         Section("Report", key="report", columns=("Item", "Value"), widths=(1, 3), rows=(
             ("Control authority", r.jurisdiction),
             ("Industry / site", f"{r.site.name or r.site.id} ({r.site.id})"),
@@ -127,7 +133,7 @@ def _cover(r: ComplianceReport, clock: Clock) -> list[Section]:
             ("Permit", _permit_text(r)),
             ("Categorical standard", permit.categorical if permit and permit.categorical else "(none given)"),
             ("Reporting period", f"{p.label} (local time, {r.site.timezone})"),
-            ("Due", f"{p.due.isoformat()}: {p.basis}"),
+            ("Due", f"{p.due_label}: {p.basis}"),
             ("Generated", clock(r.generated)),
             ("Exceedance episodes (violations)", str(len(r.exceedances))),
             ("Journal head at generation", f"#{r.journal_head[0]} {r.journal_head[1][:16]}…" if r.journal_head
@@ -221,10 +227,11 @@ def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
         out.append(Section(
             "Episodes marked invalid by the control authority (not violations)", key="invalidated",
             text=("Each stays in the record with the justification given; none is counted as a violation.",),
-            columns=("Episode id", "Rule", "Start", "Peak", "Limit", "Citation", "Justification", "Marked by"),
-            widths=(2.2, 1.1, 1.3, 0.6, 0.6, 2.0, 2.6, 1.2),
-            rows=tuple((e.id, label(e.rule), clock(e.start), num(e.peak, 2), num(e.limit, 2),
-                        e.citation, e.invalid.reason, f"{e.invalid.user}, {clock(e.invalid.time, '%Y-%m-%d')}")
+            columns=("Episode id", "Rule", "Start (local)", "Peak", "Limit", "Unit", "Citation", "Justification",
+                     "Marked by"),
+            widths=(2.2, 1.1, 1.3, 0.6, 0.6, 0.5, 2.0, 2.6, 1.2),
+            rows=tuple((*_invalid_figures(e, clock, _units(r)), e.citation, e.invalid.reason,
+                        f"{e.invalid.user}, {clock(e.invalid.time, '%Y-%m-%d')}")
                        for e in r.invalidated if e.invalid is not None)))
     out.append(Section(
         "Data completeness and instrument downtime", key="completeness",

@@ -49,14 +49,45 @@ def verdict(r: ComplianceReport) -> tuple[list[RuleVerdict], int]:
     return out, len(every)
 
 
+def coverage(r: ComplianceReport) -> float | None:
+    """Percent of the expected readings of the period's channels that were good (measured time), or None when
+    nothing was expected (no channel to measure)."""
+    expected = sum(c.expected for c in r.completeness)
+    return None if not expected else min(100.0, 100.0 * sum(c.good for c in r.completeness) / expected)
+
+
+def measured_note(r: ComplianceReport) -> str:
+    """Why a period without violations is not said to be "in compliance": the time measured, and whether the
+    period is over. Empty when the period is complete and fully measured."""
+    notes = []
+    end = r.bounds()[1]
+    if r.generated < end:
+        notes.append(f"PERIOD NOT COMPLETE: it runs to {r.period.last.isoformat()}; this covers only the days "
+                     "up to generation")
+    cov = coverage(r)
+    if cov is None or not any(c.good for c in r.completeness):
+        notes.append("NO DATA: no good reading was recorded in this period, so nothing was measured and no "
+                     "compliance verdict can be given")
+    elif cov < 100.0:
+        notes.append(f"measured coverage {cov:.1f} % of the expected readings; the time not measured is not "
+                     "known to be in compliance")
+    return "; ".join(notes)
+
+
 def headline(r: ComplianceReport) -> str:
+    """The cover's first line. Without violations it never says "in compliance": it says what was measured
+    (`measured_note`): no data, a period not yet complete, the coverage."""
     rules, days = verdict(r)
     n = sum(v.violations for v in rules)
+    note = measured_note(r)
     if not n:
-        text = "No violations recorded in this period."
+        text = "No violations recorded in the measured time." + (f" {note}." if note else "")
+        if note.startswith(("NO DATA", "PERIOD NOT COMPLETE")):
+            text = f"{note}. No violations recorded."
     else:
         text = (f"NOT IN COMPLIANCE: {n} violation{'s' if n != 1 else ''} of {len(rules)} "
-                f"rule{'s' if len(rules) != 1 else ''}, {days} day{'s' if days != 1 else ''} out of compliance.")
+                f"rule{'s' if len(rules) != 1 else ''}, {days} day{'s' if days != 1 else ''} out of compliance."
+                + (f" ({note}.)" if note else ""))
     apart = []
     if r.permitted_excursions:
         apart.append(f"{len(r.permitted_excursions)} permitted pH excursion(s) under 40 CFR 401.17, not violations")

@@ -4,14 +4,17 @@ corrective action (`monitor.reports.annotations`), enforcement's invalidation, a
 Everything lives in the historian's SQLite file beside the episodes and is written through the hash-chained
 journal (`alarms.journal`), each row in the same transaction as the journal record that carries it, so the
 record guard's chain covers every step: ``obligation`` (created when an episode is confirmed), ``fulfilment``,
-``invalidation``, ``file`` (and ``annotation``). Nothing is ever changed or deleted: SQL triggers refuse
-UPDATE and DELETE on these tables; a later fulfilment of the same obligation supersedes the earlier for
-display, and both stay.
+``invalidation`` (with one ``obligation_closed`` record for each obligation of the episode still open then),
+``file`` (and ``annotation``). Nothing is ever changed or deleted: SQL triggers refuse UPDATE and DELETE on
+these tables. An obligation is fulfilled once: a second fulfilment is refused with the first one's details
+(a file written before that rule may hold more than one; all are kept and shown, the first standing).
 
 An episode is named as the reports name it, ``site/channel/rule@start`` (`annotations.episode_id`).
 Invalidation is enforcement's decision (the console and this module's callers check the role): an invalidated
 episode stays in the record, shown struck through with the reason, and is left out of violation counts
-(`invalid_episodes`).
+(`invalid_episodes`); its obligations not met by then are closed as "not required: episode invalidated
+(<justification>)" (`Obligation.closed`), so they are never overdue. A justification has at least
+`MIN_JUSTIFICATION` characters: a reason a reader can check, not a mark.
 
 Uploaded files (a written report as PDF, attachments) are stored content-addressed under
 ``<historian>.files/<first two hex digits>/<sha256>``, at most `MAX_FILE` bytes, with their name and media type
@@ -30,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from alarms.journal import Entry, Journal
 from config.obligations import ObligationRule, obligations_of, obliges
@@ -39,6 +43,7 @@ from monitor.checks.events import START, EpisodeEvent, iso_utc
 MAX_FILE = 10 * 1024 * 1024  # bytes: a written report or a photo; more belongs in the program's document system
 MEDIA = {b"%PDF-": "application/pdf", b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg"}
 MAX_TEXT = 4000  # characters of a free-text field
+MIN_JUSTIFICATION = 10  # characters: "calibration failed 3 Dec" is a reason, "x" is not
 
 _TABLES = ("obligations", "obligation_fulfilments", "episode_invalidations", "casefile_files")
 _SCHEMA = [
@@ -104,12 +109,17 @@ class Obligation:
     quote: str
     due: float
     due_text: str
-    done: Fulfilment | None = None
+    done: Fulfilment | None = None  # the fulfilment that stands (the first recorded)
+    later: tuple[Fulfilment, ...] = ()  # further fulfilments a file from before the one-fulfilment rule holds
+    closed: str | None = None  # "not required: episode invalidated (...)" when its episode was invalidated
 
     def status(self, now: float) -> str:
-        """``done`` (on time: at or before the due time), ``done late``, ``overdue`` or ``open``."""
+        """``done`` (on time: at or before the due time), ``done late``, ``not required`` (its episode was
+        invalidated before it was met), ``overdue`` or ``open``."""
         if self.done is not None:
             return "done" if self.done.done_at <= self.due else "done late"
+        if self.closed is not None:
+            return "not required"
         return "overdue" if now > self.due else "open"
 
     def to_json(self, now: float) -> dict[str, Any]:
@@ -117,9 +127,19 @@ class Obligation:
                                              "source", "action", "recipient", "written", "citation", "quote",
                                              "due", "due_text")}
         out["status"] = self.status(now)
-        out["done"] = None if self.done is None else {
-            k: getattr(self.done, k) for k in ("done_at", "how", "recipient", "note", "report", "user", "recorded")}
+        out["done"] = None if self.done is None else _fulfilment_json(self.done)
+        out["later"] = [_fulfilment_json(f) for f in self.later]
+        out["closed"] = self.closed
         return out
+
+
+def _fulfilment_json(f: Fulfilment) -> dict[str, Any]:
+    return {k: getattr(f, k) for k in ("done_at", "how", "recipient", "note", "report", "user", "recorded")}
+
+
+def closed_text(reason: str) -> str:
+    """What an obligation of an invalidated episode says instead of a due time passing."""
+    return f"not required: episode invalidated ({reason})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,14 +205,16 @@ def obligations(conn: sqlite3.Connection, *, site: str | None = None, sites: Ite
     if where:
         sql += " WHERE " + " AND ".join(where)
     rows = conn.execute(sql + " ORDER BY due, id", params).fetchall()
-    done = fulfilments(conn, [int(r[0]) for r in rows])
-    return [_obligation(r, done.get(int(r[0]))) for r in rows]
+    done = all_fulfilments(conn, [int(r[0]) for r in rows])
+    invalid = invalid_episodes(conn) if rows else {}
+    return [_obligation(r, done.get(int(r[0]), []), invalid.get(r[1])) for r in rows]
 
 
-def _obligation(r: Sequence[Any], done: Fulfilment | None) -> Obligation:
+def _obligation(r: Sequence[Any], done: Sequence[Fulfilment], inv: Invalidation | None) -> Obligation:
     return Obligation(id=int(r[0]), episode=r[1], site=r[2], channel=r[3], rule=r[4], onset=r[5], aware=r[6],
                       key=r[7], source=r[8], action=r[9], recipient=r[10], written=bool(r[11]), citation=r[12],
-                      quote=r[13], due=r[14], due_text=r[15], done=done)
+                      quote=r[13], due=r[14], due_text=r[15], done=done[0] if done else None,
+                      later=tuple(done[1:]), closed=None if inv is None else closed_text(inv.reason))
 
 
 def _where(*, site: str | None, sites: Iterable[str] | None, episode: str | None) -> tuple[list[str], list[Any]]:
@@ -211,14 +233,22 @@ def _where(*, site: str | None, sites: Iterable[str] | None, episode: str | None
     return where, params
 
 
-def fulfilments(conn: sqlite3.Connection, obligation_ids: Sequence[int]) -> dict[int, Fulfilment]:
-    """The latest fulfilment recorded for each of these obligations (earlier ones stay in the table)."""
+def all_fulfilments(conn: sqlite3.Connection, obligation_ids: Sequence[int]) -> dict[int, list[Fulfilment]]:
+    """Every fulfilment recorded for each of these obligations, first recorded first."""
     if not obligation_ids or not _has(conn, "obligation_fulfilments"):
         return {}
     rows = conn.execute(
         "SELECT obligation, done_at, how, recipient, note, report, user, recorded FROM obligation_fulfilments "
         f"WHERE obligation IN ({','.join('?' * len(obligation_ids))}) ORDER BY recorded, id", list(obligation_ids))
-    return {int(r[0]): Fulfilment(*r) for r in rows}
+    out: dict[int, list[Fulfilment]] = {}
+    for r in rows:
+        out.setdefault(int(r[0]), []).append(Fulfilment(*r))
+    return out
+
+
+def fulfilments(conn: sqlite3.Connection, obligation_ids: Sequence[int]) -> dict[int, Fulfilment]:
+    """The fulfilment that stands for each of these obligations: the first recorded."""
+    return {k: v[0] for k, v in all_fulfilments(conn, obligation_ids).items()}
 
 
 def invalid_episodes(conn: sqlite3.Connection, *, site: str | None = None) -> dict[str, Invalidation]:
@@ -248,14 +278,17 @@ def file_info(conn: sqlite3.Connection, sha256: str) -> StoredFile | None:
 
 
 def overdue_sites(conn: sqlite3.Connection, now: float) -> dict[str, list[Obligation]]:
-    """The sites with obligations past due and not fulfilled, and those obligations."""
+    """The sites with obligations past due, not fulfilled and not closed by an invalidation of their episode,
+    and those obligations (by due time)."""
     if not _has(conn, "obligations"):
         return {}
     out: dict[str, list[Obligation]] = {}
-    for o in obligations(conn, ids=[int(r[0]) for r in conn.execute(
-            "SELECT id FROM obligations WHERE due < ? AND id NOT IN (SELECT obligation FROM obligation_fulfilments)",
-            (now,))]):
-        out.setdefault(o.site, []).append(o)
+    ids = [int(r[0]) for r in conn.execute(
+        "SELECT id FROM obligations WHERE due < ? AND id NOT IN (SELECT obligation FROM obligation_fulfilments)",
+        (now,))]
+    for o in obligations(conn, ids=ids) if ids else []:
+        if o.status(now) == "overdue":
+            out.setdefault(o.site, []).append(o)
     return out
 
 
@@ -264,13 +297,14 @@ def overdue_sites(conn: sqlite3.Connection, now: float) -> dict[str, list[Obliga
 class CaseFile:
     """Writes to the case file through a journal (the daemon's own, or one opened for a console or CLI call)."""
 
-    def __init__(self, journal: Journal) -> None:
+    def __init__(self, journal: Journal, timezones: dict[str, str] | None = None) -> None:
         self.journal = journal
+        self.timezones = dict(timezones or {})  # site id -> IANA zone, for times in messages
         ensure_schema(journal.connection)
 
     @classmethod
-    def open(cls, path: Path) -> CaseFile:
-        return cls(Journal(path=path))
+    def open(cls, path: Path, timezones: dict[str, str] | None = None) -> CaseFile:
+        return cls(Journal(path=path), timezones)
 
     def close(self) -> None:
         self.journal.close()
@@ -317,7 +351,13 @@ class CaseFile:
         if done_at > now + 300:
             raise CaseFileError("the time it was done is in the future")
         if done_at < found[0].onset:
-            raise CaseFileError(f"the time it was done is before the episode started ({iso_utc(found[0].onset)})")
+            raise CaseFileError(f"the time it was done is before the episode started ({self._local(found[0])})")
+        if found[0].done is not None:
+            d = found[0].done
+            raise CaseFileError(
+                f"obligation {obligation} is already recorded as done ({self._local(found[0], d.done_at)}, "
+                f"{d.how} to {d.recipient}, entered by {d.user}); the record keeps that one: a correction "
+                "belongs in the episode's cause and corrective action")
         f = Fulfilment(obligation, done_at, how, recipient, note, report, user, now)
         payload = {"obligation": obligation, "episode": found[0].episode, "done_at": done_at, "how": how,
                    "recipient": recipient, "note": note, "report": report, "user": user}
@@ -327,14 +367,32 @@ class CaseFile:
                 "obligation", "done_at", "how", "recipient", "note", "report", "user", "recorded")), seqs[0]]])])
         return f
 
+    def _local(self, o: Obligation, t: float | None = None) -> str:
+        """A time for a message, in the site's zone when the obligation's site is known (`timezone`)."""
+        from monitor.logtext import local_time
+
+        zone = self.timezones.get(o.site)
+        return local_time(o.onset if t is None else t, ZoneInfo(zone)) if zone else iso_utc(
+            o.onset if t is None else t)
+
     def invalidate(self, episode: str, *, site: str, reason: str, user: str, now: float) -> Invalidation:
-        """Mark an episode invalid (enforcement's decision; the caller checks the role). Once: it stays."""
+        """Mark an episode invalid (enforcement's decision; the caller checks the role). Once: it stays. Its
+        obligations not met by now are closed as not required, one journal record each, in the same
+        transaction."""
         reason = _text(reason, "justification", True)
+        if len(reason) < MIN_JUSTIFICATION:
+            raise CaseFileError(f"the justification must say why in at least {MIN_JUSTIFICATION} characters "
+                                "(e.g. the failed calibration and its date)")
         if invalidation(self.journal.connection, episode) is not None:
             raise CaseFileError(f"episode {episode} is already marked invalid")
         inv = Invalidation(episode, site, reason, user, now)
+        still_open = [o for o in obligations(self.journal.connection, episode=episode) if o.done is None]
+        entries = [Entry("invalidation", {"episode": episode, "site": site, "reason": reason, "user": user}, now),
+                   *(Entry("obligation_closed", {"obligation": o.id, "episode": episode,
+                                                 "status": closed_text(reason), "user": user}, now)
+                     for o in still_open)]
         self.journal.append_many(
-            [Entry("invalidation", {"episode": episode, "site": site, "reason": reason, "user": user}, now)],
+            entries,
             also=lambda seqs: [("INSERT INTO episode_invalidations (episode, site, reason, user, time, journal_seq) "
                                 "VALUES (?, ?, ?, ?, ?, ?)", [[episode, site, reason, user, now, seqs[0]]])])
         return inv

@@ -74,6 +74,11 @@ def test_an_invalidated_episode_is_listed_struck_and_not_counted(recorded: SiteC
     html, csv_text = render_html(after), render_csv(after)
     for text in (html, csv_text):
         assert REASON in text and target.id in text and "marked invalid" in text
+    [table_section] = [x for x in build_sections(after) if x.key == "invalidated"]
+    assert "Unit" in table_section.columns and "Start (local)" in table_section.columns  # every header, its unit
+    [row] = table_section.rows
+    unit = dict(zip(table_section.columns, row, strict=True))["Unit"]
+    assert unit == next(c.unit for c in config.site(SITE).channels if c.id == target.channel) and unit
 
     rows = [json.loads(line) for line in _exceedances(config, "json").splitlines()]
     marked = [r for r in rows if r["invalid"]]

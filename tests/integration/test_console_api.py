@@ -363,6 +363,18 @@ def test_notice_of_violation_drafts_are_for_enforcement_only(env: dict[str, Any]
     assert docx.status_code == 200 and docx.content.startswith(b"PK")  # a Word file is a zip
     assert env["enf"].get(f"/api/nov/{ids[ACME]}", params={"format": "rtf"}).status_code == 400
     assert env["enf"].get("/api/nov/999999").status_code == 404
+    # any event id of the episode names it: its end's too, as the episode page may link either
+    conn = sqlite3.connect(env["db"])
+    try:
+        end = conn.execute("SELECT MIN(id) FROM episode_events WHERE site = ? AND rule = 'ph_high' AND "
+                           "event = 'end' AND id > ?", (ACME, ids[ACME])).fetchone()[0]
+    finally:
+        conn.close()
+    assert end is not None
+    by_end = env["enf"].get(f"/api/nov/{end}", params={"format": "docx"})
+    by_start = env["enf"].get(f"/api/nov/{ids[ACME]}", params={"format": "docx"})
+    assert by_end.status_code == 200, by_end.text
+    assert by_end.headers["content-disposition"] == by_start.headers["content-disposition"]
 
 
 def test_generate_a_report_for_a_period(env: dict[str, Any]) -> None:
@@ -378,7 +390,8 @@ def test_generate_a_report_for_a_period(env: dict[str, Any]) -> None:
     r = op.post("/api/reports/generate", json=body, headers={"X-CSRF-Token": csrf(op)}, timeout=PATIENCE * 4)
     assert r.status_code == 200, r.text
     names = [f"{ACME}_2026-06-01_2026-06-30.{x}" for x in ("pdf", "html", "csv")]
-    assert r.json() == {"files": names, "period": "2026-06-01 to 2026-06-30", "due": "2026-07-01"}
+    # due in the CFR's words (403.12(e)(1): "during the months of June and December"), never an invented day
+    assert r.json() == {"files": names, "period": "2026-06-01 to 2026-06-30", "due": "during December 2026"}
     listed = {x["name"]: x for x in env["acme"].get("/api/reports").json()}
     assert set(names) <= set(listed)
     got = env["acme"].get(listed[names[0]]["url"])

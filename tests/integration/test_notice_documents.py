@@ -166,3 +166,19 @@ def test_cli(site: tuple[SiteConfig, Path], tmp_path: Path, capsys: pytest.Captu
     assert cli.main(["nov", "--config", str(tmp / "site.toml"), "--episode", "acme/ph/nope@x",
                      "--format", "md"]) == 2
     assert "episode id" in capsys.readouterr().err
+
+
+def test_no_notice_for_the_plants_own_influent_episode(site: tuple[SiteConfig, Path], tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A notice of violation goes to an industry: an episode of a site of kind "plant" (the plant's own influent
+    monitoring point) is refused with the reason, by the library and by `pretreat nov`."""
+    _config, tmp = site
+    plant = tmp_path / "plant.toml"
+    plant.write_text(SITE_TOML.format(db=tmp / "pretreat.sqlite").replace('id = "acme"\n',
+                                                                          'id = "acme"\nkind = "plant"\n', 1))
+    assert load_config(plant).sites[0].kind == "plant"
+    with pytest.raises(NoticeError, match=r"plant's own influent monitoring point.*goes to an industry user"):
+        gather(load_config(plant), EPISODE, now=_local(13, 0))
+    out = tmp_path / "nov.pdf"
+    assert cli.main(["nov", "--config", str(plant), "--episode", EPISODE, "--output", str(out)]) == 2
+    assert "goes to an industry user" in capsys.readouterr().err and not out.exists()

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import json
 import re
 import shutil
 import subprocess
+import sys
 from datetime import date, datetime
 from pathlib import Path
 
@@ -34,6 +36,22 @@ EPISODE = "acme/ph/ph_low@2026-03-02T01:00:00Z"  # 20:00 EST on 1 March
 NOW = datetime(2026, 3, 20, 9, 0, tzinfo=TZ).timestamp()
 
 
+PASSWORD = "a long enough password"
+J_SMITH = ("--user", "j.smith", "--password-stdin")  # the industry's person, authenticated (monitor.cli_auth)
+
+
+def _users(tmp: Path) -> None:
+    """Console users beside the site file (as `pretreat user add` writes them): the industry's j.smith (the
+    golden site's company, set here: it names none) and a plant operator."""
+    from monitor.console.users import Role, User, default_users_path, hash_password, save_users
+
+    site_file = tmp / "site.toml"
+    site_file.write_text(site_file.read_text().replace('id = "acme"\n', 'id = "acme"\ncompany = "ACME"\n', 1))
+    save_users(default_users_path(site_file.resolve()), {
+        "j.smith": User("j.smith", Role.INDUSTRY, "ACME", hash_password(PASSWORD)),
+        "op": User("op", Role.OPERATOR, "", hash_password(PASSWORD))})
+
+
 def run_cli(adder: str, *argv: str) -> int:
     parser = argparse.ArgumentParser(prog="pretreat")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -48,9 +66,12 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[SiteConfig, Path]:
     tmp = tmp_path_factory.mktemp("report")
     config = site_config(tmp)
     asyncio.run(record(config, scenario(date(2026, 3, 1), 10)))
-    assert run_cli("report", "annotate", "--config", str(tmp / "site.toml"), "--episode", EPISODE,
-                   "--cause", "Caustic dosing pump tripped on overload", "--action",
-                   "Pump motor replaced; dosing alarm added to the operator's round", "--user", "j.smith") == 0
+    _users(tmp)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "stdin", io.StringIO(PASSWORD + "\n"))
+        assert run_cli("report", "annotate", "--config", str(tmp / "site.toml"), "--episode", EPISODE,
+                       "--cause", "Caustic dosing pump tripped on overload", "--action",
+                       "Pump motor replaced; dosing alarm added to the operator's round", *J_SMITH) == 0
     labs = tmp / "labs.csv"
     labs.write_text("site,sample_date,parameter,value,unit,sample_id\n"
                     "acme,2026-03-03,BOD,250,mg/L,C1\nacme,2026-03-05,TSS,180,mg/L,C2\n")
@@ -60,9 +81,21 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[SiteConfig, Path]:
 def test_annotate_through_the_cli_is_journaled(site: tuple[SiteConfig, Path],
                                                capsys: pytest.CaptureFixture[str]) -> None:
     config, tmp = site
-    assert run_cli("report", "annotate", "--config", str(tmp / "site.toml"), "--episode",
-                   "acme/ph/ph_low@2026-03-02T01:00:01Z", "--cause", "x", "--action", "y", "--user", "z") == 2
-    assert "no episode" in capsys.readouterr().err
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "stdin", io.StringIO((PASSWORD + "\n") * 3))
+        assert run_cli("report", "annotate", "--config", str(tmp / "site.toml"), "--episode",
+                       "acme/ph/ph_low@2026-03-02T01:00:01Z", "--cause", "x", "--action", "y", *J_SMITH) == 2
+        assert "no episode" in capsys.readouterr().err
+        # the industry speaks for itself: an unauthenticated name or a plant operator is refused
+        assert run_cli("report", "annotate", "--config", str(tmp / "site.toml"), "--episode", EPISODE,
+                       "--cause", "x", "--action", "y", "--user", "z", "--password-stdin") == 1
+        assert "unknown user or wrong password for 'z'" in capsys.readouterr().err
+        assert run_cli("report", "annotate", "--config", str(tmp / "site.toml"), "--episode", EPISODE,
+                       "--cause", "x", "--action", "y", "--user", "op", "--password-stdin") == 1
+        assert "an operator user may not enter the cause" in capsys.readouterr().err
+    assert run_cli("report", "annotate", "--config", str(tmp / "site.toml"), "--episode", EPISODE,
+                   "--cause", "x", "--action", "y") == 1
+    assert "give --user" in capsys.readouterr().err
     journal = Journal(path=config.daemon.historian)
     try:
         assert journal.verify().ok

@@ -108,14 +108,14 @@ def test_invalidation_stays_once_and_nothing_is_changed_or_deleted(site_and_file
         cf.invalidate(ep, site="acme", reason="  ", user="enf", now=T0)
     cf.invalidate(ep, site="acme", reason="pH probe failed its calibration check", user="enf", now=T0 + 5)
     with pytest.raises(CaseFileError, match="already"):
-        cf.invalidate(ep, site="acme", reason="again", user="enf", now=T0 + 6)
+        cf.invalidate(ep, site="acme", reason="again, for the same reason", user="enf", now=T0 + 6)
     conn = cf.journal.connection
     assert store.invalid_episodes(conn, site="acme")[ep].reason == "pH probe failed its calibration check"
     for sql in ("UPDATE episode_invalidations SET reason = 'x'", "DELETE FROM episode_invalidations",
                 "DELETE FROM obligations", "UPDATE obligations SET due = 0"):
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
             conn.execute(sql)
-    assert _kinds(cf)[-1] == "invalidation" and cf.journal.verify().ok
+    assert _kinds(cf)[-5:] == ["invalidation"] + ["obligation_closed"] * 4 and cf.journal.verify().ok
 
 
 def test_the_read_api_on_a_file_without_the_tables(tmp_path: Path) -> None:
@@ -187,3 +187,84 @@ def test_a_restart_leaves_the_overdue_alarm_to_the_watch(tmp_path: Path) -> None
         assert reconcile(engine, CheckEngine.for_config(config), [], T0 + 60) == []
     finally:
         engine.close()
+
+
+def test_a_second_fulfilment_is_refused_naming_the_first(site_and_file: tuple[Site, CaseFile]) -> None:
+    """One fulfilment stands per obligation: a second would hide the first, so it is refused and says which."""
+    site, cf = site_and_file
+    [first, *_] = cf.open_obligations(site, [_event()], T0)
+    cf.timezones["acme"] = NY
+    cf.fulfil(first, done_at=T0 + 60, how="telephone", recipient="Town clerk", user="acme", now=T0 + 70)
+    with pytest.raises(CaseFileError, match=r"already recorded as done \(2026-03-07 15:01:00 EST, telephone to "
+                                            r"Town clerk, entered by acme\)"):
+        cf.fulfil(first, done_at=T0 + 120, how="e-mail", recipient="Town", user="acme", now=T0 + 130)
+    assert _kinds(cf).count("fulfilment") == 1
+    [ob] = store.obligations(cf.journal.connection, ids=[first])
+    assert ob.done is not None and ob.done.how == "telephone" and ob.later == ()
+
+
+def test_fulfilments_recorded_twice_before_the_rule_are_all_shown(site_and_file: tuple[Site, CaseFile]) -> None:
+    """A file from before the one-fulfilment rule may hold two: the first stands, the later is shown, none hidden."""
+    site, cf = site_and_file
+    [first, *_] = cf.open_obligations(site, [_event()], T0)
+    conn = cf.journal.connection
+    for how, at in (("telephone", T0 + 60), ("e-mail", T0 + 120)):
+        conn.execute("INSERT INTO obligation_fulfilments (obligation, done_at, how, recipient, note, report, user, "
+                     "recorded) VALUES (?, ?, ?, 'Town', '', NULL, 'acme', ?)", (first, at, how, at))
+    conn.commit()
+    [ob] = store.obligations(conn, ids=[first])
+    assert ob.done is not None and ob.done.how == "telephone" and [f.how for f in ob.later] == ["e-mail"]
+    assert [f["how"] for f in ob.to_json(T0)["later"]] == ["e-mail"]
+
+
+def test_invalidation_closes_the_open_obligations_and_the_alarm_never_names_them(
+        site_and_file: tuple[Site, CaseFile]) -> None:
+    site, cf = site_and_file
+    watch = ObligationWatch(sites=[site], journal=cf.journal)
+    watch.on_episodes([_event()], T0)
+    ob = {o.key: o for o in store.obligations(cf.journal.connection)}
+    cf.fulfil(ob["immediate_notice"].id, done_at=T0, how="telephone", recipient="Town", user="acme", now=T0 + 1)
+    ep = "acme/ph/ph_low@2026-03-07T20:00:00Z"
+    with pytest.raises(CaseFileError, match="at least 10 characters"):
+        cf.invalidate(ep, site="acme", reason="x", user="enf", now=T0 + 2)
+    cf.invalidate(ep, site="acme", reason="probe failed calibration 7 Mar", user="enf", now=T0 + 2)
+    later = T0 + 40 * 86400  # every deadline long past
+    status = {o.key: o.status(later) for o in store.obligations(cf.journal.connection)}
+    assert status == {"immediate_notice": "done", "notice_24h": "not required", "written_statement": "not required",
+                      "repeat_sampling": "not required"}
+    closed = [o.closed for o in store.obligations(cf.journal.connection) if o.key != "immediate_notice"]
+    assert closed == ["not required: episode invalidated (probe failed calibration 7 Mar)"] * 3
+    closures = [r.payload for r in cf.journal.records() if r.kind == "obligation_closed"]
+    assert sorted(c["obligation"] for c in closures) == sorted(o.id for k, o in ob.items() if k != "immediate_notice")
+    assert store.overdue_sites(cf.journal.connection, later) == {}
+    assert watch.inputs(later, lambda _id: False, force=True) == []  # never raised for a closed obligation
+
+
+def test_the_overdue_alarm_names_the_obligation_due_time_and_citation_and_follows_fulfilment(
+        site_and_file: tuple[Site, CaseFile]) -> None:
+    from alarms.model import Kind, Priority, State, Transition
+    from alarms.notifiers.base import Notice
+    from monitor.logtext import transition_message
+
+    site, cf = site_and_file
+    watch = ObligationWatch(sites=[site], journal=cf.journal)
+    watch.on_episodes([_event()], T0)
+    ob = {o.key: o for o in store.obligations(cf.journal.connection)}
+    now = T0 + 86400 + 60  # the immediate notice and the 24-hour notice are both overdue
+    [raised] = watch.inputs(now, lambda _id: False, force=True)
+    first = raised.citation
+    assert first.startswith(f"obligation #{ob['immediate_notice'].id} overdue: ")
+    assert "due 2026-03-07 15:00:00 EST" in first and "Town of Wilson § 105-7E(8)" in first
+    assert "1 more overdue" in first
+    t = Transition(time=now, alarm_id=f"acme/obligations/{OBLIGATION_OVERDUE}", kind=Kind.RAISE,
+                   from_state=State.NORMAL, to_state=State.ACTIVE_UNACKED, priority=Priority.HIGH, who="system",
+                   why="", value=None, limit=None, citation=first, seq=7)
+    assert "no reading" not in transition_message(t, "ALARM") and first in transition_message(t, "ALARM")
+    notice = Notice.of(t, target="ops@example.org", site_name="Acme", timezone=NY)
+    assert "no reading" not in notice.headline() and first in notice.headline()
+    # the named obligation is met while the 24-hour notice stays overdue: the alarm text moves on to it
+    cf.fulfil(ob["immediate_notice"].id, done_at=T0 + 30, how="telephone", recipient="Town", user="acme", now=now)
+    [renamed] = watch.inputs(now + 20, lambda _id: True, force=True)
+    assert renamed.active and f"#{ob['notice_24h'].id}" in renamed.citation
+    assert f"#{ob['immediate_notice'].id}" not in renamed.citation and "403.12(g)(2)" in renamed.citation
+    assert watch.inputs(now + 30, lambda _id: True, force=True) == []  # unchanged: nothing more to say

@@ -238,8 +238,9 @@ async def test_table_in_local_time_at_the_channels_resolution(tmp_path: Path, si
     row = table.splitlines()[1]
     # 2026-01-05T00:16:40Z is 19:16:40 EST the day before; the pH meter's resolution is 0.01
     assert row.split()[1:4] == ["2026-01-04", "19:16:40", "EST"] and "9.50 pH" in row and "9.00 pH" in row
-    assert table.splitlines()[2].strip().startswith("no calibration")  # the episode's calibration status, then
-    evidence = table.splitlines()[3:7]  # the evidence under its header
+    assert table.splitlines()[2].strip() == f"episode {SITE}/ph/ph_high@2026-01-05T00:16:40Z"  # as nov names it
+    assert table.splitlines()[3].strip().startswith("no calibration")  # the episode's calibration status, then
+    evidence = table.splitlines()[4:8]  # the evidence under its header
     assert evidence[0].split() == ["TIME", "(local", "time)", "CHANNEL", "VALUE", "QUALITY", "/", "REASON"]
     assert evidence[1].split() == ["2026-01-04", "19:16:40", "EST", "ph", "9.50", "pH", "good"]
     assert "COMM_FAILURE: ph-meter: timeout" in evidence[2]
@@ -247,6 +248,29 @@ async def test_table_in_local_time_at_the_channels_resolution(tmp_path: Path, si
     assert utc[0].startswith("#  START (UTC)") and utc[1].split()[1] == "2026-01-05T00:16:40Z"
     bare = run_report(db, None, now=T0 + 9000).splitlines()  # no site file: no zone, no resolution
     assert bare[1].split()[1] == "2026-01-05T00:16:40Z" and bare[1].split()[6:8] == ["9.5", "9"]
+
+
+async def test_the_table_prints_the_stable_episode_id_and_rounds_milliseconds_as_it_does(
+        tmp_path: Path, site_file: Path) -> None:
+    """The id `pretreat nov --episode` and `report annotate` take is printed under each row, and the local
+    time of the same moment shows the same millisecond (rounded, not truncated)."""
+    db = tmp_path / "pretreat.sqlite"
+    t = T0 + 1000.4567  # 00:16:40.4567Z: the id rounds to .457
+    await record(db, [ev(t, "ph_high", "start", 9.5), ev(t + 10, "ph_high", "end", 8.0, peak=9.5)])
+    lines = run_report(db, site_file, now=T0 + 9000).splitlines()
+    assert lines[1].split()[1:4] == ["2026-01-04", "19:16:40.457", "EST"]
+    assert lines[2].strip() == f"episode {SITE}/ph/ph_high@2026-01-05T00:16:40.457Z"
+    [row] = jsonl(run_report(db, site_file, now=T0 + 9000, format="json"))
+    assert row["episode_id"] == f"{SITE}/ph/ph_high@2026-01-05T00:16:40.457Z"
+
+
+def test_a_channel_without_a_resolution_shows_four_significant_digits(tmp_path: Path, site_file: Path) -> None:
+    """No resolution stated (a float register, MQTT): no invented precision, as the log lines show it."""
+    from monitor.cli_render import Render
+
+    r = Render(load_config(site_file))
+    assert r.number(7.199999999, SITE, "nowhere") == "7.2" and r.number(1234.5678, SITE, "nowhere") == "1235"
+    assert r.number(7.199999999, SITE, "ph") == "7.20"  # the pH meter's 0.01
 
 
 async def test_table_shows_the_latest_episodes_and_says_how_many_more(tmp_path: Path, site_file: Path) -> None:
@@ -258,9 +282,10 @@ async def test_table_shows_the_latest_episodes_and_says_how_many_more(tmp_path: 
     text = run_report(db, site_file, now=T0 + 5000, limit=5)
     lines = text.splitlines()
     assert lines[0].split()[:6] == ["#", "START", "(local", "time)", "END", "DURATION"]
-    rows = [ln for ln in lines[1:-1] if not ln.startswith(" ")]  # indented: each episode's calibration status
+    rows = [ln for ln in lines[1:-1] if not ln.startswith(" ")]  # indented: each episode's id, calibration
     assert [ln.split()[0] for ln in rows] == ["8", "9", "10", "11", "12"]  # the latest, oldest first
-    assert lines[2].strip() == "no calibration interval stated: no calibration recorded"
+    assert lines[2].strip().startswith("episode acme-plating/ph/ph_high@")
+    assert lines[3].strip() == "no calibration interval stated: no calibration recorded"
     assert lines[-1] == "12 episodes, 0 ongoing; the 7 earlier ones are not shown (--limit 0 shows all)"
     assert len(list(csv.DictReader(io.StringIO(run_report(db, site_file, now=T0, format="csv"))))) == 12
 

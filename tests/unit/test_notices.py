@@ -7,6 +7,7 @@ import os
 import re
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,3 +118,18 @@ def test_every_bound_rule_of_the_demo_site_carries_the_words_it_cites() -> None:
              if b.rule not in DATA_QUALITY_RULES]  # an instrument fault cites no law
     assert {r for _s, _c, r, _q in bound} >= {"slug", "sampler_temperature", "ph_low", "lel_single"}
     assert [b for b in bound if not b[3]] == []
+
+
+def test_the_confirmation_words_of_a_successive_readings_rule() -> None:
+    """``lel_successive`` starts at the N-th successive reading past the limit: the notice must not say "a
+    single reading violates" of it."""
+    from types import SimpleNamespace
+
+    from monitor.notices.document import onset_words
+
+    def facts(params: dict[str, object] | None) -> Any:
+        return SimpleNamespace(binding=None if params is None else SimpleNamespace(params=params))
+
+    assert onset_words(facts({"readings": 2})) == "the 2nd successive reading past the limit"
+    assert onset_words(facts({"readings": 3})) == "the 3rd successive reading past the limit"
+    assert onset_words(facts({"readings": 1})) == onset_words(facts(None)) == "a single reading violates"

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -12,18 +14,31 @@ import pytest
 from alarms.journal import Journal
 from monitor import cli
 from monitor.checks.events import START, EpisodeEvent
+from monitor.console.users import Role, User, default_users_path, hash_password, save_users
 from monitor.stores import casefile as store
 from monitor.stores.casefile import CaseFile
 from tests.unit.checks_helpers import channel, load, site_toml
 
 NY = "America/New_York"
 PDF = b"%PDF-1.4\n%%EOF\n"
+PASSWORD = "a long enough password"
+J_SMITH = ("--user", "j.smith", "--password-stdin")  # the industry's person, authenticated (monitor.cli_auth)
+
+
+@pytest.fixture(autouse=True)
+def passwords(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO((PASSWORD + "\n") * 20))
 
 
 @pytest.fixture()
 def site_file(tmp_path: Path) -> Path:
     path = tmp_path / "site.toml"
-    path.write_text(site_toml(channel("ph"), jurisdiction="vestal_endicott", timezone=NY), encoding="utf-8")
+    path.write_text(site_toml(channel("ph"), jurisdiction="vestal_endicott", timezone=NY)
+                    .replace('id = "acme"\n', 'id = "acme"\ncompany = "ACME"\n', 1), encoding="utf-8")
+    save_users(default_users_path(path.resolve()), {
+        "j.smith": User("j.smith", Role.INDUSTRY, "ACME", hash_password(PASSWORD)),
+        "other": User("other", Role.INDUSTRY, "Other Co.", hash_password(PASSWORD)),
+        "op": User("op", Role.OPERATOR, "", hash_password(PASSWORD))})
     config = load(tmp_path, path.read_text(encoding="utf-8"))
     onset = time.time() - 2 * 86400  # two days ago: the immediate notice and the 24-hour notice are overdue
     cf = CaseFile(Journal(path=config.daemon.historian))
@@ -54,15 +69,15 @@ def test_done_records_the_fulfilment_and_a_written_report_needs_its_pdf(
     by_key = {r["key"]: r for r in rows}
     notice, report = by_key["immediate_notice"]["id"], by_key["written_report"]["id"]
     assert cli.main(["obligations", "done", "--config", str(site_file), str(notice), "--how", "telephone",
-                     "--to", "town engineer", "--user", "j.smith"]) == 0
+                     "--to", "town engineer", *J_SMITH]) == 0
     assert "recorded as done" in capsys.readouterr().out
     assert cli.main(["obligations", "done", "--config", str(site_file), str(report), "--how", "letter",
-                     "--to", "commissioner", "--user", "j.smith"]) == 2
+                     "--to", "commissioner", *J_SMITH]) == 2
     assert "written report" in capsys.readouterr().err
     pdf = tmp_path / "report.pdf"
     pdf.write_bytes(PDF)
     assert cli.main(["obligations", "done", "--config", str(site_file), str(report), "--how", "letter",
-                     "--to", "commissioner", "--user", "j.smith", "--report", str(pdf)]) == 0
+                     "--to", "commissioner", *J_SMITH, "--report", str(pdf)]) == 0
     db = load(tmp_path, site_file.read_text(encoding="utf-8")).daemon.historian
     journal = Journal(path=db)
     try:
@@ -88,3 +103,49 @@ def test_rules_names_the_obligations_or_says_the_ordinance_states_none(tmp_path:
     assert cli.main(["rules", "--config", str(southeast)]) == 0
     out = capsys.readouterr().out
     assert "Telephone and notify the POTW" in out and "immediately (Town of Southeast § 112-5H" in out
+
+
+def _ids(site_file: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, int]:
+    assert cli.main(["obligations", "list", "--config", str(site_file), "--json"]) == 0
+    return {r["key"]: r["id"] for r in map(json.loads, capsys.readouterr().out.splitlines())}
+
+
+def test_done_needs_an_authenticated_industry_user(
+        site_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    notice = _ids(site_file, capsys)["immediate_notice"]
+    base = ["obligations", "done", "--config", str(site_file), str(notice), "--how", "telephone", "--to", "town"]
+    assert cli.main(base) == 1  # no --user: a fulfilment is the industry's statement, not the service's
+    assert "give --user" in capsys.readouterr().err
+    assert cli.main([*base, *J_SMITH]) == 0  # the industry's person, password checked
+    assert "recorded as done" in capsys.readouterr().out
+
+
+def test_done_refuses_wrong_password_operator_and_other_company(
+        site_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    notice = _ids(site_file, capsys)["immediate_notice"]
+    base = ["obligations", "done", "--config", str(site_file), str(notice), "--how", "telephone", "--to", "town"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("not the password\n"))
+    assert cli.main([*base, *J_SMITH]) == 1
+    assert "unknown user or wrong password for 'j.smith'" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "stdin", io.StringIO((PASSWORD + "\n") * 2))
+    assert cli.main([*base, "--user", "op", "--password-stdin"]) == 1
+    assert "an operator user may not record that an obligation was met" in capsys.readouterr().err
+    assert cli.main([*base, "--user", "other", "--password-stdin"]) == 1
+    assert "site 'acme' is not one of Other Co.'s sites" in capsys.readouterr().err
+    assert cli.main(["obligations", "list", "--config", str(site_file), "--status", "done"]) == 0
+    assert "no obligations (done)" in capsys.readouterr().out  # nothing was recorded
+
+
+def test_a_second_fulfilment_is_refused_and_the_first_stands(
+        site_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    notice = _ids(site_file, capsys)["immediate_notice"]
+    base = ["obligations", "done", "--config", str(site_file), str(notice), "--to", "town engineer", *J_SMITH]
+    assert cli.main([*base, "--how", "telephone"]) == 0
+    capsys.readouterr()
+    assert cli.main([*base, "--how", "e-mail"]) == 2
+    err = capsys.readouterr().err
+    assert f"obligation {notice} is already recorded as done" in err and "telephone to town engineer" in err
+    assert " EST" in err or " EDT" in err  # the site's local time with its zone, not UTC
+    assert cli.main(["obligations", "list", "--config", str(site_file), "--status", "done"]) == 0
+    out = capsys.readouterr().out
+    assert "by telephone to town engineer" in out and "e-mail" not in out
