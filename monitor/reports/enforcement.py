@@ -10,7 +10,8 @@ store's tables when they exist in the historian's file and `NO_RECORD` otherwise
 Tables read (by column name, so added columns do not matter), as the case file store (`monitor.stores.casefile`)
 writes them: ``obligations`` (``id``, ``episode`` as ``site/channel/rule@start``, ``action``, ``recipient``,
 ``citation``, ``due`` in epoch s UTC, ``due_text``), ``obligation_fulfilments`` (``obligation``, ``done_at``,
-``how``, ``recipient``; the latest row of an obligation supersedes earlier ones for display) and
+``how``, ``recipient``; the first row of an obligation stands, and any later one, recorded before a second
+fulfilment was refused, is named beside it, never hidden) and
 ``episode_invalidations`` (``episode``, ``reason``, ``user``, ``time``; the first one stands). A table without
 these columns is treated as absent.
 """
@@ -35,12 +36,16 @@ class ObligationLine:
     fulfilled: float | None  # when it was done, as the industry states it; None: not (yet)
     how: str = ""  # how, to whom, as the industry recorded it
     due_text: str = ""  # the deadline in the law's words ("immediately", "within 5 days")
+    closed: str = ""  # "not required: episode invalidated (...)" when its episode was invalidated unmet
 
     def status(self, now: float) -> str:
-        """``done`` (at or before the due time), ``done late``, ``overdue`` or ``open``."""
+        """``done`` (at or before the due time), ``done late``, ``not required`` (its episode was invalidated
+        before it was met), ``overdue`` or ``open``."""
         if self.fulfilled is not None:
             late = self.due is not None and self.fulfilled > self.due
             return "done late" if late else "done"
+        if self.closed:
+            return "not required"
         return "overdue" if self.due is not None and now > self.due else "open"
 
 
@@ -100,17 +105,22 @@ class _TableRecord:
         if not self._obl:
             return []
         rows = self._rows("obligations", _OBLIGATION_COLUMNS, "episode", episodes)
-        done: dict[object, tuple[object, ...]] = {}
-        if self._done:  # the latest fulfilment of each obligation
-            done = {r[0]: r for r in self._rows("obligation_fulfilments", _FULFILMENT_COLUMNS, "obligation",
-                                                [r[0] for r in rows])}
+        done: dict[object, list[tuple[object, ...]]] = {}
+        if self._done:  # every fulfilment of each obligation, first recorded first: the first stands
+            for r in self._rows("obligation_fulfilments", _FULFILMENT_COLUMNS, "obligation", [r[0] for r in rows]):
+                done.setdefault(r[0], []).append(r)
+        invalid = {i.episode: i.reason for i in self.invalidations(sorted({str(r[1]) for r in rows}))}
         out = []
         for oid, episode, action, recipient, citation, due, due_text in rows:
-            d = done.get(oid)
-            how = f"{d[2]} to {d[3]}" if d is not None and d[3] else (str(d[2]) if d is not None else "")
+            ds = done.get(oid, [])
+            d = ds[0] if ds else None
+            how = "; also recorded: ".join(f"{x[2]} to {x[3]}" if x[3] else str(x[2]) for x in ds)
             duty = f"{action} to {recipient}" if recipient else str(action)
+            closed = f"not required: episode invalidated ({invalid[str(episode)]})" \
+                if str(episode) in invalid and d is None else ""
             out.append(ObligationLine(str(episode), duty, str(citation or ""), _num(due),
-                                      _num(d[1]) if d is not None else None, how, str(due_text or "")))
+                                      _num(d[1]) if d is not None else None, how or closed, str(due_text or ""),
+                                      closed))
         return sorted(out, key=lambda o: (o.episode, o.due if o.due is not None else 0.0, o.duty))
 
     def invalidations(self, episodes: Sequence[str]) -> list[InvalidationLine]:

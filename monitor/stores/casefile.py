@@ -111,7 +111,7 @@ class Obligation:
     due_text: str
     done: Fulfilment | None = None  # the fulfilment that stands (the first recorded)
     later: tuple[Fulfilment, ...] = ()  # further fulfilments a file from before the one-fulfilment rule holds
-    closed: str | None = None  # "not required: episode invalidated (...)" when its episode was invalidated
+    closed: str | None = None  # "not required: episode invalidated (...)": its episode was invalidated, unmet
 
     def status(self, now: float) -> str:
         """``done`` (on time: at or before the due time), ``done late``, ``not required`` (its episode was
@@ -214,7 +214,7 @@ def _obligation(r: Sequence[Any], done: Sequence[Fulfilment], inv: Invalidation 
     return Obligation(id=int(r[0]), episode=r[1], site=r[2], channel=r[3], rule=r[4], onset=r[5], aware=r[6],
                       key=r[7], source=r[8], action=r[9], recipient=r[10], written=bool(r[11]), citation=r[12],
                       quote=r[13], due=r[14], due_text=r[15], done=done[0] if done else None,
-                      later=tuple(done[1:]), closed=None if inv is None else closed_text(inv.reason))
+                      later=tuple(done[1:]), closed=None if inv is None or done else closed_text(inv.reason))
 
 
 def _where(*, site: str | None, sites: Iterable[str] | None, episode: str | None) -> tuple[list[str], list[Any]]:
@@ -380,11 +380,11 @@ class CaseFile:
         obligations not met by now are closed as not required, one journal record each, in the same
         transaction."""
         reason = _text(reason, "justification", True)
+        if invalidation(self.journal.connection, episode) is not None:
+            raise CaseFileError(f"episode {episode} is already marked invalid")
         if len(reason) < MIN_JUSTIFICATION:
             raise CaseFileError(f"the justification must say why in at least {MIN_JUSTIFICATION} characters "
                                 "(e.g. the failed calibration and its date)")
-        if invalidation(self.journal.connection, episode) is not None:
-            raise CaseFileError(f"episode {episode} is already marked invalid")
         inv = Invalidation(episode, site, reason, user, now)
         still_open = [o for o in obligations(self.journal.connection, episode=episode) if o.done is None]
         entries = [Entry("invalidation", {"episode": episode, "site": site, "reason": reason, "user": user}, now),

@@ -202,7 +202,7 @@ def test_generate_for_period_and_the_notice_button(browser: Any, env: dict[str, 
     page.click("#gen-go")
     page.wait_for_selector("#gen-msg[data-done]", timeout=PATIENCE * 4 * 1000)  # drawing takes seconds
     assert page.get_attribute("#gen-msg", "data-done") == "ok", page.inner_text("#gen-msg")
-    assert "due 2026-07-01" in page.inner_text("#gen-msg")
+    assert "due during December 2026" in page.inner_text("#gen-msg")  # 40 CFR 403.12(e)(1)'s words
     name = f"{BOLT}_2026-06-01_2026-06-30.pdf"
     page.wait_for_selector(f'#r-rows tr[data-report="{BOLT}/periodic/{name}"]')
     for path in (reports_dir(env["config"]) / BOLT / "periodic").glob(f"{BOLT}_2026-06-01_2026-06-30.*"):

@@ -194,4 +194,9 @@ def test_3_enforcement_marks_the_episode_invalid_and_it_is_struck_through(browse
     industry = _login(browser, env["base"], "acme")  # the industry sees the decision and its reason too
     _episode(industry, env)
     assert reason in industry.inner_text("#cf-invalid")
+    # the obligations not met are closed with it: not required, never overdue, nothing left to record
+    industry.wait_for_selector(f"#cf-obligations tbody tr:has-text('not required: episode invalidated ({reason})')")
+    statuses = industry.eval_on_selector_all("#cf-obligations tbody td.status", "tds => tds.map(t => t.textContent)")
+    assert "overdue" not in statuses and "not required" in statuses
+    assert industry.locator("button.cf-record").count() == 0
     industry.close()

@@ -134,6 +134,9 @@ def test_fulfilment_clears_the_overdue_alarm_and_is_journaled_with_the_user(env:
     r = post(acme, f"/api/obligations/{obs['telephone_notice']['id']}/done",
              {"how": "telephone", "to": "POTW duty operator", "note": "volume about 200 gal"})  # now: late
     assert r.status_code == 200 and r.json()["status"] == "done late" and r.json()["done"]["user"] == "acme"
+    again = post(acme, f"/api/obligations/{obs['telephone_notice']['id']}/done", {"how": "e-mail", "to": "POTW"})
+    assert again.status_code == 409 and "already recorded as done" in again.json()["detail"]  # the first stands
+    assert "telephone to POTW duty operator" in again.json()["detail"]
     plant: Plant = env["plant"]
     ok = wait_until(lambda: any(t.alarm_id == OVERDUE and t.to_state in (State.RTN_UNACKED, State.NORMAL)
                                   for t in plant.transitions))  # every overdue one is done: the alarm returns
@@ -153,8 +156,16 @@ def test_annotation_and_invalidation_with_who_and_when(env: dict[str, Any]) -> N
         [a] = env[name].get(f"/api/episodes/{ep}/casefile").json()["annotations"]
         assert a["user"] == "acme" and a["cause"] == "Caustic dosing pump tripped" and a["time"] > 0
     assert post(env["enf"], f"/api/episodes/{ep}/invalidate", {"reason": " "}).status_code == 400
+    short = post(env["enf"], f"/api/episodes/{ep}/invalidate", {"reason": "x"})
+    assert short.status_code == 400 and "at least 10 characters" in short.json()["detail"]  # a reason, not a mark
     r = post(env["enf"], f"/api/episodes/{ep}/invalidate", {"reason": "Test discharge agreed in advance (letter 12)"})
     assert r.status_code == 200 and r.json()["user"] == "enf"
+    statuses = {o["key"]: (o["status"], o["closed"]) for o in
+                env["op"].get(f"/api/episodes/{ep}/casefile").json()["obligations"]}
+    closed = "not required: episode invalidated (Test discharge agreed in advance (letter 12))"
+    assert statuses["telephone_notice"] == ("done late", None)  # met before: stays as met
+    assert statuses["notice_24h"] == ("not required", closed)  # open: closed with the invalidation
+    assert journal(db, "obligation_closed")
     assert post(env["enf"], f"/api/episodes/{ep}/invalidate", {"reason": "again"}).status_code == 409
     inv = env["acme"].get(f"/api/episodes/{ep}/casefile").json()["invalidation"]
     assert inv["reason"] == "Test discharge agreed in advance (letter 12)" and inv["user"] == "enf"

@@ -268,3 +268,26 @@ def test_the_overdue_alarm_names_the_obligation_due_time_and_citation_and_follow
     assert renamed.active and f"#{ob['notice_24h'].id}" in renamed.citation
     assert f"#{ob['immediate_notice'].id}" not in renamed.citation and "403.12(g)(2)" in renamed.citation
     assert watch.inputs(now + 30, lambda _id: True, force=True) == []  # unchanged: nothing more to say
+
+
+def test_the_report_and_notice_read_every_fulfilment_and_the_closure(site_and_file: tuple[Site, CaseFile]) -> None:
+    """What the report's obligations timeline and the NOV read (`monitor.reports.enforcement`): the first
+    fulfilment stands with any later one named beside it, and an invalidated episode's unmet obligations are
+    "not required", not overdue."""
+    from monitor.reports.enforcement import open_record
+
+    site, cf = site_and_file
+    [first, *_] = cf.open_obligations(site, [_event()], T0)
+    conn = cf.journal.connection
+    for how, at in (("telephone", T0 + 60), ("e-mail", T0 + 120)):  # as a file from before the rule may hold
+        conn.execute("INSERT INTO obligation_fulfilments (obligation, done_at, how, recipient, note, report, user, "
+                     "recorded) VALUES (?, ?, ?, 'Town', '', NULL, 'acme', ?)", (first, at, how, at))
+    conn.commit()
+    ep = "acme/ph/ph_low@2026-03-07T20:00:00Z"
+    cf.invalidate(ep, site="acme", reason="probe failed calibration 7 Mar", user="enf", now=T0 + 200)
+    lines = open_record(cf.journal.path).obligations([ep])
+    [met] = [x for x in lines if x.fulfilled is not None]
+    assert met.fulfilled == T0 + 60 and met.how == "telephone to Town; also recorded: e-mail to Town"
+    rest = [x for x in lines if x.fulfilled is None]
+    assert len(rest) == 3 and {x.status(T0 + 40 * 86400) for x in rest} == {"not required"}
+    assert {x.how for x in rest} == {"not required: episode invalidated (probe failed calibration 7 Mar)"}

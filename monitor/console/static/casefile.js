@@ -26,12 +26,15 @@
   function obligations(d) {
     const rows = d.obligations.map((o) => {
       const done = o.done ? el("span", {}, `${o.done.how} to ${o.done.recipient}, ${time(o.done.done_at, zone)} (entered by ${o.done.user}, ${time(o.done.recorded, zone)})`,
-        o.done.note ? ` — ${o.done.note}` : "", o.done.report ? " · " : "", o.done.report ? fileLink(o.done.report, d.files) : "") : "";
-      const act = d.may.fulfil && !o.done ? el("button", { type: "button", class: "cf-record", "data-obligation": o.id,
+        o.done.note ? ` — ${o.done.note}` : "", o.done.report ? " · " : "", o.done.report ? fileLink(o.done.report, d.files) : "")
+        : o.closed ? el("span", { class: "closed" }, o.closed) : "";
+      // a record from before a second fulfilment was refused may hold more: each is shown, the first standing
+      const later = (o.later || []).map((f) => el("div", { class: "also" }, `also recorded: ${f.how} to ${f.recipient}, ${time(f.done_at, zone)} (entered by ${f.user}, ${time(f.recorded, zone)})`));
+      const act = d.may.fulfil && !o.done && !o.closed ? el("button", { type: "button", class: "cf-record", "data-obligation": o.id,
         onclick: () => openDone(o) }, "Record as done") : "";
       return el("tr", { "data-obligation": o.id, class: o.status === "overdue" ? "overdue" : "" },
         el("td", {}, o.action), el("td", {}, o.recipient), el("td", {}, `${o.due_text}: ${time(o.due, zone)}`),
-        el("td", { title: o.quote }, o.citation), el("td", { class: "status" }, o.status), el("td", {}, done), el("td", {}, act));
+        el("td", { title: o.quote }, o.citation), el("td", { class: "status" }, o.status), el("td", {}, done, ...later), el("td", {}, act));
     });
     $("cf-obligations").tBodies[0].replaceChildren(...rows);
     $("cf-obligations").hidden = !rows.length;
