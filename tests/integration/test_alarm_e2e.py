@@ -121,8 +121,10 @@ def test_ph_alarm_reaches_scada_and_email_and_acks_are_journaled(
 
         # an operator (a console user, password on standard input) shelves it from the command line (the
         # daemon carries it out on its tick)
-        save_users(default_users_path(site), {"jdoe": User(name="jdoe", role=Role.OPERATOR, company="",
-                                                           hash=hash_password("a long operator password"))})
+        save_users(default_users_path(site), {
+            "jdoe": User(name="jdoe", role=Role.OPERATOR, company="", hash=hash_password("a long operator password")),
+            "acme-ehs": User(name="acme-ehs", role=Role.INDUSTRY, company="ACME Plating Co.",
+                             hash=hash_password("a long industry password"))})
         until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
         out = subprocess.run([sys.executable, "-m", "monitor.cli", "alarms", "shelve", PH_LOW, "--config", str(site),
                               "--until", until, "--reason", "probe being replaced", "--user", "jdoe",
@@ -140,7 +142,8 @@ def test_ph_alarm_reaches_scada_and_email_and_acks_are_journaled(
         overdue = [json.loads(x) for x in listed.stdout.splitlines()]
         assert [o["key"] for o in overdue] == ["telephone_notice"], listed.stdout + listed.stderr
         done = subprocess.run([sys.executable, "-m", "monitor.cli", "obligations", "done", str(overdue[0]["id"]),
-                               "--config", str(site), "--how", "telephone", "--to", "POTW", "--user", "acme-ehs"],
+                               "--config", str(site), "--how", "telephone", "--to", "POTW", "--user", "acme-ehs",
+                               "--password-stdin"], input="a long industry password\n",
                               cwd=ROOT, capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, done.stdout + done.stderr
         assert wait_until(lambda: (OVERDUE, "clear") in {(a, k) for a, k, _ in kinds(probe)})
