@@ -14,8 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from tests.support import Mosquitto, PostgreSQL, VictoriaMetrics, eventually, wait_until
+
+# Hypothesis's per-example deadline (200 ms) is a timing assertion: on a shared 2-core machine one example in
+# thousands waits for the CPU longer than that ("Unreliable test timings", seen at load 20). Properties are
+# about results, so no test here has a deadline; a test that hangs is still stopped by its own waits.
+settings.register_profile("pretreat", deadline=None)
+settings.load_profile("pretreat")
 
 LEAK_GRACE = 10.0
 """Seconds a thread or process a test started may take to end after it (a server's shutdown, a writer's flush)."""

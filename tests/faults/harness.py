@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from config.schema import SiteConfig
 from monitor.app import Daemon
 from monitor.stores.readonly import connect_readonly
-from tests.support import wait_until
+from tests.support import PATIENCE, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = "plant"
@@ -226,8 +226,10 @@ class DaemonProcess:
             fh.seek(self._mark)
             return fh.read().decode(errors="replace")
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        """Until the daemon logs that it runs (stores open, polling started)."""
+    def wait_ready(self, timeout: float = 3 * PATIENCE) -> None:
+        """Until the daemon logs that it runs (stores open, polling started). A start imports the whole
+        package and opens every store: at load 20 it took over 30 s, so this waits longer than `PATIENCE`
+        (only a daemon that never starts waits it out)."""
         assert self.proc is not None
         ok = wait_until(lambda: "daemon running" in self.output() or self.proc.poll() is not None, timeout)
         if not ok or self.proc.poll() is not None:
