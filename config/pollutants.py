@@ -146,9 +146,9 @@ JURISDICTION_LIMITS: dict[str, tuple[PollutantLimit, ...]] = {
                            ("chromium_total", "1.0", 461, "One and zero-tenths mg/l total chromium."),
                        ), start=1)),
     "vestal_endicott": (
-        _lim("bod", "240", "ppm", f"Town of Vestal Code 1966 § 28-8(C), subsection (d)(1) (seed {_VE} line 1696)",
+        _lim("bod", "240", "ppm", "Town of Vestal § 18-76(d)(1) [section number inferred]",
              _VE, 1696, "A BOD of more than two hundred forty (240) parts per million."),
-        _lim("tss", "400", "ppm", f"Town of Vestal Code 1966 § 28-8(C), subsection (d)(2) (seed {_VE} line 1700)",
+        _lim("tss", "400", "ppm", "Town of Vestal § 18-76(d)(2) [section number inferred]",
              _VE, 1700, "A suspended solids content greater than four hundred (400) parts per million."),
     ),
     "wilson": (

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 CSV_COLUMNS = ["n", "site", "channel", "rule", "status", "start", "end", "duration_s", "start_value",
                "end_value", "peak", "limit", "unit", "readings_good", "readings_expected", "completeness_pct",
                "citation", "end_reason", "measured_s", "unmeasured_s", "censored", "invalid", "revisions",
-               "calibration"]
+               "calibration", "confirmed", "permitted"]
 EVIDENCE_COLUMNS = ["evidence_channel", "evidence_time", "evidence_value", "evidence_quality",
                     "evidence_reason"]
 
@@ -65,7 +65,7 @@ def _fields(n: int, e: Episode) -> list[Any]:
             _num(e.peak), _num(e.limit), e.unit, "" if e.good is None else e.good,
             "" if e.expected is None else e.expected, "" if pct is None else f"{pct:.1f}", e.citation,
             e.end_reason or "", _num(e.measured), _num(e.unmeasured), "true" if e.censored else "false", e.invalid,
-            "; ".join(e.revisions or ()), e.calibration]
+            "; ".join(e.revisions or ()), e.calibration, iso(e.confirmed), e.permitted]
 
 
 def write_csv(out: TextIO, episodes: Iterable[tuple[int, Episode]], *, evidence: bool) -> None:
@@ -113,7 +113,8 @@ def episode_record(n: int, e: Episode, *, evidence: bool) -> dict[str, Any]:
         "completeness_pct": None if pct is None else round(pct, 1), "citation": e.citation,
         "end_reason": e.end_reason, "measured_s": e.measured, "unmeasured_s": e.unmeasured,
         "censored": e.censored, "invalid": e.invalid or None, "revisions": e.revisions or [],
-        "calibration": e.calibration or None}
+        "calibration": e.calibration or None, "confirmed": iso(e.confirmed) or None,
+        "permitted": e.permitted or None}
     if evidence:
         obj["evidence"] = [{"channel": ch, "time": iso(t), "value": v, "quality": q, "reason": why}
                            for ch, t, v, q, why in e.evidence or ()]
@@ -159,26 +160,42 @@ def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int,
     widths = [max([len(h)] + [len(x[i]) for x in rows]) for i, h in enumerate(head)]
     line = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
     out.write(line.format(*head) + "\n")
-    for row, (_n, e) in zip(rows, episodes, strict=True):
-        out.write(line.format(*row) + "\n")
-        if e.start is not None:
-            out.write(f"      episode {stable_id(e)}\n")
-        for rev in e.revisions or ():
-            out.write(f"      revised {rev}\n")
-        if e.calibration:
-            out.write(f"      {e.calibration}\n")
-        if e.evidence:
-            out.write(f"      {'TIME (' + zone + ')':<24} {'CHANNEL':<16} {'VALUE':<14} QUALITY / REASON\n")
-        for ch, t, v, q, why in e.evidence or ():
-            value = f"{r.number(v, e.site, ch)} {r.unit(e.site, ch) or _unit(e, ch)}".strip() if v is not None else ""
-            shown = "good" if q == "good" else f"{q.upper()}: {why}"
-            out.write(f"      {r.time(t, e.site):<24} {ch:<16} {value:<14} {shown}\n")
+    shown = list(zip(rows, episodes, strict=True))
+    for row, (_n, e) in (x for x in shown if not x[1][1].permitted):
+        _write_row(out, line, row, e, r, zone)
+    permitted = [x for x in shown if x[1][1].permitted]
+    if permitted:  # 40 CFR 401.17 adopted by the permit: listed apart, never among the violations
+        out.write(f"PERMITTED pH EXCURSIONS ({permitted[0][1][1].permitted}, adopted by the permit: not "
+                  "violations)\n")
+    for row, (_n, e) in permitted:
+        _write_row(out, line, row, e, r, zone)
     ongoing = sum(1 for _n, e in episodes if e.status == "ongoing")
     more = f"; the {total - len(episodes)} earlier ones are not shown (--limit 0 shows all)" \
         if total > len(episodes) else ""
     invalid = sum(1 for _n, e in episodes if e.invalid)
     marked = f", {invalid} of those shown marked invalid by enforcement (not violations)" if invalid else ""
-    out.write(f"{total} episodes, {ongoing} ongoing{marked}{more}\n")
+    apart = f", {len(permitted)} of those shown permitted pH excursions (not violations)" if permitted else ""
+    out.write(f"{total} episodes, {ongoing} ongoing{marked}{apart}{more}\n")
+
+
+def _write_row(out: TextIO, line: str, row: list[str], e: Episode, r: Render, zone: str) -> None:
+    """One episode's line, then what belongs under it: when it was confirmed, revisions, calibration, evidence."""
+    out.write(line.format(*row) + "\n")
+    if e.start is not None:
+        out.write(f"      episode {stable_id(e)}\n")
+    if e.confirmed is not None and e.confirmed != e.start:
+        out.write(f"      confirmed {r.time(e.confirmed, e.site)} (the duration was exceeded; the episode starts "
+                  "at its onset)\n")
+    for rev in e.revisions or ():
+        out.write(f"      revised {rev}\n")
+    if e.calibration:
+        out.write(f"      {e.calibration}\n")
+    if e.evidence:
+        out.write(f"      {'TIME (' + zone + ')':<24} {'CHANNEL':<16} {'VALUE':<14} QUALITY / REASON\n")
+    for ch, t, v, q, why in e.evidence or ():
+        value = f"{r.number(v, e.site, ch)} {r.unit(e.site, ch) or _unit(e, ch)}".strip() if v is not None else ""
+        shown = "good" if q == "good" else f"{q.upper()}: {why}"
+        out.write(f"      {r.time(t, e.site):<24} {ch:<16} {value:<14} {shown}\n")
 
 
 def _unit(e: Episode, channel: str) -> str:

@@ -91,6 +91,8 @@ class Episode:
     invalid: str = ""  # enforcement marked it invalid (`monitor.stores.casefile`): who, when, why; no violation
     revisions: list[str] | None = None  # "<when recorded>: <change> (<reason>)", oldest first
     calibration: str = ""  # the instrument's calibration status during the episode (monitor.calibration)
+    confirmed: float | None = None  # duration rules: when the duration was exceeded (start is the onset)
+    permitted: str = ""  # a pH excursion 40 CFR 401.17 permits where the permit adopts it: not a violation
 
     @property
     def at(self) -> float:
@@ -197,17 +199,19 @@ def details(conn: sqlite3.Connection, found: list[Found]) -> list[Episode]:
         if e is not None:
             ep.end_reason, ep.measured, ep.unmeasured = e[5], e[6], e[7]
         ep.censored = bool((s is not None and s[8]) or (e is not None and e[8]))
+        ep.confirmed = s[9] if s is not None else None
         out.append(ep)
     return out
 
 
 def _coverage_columns(conn: sqlite3.Connection) -> str:
-    """end_reason, measured, unmeasured, censored: NULLs for a file recorded before episode schema 2 (read
-    with --db, read-only, so not migrated)."""
+    """end_reason, measured, unmeasured, censored, confirmed: NULLs for a file recorded before episode schema 2
+    (4 for confirmed), read with --db, read-only, so not migrated."""
     have = {r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}
+    confirmed = "e.confirmed" if "confirmed" in have else "NULL"
     if "measured" in have:
-        return "e.end_reason, e.measured, e.unmeasured, e.censored"
-    return "NULL, NULL, NULL, 0"
+        return f"e.end_reason, e.measured, e.unmeasured, e.censored, {confirmed}"
+    return f"NULL, NULL, NULL, 0, {confirmed}"
 
 
 # ---- completeness, peaks, evidence -----------------------------------------------------------------------
@@ -242,8 +246,8 @@ def annotate(conn: sqlite3.Connection, episodes: list[Episode], config: SiteConf
         if inv is not None:
             e.invalid = f"marked invalid by {inv.user} at {iso_utc(inv.time)}: {inv.reason}"
         if (e.site, e.channel, e.rule) in permitted:  # the permit adopts 40 CFR 401.17: not a violation
-            e.citation += (f" [permitted excursion under {permitted[(e.site, e.channel, e.rule)]}, adopted by the "
-                           f"permit: not a violation]")
+            e.permitted = permitted[(e.site, e.channel, e.rule)]
+            e.citation += f" [permitted excursion under {e.permitted}, adopted by the permit: not a violation]"
         e.unit = "s" if e.rule in NO_READING_PEAK and e.rule not in DATA_QUALITY_RULES else plan.unit
         if e.start is None or e.until is None:
             continue

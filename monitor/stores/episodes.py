@@ -11,6 +11,9 @@ Tables (its own; ``PRAGMA user_version`` belongs to the historian and is never t
   ``measured`` and ``unmeasured`` (seconds of the episode's span covered and not covered by readings, ends
   only, `monitor.checks.coverage`) and ``censored`` (0/1: caused by an over-range reading judged as the span's
   top). A schema-1 file gains these columns when opened (NULL/0 in its old rows, shown as unknown).
+  Since schema 4 a duration rule's ``start`` has ``confirmed``: the moment its duration was exceeded (``time``
+  is the onset; the live alarm fired at confirmation). Older files gain the column, NULL in their old rows
+  (shown as not recorded); it is journaled only when set (`monitor.stores.seals.OPTIONAL_EPISODE_COLUMNS`).
 - ``episode_meta(key, value)``: ``schema_version``; a file written by a newer version is refused.
 - ``episode_revisions(id, recorded, site, channel, rule, reason, late, changes, withdrawn, added)``: every
   correction the engine made after a late reading (`monitor.checks.revisions`), in order. A withdrawn
@@ -38,13 +41,14 @@ from monitor.checks.events import END, START, EpisodeEvent
 from monitor.checks.revisions import Revision
 from monitor.stores.seals import (
     EPISODE_COLUMNS,
+    OPTIONAL_EPISODE_COLUMNS,
     journal_episode_events,
     journal_revision,
     journal_withdrawn,
     start_sealing,
 )
 
-SCHEMA_VERSION = 3  # 2: end_reason, measured, unmeasured, censored; 3: withdrawn, episode_revisions
+SCHEMA_VERSION = 4  # 2: end_reason, measured, unmeasured, censored; 3: withdrawn, episode_revisions; 4: confirmed
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS episode_events (
         id INTEGER PRIMARY KEY,
@@ -63,6 +67,7 @@ _SCHEMA = (
         unmeasured REAL,
         censored INTEGER NOT NULL DEFAULT 0,
         withdrawn INTEGER NOT NULL DEFAULT 0,
+        confirmed REAL,
         UNIQUE (site, channel, rule, event, time)
     ) STRICT""",
     "CREATE INDEX IF NOT EXISTS episode_events_time ON episode_events (time)",
@@ -83,7 +88,7 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS episode_revisions_key ON episode_revisions (site, channel, rule, id)",
 )
 _COLUMNS = ("time, site, channel, rule, event, value, limit_value, citation, peak, "
-            "end_reason, measured, unmeasured, censored")
+            "end_reason, measured, unmeasured, censored, confirmed")
 _ADDED = (  # schema 2: columns a schema-1 file lacks
     ("end_reason", "TEXT"), ("measured", "REAL"), ("unmeasured", "REAL"),
     ("censored", "INTEGER NOT NULL DEFAULT 0"),
@@ -113,6 +118,7 @@ class Episode:
     measured: float | None = None  # s of the span covered by readings (None: open, or recorded before schema 2)
     unmeasured: float | None = None  # s of the span not covered (the worst case adds it to measured)
     censored: bool = False  # its start or end was an over-range reading judged as the span's top
+    confirmed: float | None = None  # duration rules: when the duration was exceeded (start is the onset)
 
     @property
     def duration(self) -> float | None:
@@ -121,9 +127,10 @@ class Episode:
 
 def _migrate(conn: sqlite3.Connection) -> None:
     """Schema 1 → 2: add the coverage columns (old rows keep NULL: their coverage was never computed).
-    → 3: the ``withdrawn`` flag (nothing was withdrawn before); ``episode_revisions`` is created by _SCHEMA."""
+    → 3: the ``withdrawn`` flag (nothing was withdrawn before); ``episode_revisions`` is created by _SCHEMA.
+    → 4: ``confirmed`` (NULL in old rows: not recorded then)."""
     have = {row[1] for row in conn.execute("PRAGMA table_info(episode_events)")}
-    for name, decl in (*_ADDED, ("withdrawn", "INTEGER NOT NULL DEFAULT 0")):
+    for name, decl in (*_ADDED, ("withdrawn", "INTEGER NOT NULL DEFAULT 0"), ("confirmed", "REAL")):
         if name not in have:
             conn.execute(f"ALTER TABLE episode_events ADD COLUMN {name} {decl}")
     conn.execute("UPDATE episode_meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,))
@@ -131,9 +138,9 @@ def _migrate(conn: sqlite3.Connection) -> None:
 
 def _event(row: tuple[Any, ...]) -> EpisodeEvent:
     """A stored row (``_COLUMNS`` order, the dataclass's field order) as an event; censored is stored 0/1."""
-    t, site, channel, rule, event, value, limit, citation, peak, reason, measured, unmeasured, censored = row
+    t, site, channel, rule, event, value, limit, citation, peak, reason, measured, unmeasured, censored, conf = row
     return EpisodeEvent(t, site, channel, rule, event, value, limit, citation, peak, reason, measured, unmeasured,
-                        bool(censored))
+                        bool(censored), conf)
 
 
 class EpisodeStore:
@@ -311,7 +318,7 @@ class EpisodeStore:
 
 def _rows_by_id(conn: sqlite3.Connection, ids: list[int | None]) -> list[tuple[object, ...]]:
     """The rows just inserted, read back (so what is journaled is what is stored)."""
-    sql = f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episode_events WHERE id = ?"
+    sql = f"SELECT {', '.join((*EPISODE_COLUMNS, *OPTIONAL_EPISODE_COLUMNS))} FROM episode_events WHERE id = ?"
     return [conn.execute(sql, (i,)).fetchone() for i in ids]
 
 
@@ -331,6 +338,7 @@ def _episode(s: EpisodeEvent, e: EpisodeEvent | None) -> Episode:
         measured=e.measured if e else None,
         unmeasured=e.unmeasured if e else None,
         censored=s.censored or (e.censored if e else False),
+        confirmed=s.confirmed,
     )
 
 
@@ -358,16 +366,16 @@ class StoredRevision:
 
 
 _INSERT = (f"INSERT INTO episode_events ({_COLUMNS}, data_quality) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 _FIND = ("SELECT id, withdrawn FROM episode_events "
          "WHERE site = ? AND channel = ? AND rule = ? AND event = ? AND time = ?")
 _UPDATE = ("UPDATE episode_events SET withdrawn = 0, value = ?, limit_value = ?, citation = ?, peak = ?, "
-           "end_reason = ?, measured = ?, unmeasured = ?, censored = ? WHERE id = ?")
+           "end_reason = ?, measured = ?, unmeasured = ?, censored = ?, confirmed = ? WHERE id = ?")
 
 
 def _row(e: EpisodeEvent) -> tuple[object, ...]:
     return (e.time, e.site, e.channel, e.rule, e.event, e.value, e.limit, e.citation, e.peak, e.end_reason,
-            e.measured, e.unmeasured, int(e.censored), int(is_data_quality(e.rule)))
+            e.measured, e.unmeasured, int(e.censored), e.confirmed, int(is_data_quality(e.rule)))
 
 
 def _put(conn: sqlite3.Connection, e: EpisodeEvent, *, update: bool) -> int | None:
@@ -384,7 +392,7 @@ def _put(conn: sqlite3.Connection, e: EpisodeEvent, *, update: bool) -> int | No
     if update:
         before = _rows_by_id(conn, [rid])
         conn.execute(_UPDATE, (e.value, e.limit, e.citation, e.peak, e.end_reason, e.measured, e.unmeasured,
-                               int(e.censored), rid))
+                               int(e.censored), e.confirmed, rid))
         after = _rows_by_id(conn, [rid])
         if after != before:
             journal_episode_events(conn, after)

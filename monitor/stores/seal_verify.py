@@ -31,6 +31,7 @@ from monitor.stores.seals import (
     SEAL,
     SEALING_STARTED,
     digest_of,
+    episode_columns,
     episode_payload,
     legacy_episode_digest,
     minute_index,
@@ -190,7 +191,7 @@ def _locate(where: str, p: dict[str, Any], index: bytes, kept: bytes | None, cou
 
 
 def _check_episodes(conn: sqlite3.Connection, report: SealReport) -> None:
-    rows = {r[0]: r for r in conn.execute(f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episode_events")}
+    rows = {r[0]: r for r in conn.execute(f"SELECT {episode_columns(conn)} FROM episode_events")}
     start = conn.execute("SELECT payload FROM journal WHERE kind = ? ORDER BY seq LIMIT 1",
                          (SEALING_STARTED,)).fetchone()
     legacy_max = 0

@@ -78,6 +78,16 @@ READINGS_SQL = ("SELECT time, seq, value, quality, reason FROM readings "
                 "WHERE channel_id = ? AND time >= ? AND time < ? AND seq <= ? ORDER BY time, seq")
 EPISODE_COLUMNS = ("id", "time", "site", "channel", "rule", "event", "value", "limit_value", "peak",
                    "citation", "data_quality", "end_reason", "measured", "unmeasured", "censored")
+# columns added later (episode schema 4: ``confirmed``), journaled only when set: records and the pre-sealing
+# digest made before they existed stay valid, and a row's value set later is covered from then on
+OPTIONAL_EPISODE_COLUMNS = ("confirmed",)
+
+
+def episode_columns(conn: sqlite3.Connection) -> str:
+    """The ``episode_events`` columns a payload is made of, as a SELECT list: `EPISODE_COLUMNS`, then those of
+    `OPTIONAL_EPISODE_COLUMNS` the file has (a file not migrated, read-only, lacks them)."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}
+    return ", ".join((*EPISODE_COLUMNS, *(c for c in OPTIONAL_EPISODE_COLUMNS if c in have)))
 
 
 def day_label(day_start: float) -> str:
@@ -137,7 +147,11 @@ def digest_of(index: bytes) -> str:
 def episode_payload(row: Sequence[Any]) -> dict[str, Any]:
     """A journal payload from an ``episode_events`` row (columns `EPISODE_COLUMNS`), REALs as floats so the
     row read back encodes the same."""
-    out = dict(zip(EPISODE_COLUMNS, row, strict=True))
+    n = len(EPISODE_COLUMNS)
+    out = dict(zip(EPISODE_COLUMNS, row[:n], strict=True))
+    for k, v in zip(OPTIONAL_EPISODE_COLUMNS, row[n:], strict=False):
+        if v is not None:
+            out[k] = float(v)
     for k in ("time", "value", "limit_value", "peak", "measured", "unmeasured"):
         if out[k] is not None:
             out[k] = float(out[k])

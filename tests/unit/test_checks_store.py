@@ -162,7 +162,7 @@ def test_a_schema_1_file_gains_the_coverage_columns_and_its_old_episodes_read_as
     finally:
         store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM episode_meta WHERE key = 'schema_version'").fetchone() == (3,)
+        assert conn.execute("SELECT value FROM episode_meta WHERE key = 'schema_version'").fetchone() == (4,)
 
 
 def test_revisions_are_journaled_so_the_seals_still_verify_and_a_flipped_flag_does_not(tmp_path: Path) -> None:
@@ -196,3 +196,41 @@ def test_revisions_are_journaled_so_the_seals_still_verify_and_a_flipped_flag_do
         conn.commit()
         (finding,) = verify_seals(conn).findings
         assert finding.how == "altered" and "withdrawn" in finding.detail
+
+
+def test_confirmed_is_stored_an_older_file_gains_it_and_the_seals_cover_it(tmp_path: Path) -> None:
+    """A duration rule's start keeps ``confirmed`` (when the duration was exceeded; time is the onset). A file
+    written before schema 4 opens, its old starts read ``confirmed`` None, and its journal records (made without
+    the column) still verify; a new start's ``confirmed`` is sealed, so changing it behind the store is found."""
+    from monitor.stores.seal_verify import verify_seals
+
+    path = tmp_path / "e.sqlite"
+    old = EpisodeEvent(100.0, "acme", "ph", "ph_excursion_duration", "start", 4.0, 3600.0, "c")
+    store = EpisodeStore(path=path)
+    store.record([old])
+    store.close()
+    with sqlite3.connect(path) as conn:  # as a schema-3 program left it: no column, version 3
+        conn.execute("ALTER TABLE episode_events DROP COLUMN confirmed")
+        conn.execute("UPDATE episode_meta SET value = 3 WHERE key = 'schema_version'")
+    onset = EpisodeEvent(7 * 3600 + 29 * 60.0, "acme", "flow", "slug", "start", 60.0, 50.0, "c",
+                         confirmed=7 * 3600 + 44 * 60.0)
+    end = EpisodeEvent(7 * 3600 + 56 * 60.0, "acme", "flow", "slug", "end", 5.0, 50.0, "c", 60.0, "cleared",
+                       1620.0, 0.0)
+    store = EpisodeStore(path=path)
+    try:
+        assert store.events() == [old]
+        store.record([onset, end])
+        assert store.events(rule="slug") == [onset, end]
+        (ep,) = store.episodes(rule="slug")
+        assert (ep.start, ep.confirmed, ep.end) == (onset.time, onset.confirmed, end.time)
+        assert store.episodes(rule="ph_excursion_duration")[0].confirmed is None
+    finally:
+        store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM episode_meta WHERE key = 'schema_version'").fetchone() == (4,)
+        report = verify_seals(conn)
+        assert report.findings == [] and report.episode_events == 3
+        conn.execute("UPDATE episode_events SET confirmed = confirmed + 60 WHERE rule = 'slug'")
+        conn.commit()
+        (finding,) = verify_seals(conn).findings
+        assert finding.how == "altered" and "slug start" in finding.detail

@@ -327,11 +327,28 @@ async def test_ph_episodes_are_marked_permitted_excursions_where_the_permit_adop
                          encoding="utf-8")
     db = tmp_path / "pretreat.sqlite"
     await record(db, [ev(T0 + 10, "ph_low", "start", 4.6, limit=5.0), ev(T0 + 20, "ph_low", "end", 5.5, 4.6),
-                      ev(T0 + 10, "ph_excursion_duration", "start", 4.6, limit=3600.0)])
-    rows = {r["rule"]: r for r in jsonl(run_report(db, site_file, now=T0 + 100, format="json"))}
+                      EpisodeEvent(T0 + 10, SITE, "ph", "ph_excursion_duration", "start", 4.6, 3600.0, CITE,
+                                   confirmed=T0 + 3611)])
+    rows = {r["rule"]: r for r in jsonl(run_report(db, site_file, now=T0 + 4000, format="json"))}
     assert rows["ph_low"]["citation"].endswith("[permitted excursion under 40 CFR 401.17, adopted by the permit: "
                                                "not a violation]")
     assert "permitted" not in rows["ph_excursion_duration"]["citation"]
+    # the flag apart from the citation, and `confirmed` (the onset is the start) for the duration rule
+    assert (rows["ph_low"]["permitted"], rows["ph_excursion_duration"]["permitted"]) == ("40 CFR 401.17", None)
+    assert (rows["ph_excursion_duration"]["start"], rows["ph_excursion_duration"]["confirmed"]) == (
+        iso(T0 + 10), iso(T0 + 3611))
+    assert rows["ph_low"]["confirmed"] is None
+    csv_rows = {r["rule"]: r for r in csv.DictReader(io.StringIO(run_report(db, site_file, now=T0 + 4000,
+                                                                            format="csv")))}
+    assert (csv_rows["ph_low"]["permitted"], csv_rows["ph_excursion_duration"]["confirmed"]) == (
+        "40 CFR 401.17", iso(T0 + 3611))
+    # the table lists the violation first and the permitted excursion under its own heading, never among them
+    table = run_report(db, site_file, now=T0 + 4000).splitlines()
+    heading = next(i for i, line in enumerate(table) if line.startswith("PERMITTED pH EXCURSIONS"))
+    assert heading == next(i for i, line in enumerate(table) if "ph_low" in line) - 1
+    assert next(i for i, line in enumerate(table) if "ph_excursion_duration" in line) < heading
+    assert any(line.strip().startswith("confirmed ") for line in table[:heading])
+    assert table[-1].endswith("1 of those shown permitted pH excursions (not violations)")
 
 
 async def test_measured_and_unmeasured_seconds_end_reason_and_censoring_are_shown(tmp_path: Path,

@@ -30,18 +30,23 @@
     const rows = String(resp.data).split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l)).reverse();
     const total = resp.headers.get("X-Total-Count");
     document.getElementById("h-count").textContent = `${total} episode(s)${Number(total) > rows.length ? `, the latest ${rows.length} shown` : ""}; newest first.`;
-    const frag = document.createDocumentFragment();
+    // 40 CFR 401.17 adopted by the permit: permitted pH excursions are listed apart, never among the violations
+    const frag = document.createDocumentFragment(), permitted = document.createDocumentFragment();
     for (const r of rows) {
       const start = r.start ? Date.parse(r.start) / 1000 : null, end = r.end ? Date.parse(r.end) / 1000 : null;
       const link = r.episode_id ? el("a", { href: "/episodes/" + r.episode_id }, String(r.n)) : String(r.n);
-      frag.append(el("tr", { "data-rule": r.rule, class: r.invalid ? "struck" : null, title: r.invalid || null },
+      // a duration rule starts at its onset; `confirmed` is when the duration was exceeded (the alarm fired)
+      const confirmed = r.confirmed ? ` (confirmed ${time(Date.parse(r.confirmed) / 1000)})` : "";
+      (r.permitted ? permitted : frag).append(el("tr", { "data-rule": r.rule, class: r.invalid ? "struck" : null, title: r.invalid || null },
         el("td", {}, link), el("td", {}, r.site), el("td", {}, r.channel), el("td", {}, r.rule), el("td", {}, r.status),
-        el("td", {}, time(start)), el("td", {}, time(end)), el("td", {}, duration(r.duration_s)),
+        el("td", {}, time(start) + confirmed), el("td", {}, time(end)), el("td", {}, duration(r.duration_s)),
         el("td", { class: "num" }, num(r.peak)), el("td", { class: "num" }, num(r.limit) + (r.unit ? " " + r.unit : "")),
         el("td", { class: "num" }, r.completeness_pct === null || r.completeness_pct === undefined ? "" : `${num(r.completeness_pct)} %`),
         el("td", {}, r.citation)));
     }
     body.replaceChildren(frag);
+    document.getElementById("h-permitted").replaceChildren(permitted);
+    document.getElementById("h-permitted-box").hidden = !document.getElementById("h-permitted").children.length;
   }
 
   async function start() {
