@@ -13,6 +13,12 @@ repeated, then ``evidence_*`` columns), indented under each episode in the table
 `monitor.exceedances_render`. The table shows the latest ``--limit`` episodes (default 500, and says how
 many it left out); csv and json write every episode unless ``--limit`` is given.
 
+Slug findings on composite-sample lab results (where the ordinance measures a slug in the laboratory:
+Vestal-Endicott, `monitor.checks.slug_labs`) follow the episodes, apart from them: under their own heading in the
+table, as CSV rows with ``status`` ``lab result`` and channel ``lab:<parameter>``, as JSON objects with
+``"record": "lab_slug"``. They need the site file (``--config``) and are selected by ``--site``, ``--rule slug``,
+``--channel lab:<parameter>`` and the sample's local day overlapping ``--from``/``--to``.
+
 Exit codes: 0 done (also when nothing matched), 1 the file cannot be read, 2 bad usage.
 """
 
@@ -24,15 +30,19 @@ import os
 import sqlite3
 import sys
 import time
+from datetime import datetime
 from typing import TextIO
+from zoneinfo import ZoneInfo
 
 from config.schema import SiteConfig
+from monitor.checks.slug_labs import LabSlug, screen
 from monitor.cli_render import Render, add_utc_option
-from monitor.exceedances_render import write_csv, write_json, write_table
+from monitor.exceedances_render import write_csv, write_json, write_lab_slugs_json, write_lab_slugs_table, write_table
 from monitor.read.episodes import history
 from monitor.read.source import open_record
 from monitor.read.times import UsageError, time_range
-from monitor.stores.readonly import connect_readonly
+from monitor.reports.labs import read_results
+from monitor.stores.readonly import connect_readonly, has_table
 
 TABLE_LIMIT = 500
 
@@ -88,12 +98,35 @@ def report(conn: sqlite3.Connection, out: TextIO, *, config: SiteConfig | None, 
     found = history(conn, config=config, now=now, sites=(args.site,), rule=args.rule, channel=args.channel,
                     start=start, end=end, data_quality=args.data_quality, evidence=args.evidence, limit=limit)
     numbered = found.numbered()
+    slugs = lab_slugs(conn, config, args=args, start=start, end=end)
+    first = found.first + len(numbered)
     if args.format == "csv":
-        write_csv(out, numbered, evidence=args.evidence)
+        write_csv(out, numbered, evidence=args.evidence, labs=slugs, first_lab=first)
     elif args.format == "json":
         write_json(out, numbered, evidence=args.evidence)
+        write_lab_slugs_json(out, slugs, first=first)
     else:
         write_table(out, numbered, total=found.total, evidence=args.evidence,
                     render=Render(config, utc=getattr(args, "utc", False)))
+        write_lab_slugs_table(out, slugs)
     out.flush()
     return found.total
+
+
+def lab_slugs(conn: sqlite3.Connection, config: SiteConfig | None, *, args: argparse.Namespace,
+              start: float | None, end: float | None) -> list[LabSlug]:
+    """Slug findings on lab results (`monitor.checks.slug_labs`) of the sites selected whose sample day (the
+    site's local calendar day) overlaps [start, end); none without the site file (the limits come from it), for
+    ``--rule`` other than slug, ``--channel`` other than ``lab:<parameter>``, or a file with no lab results."""
+    if config is None or (args.rule not in (None, "slug")) or not has_table(conn, "lab_results"):
+        return []
+    out: list[LabSlug] = []
+    for site in config.sites:
+        if args.site not in (None, site.id):
+            continue
+        zone = ZoneInfo(site.timezone)
+        first = None if start is None else datetime.fromtimestamp(start, zone).date()
+        last = None if end is None else datetime.fromtimestamp(end - 1e-6, zone).date()
+        found = screen(read_results(conn, site=site.id, first=first, last=last), site)
+        out += [f for f in found if args.channel in (None, f.channel)]
+    return out

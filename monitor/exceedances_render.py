@@ -13,10 +13,11 @@ from __future__ import annotations
 import csv
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from monitor.checks.slug_labs import LabSlug
     from monitor.cli_render import Render
     from monitor.read.episodes import Episode
 
@@ -68,7 +69,8 @@ def _fields(n: int, e: Episode) -> list[Any]:
             "; ".join(e.revisions or ()), e.calibration, iso(e.confirmed), e.permitted]
 
 
-def write_csv(out: TextIO, episodes: Iterable[tuple[int, Episode]], *, evidence: bool) -> None:
+def write_csv(out: TextIO, episodes: Iterable[tuple[int, Episode]], *, evidence: bool,
+              labs: Sequence[LabSlug] = (), first_lab: int = 1) -> None:
     w = csv.writer(out, lineterminator="\n")
     w.writerow(CSV_COLUMNS + (EVIDENCE_COLUMNS if evidence else []))
     for n, e in episodes:
@@ -77,6 +79,41 @@ def write_csv(out: TextIO, episodes: Iterable[tuple[int, Episode]], *, evidence:
             w.writerow(row)
             continue
         w.writerows([[*row, ch, iso(t), _num(v), q, why] for ch, t, v, q, why in e.evidence or ()] or [row])
+    for n, f in enumerate(labs, start=first_lab):  # slug findings on lab results: the episode columns that apply
+        cells = {"n": n, "site": f.result.site, "channel": f.channel, "rule": "slug", "status": "lab result",
+                 "start": f.result.sample_date.isoformat(), "peak": _num(f.result.value_std),
+                 "limit": _num(f.limit.threshold), "unit": "mg/L", "citation": f.limit.citation}
+        w.writerow([cells.get(c, "") for c in CSV_COLUMNS] + ([""] * len(EVIDENCE_COLUMNS) if evidence else []))
+
+
+def lab_slug_record(n: int, f: LabSlug) -> dict[str, Any]:
+    """A slug finding on a lab result as its JSON object (``record`` tells it from an episode)."""
+    r = f.result
+    return {"n": n, "record": "lab_slug", "site": r.site, "channel": f.channel, "rule": "slug",
+            "status": "lab result", "sample_date": r.sample_date.isoformat(), "sample_id": r.sample_id or None,
+            "parameter": r.parameter, "value": r.value, "unit": r.unit, "value_mg_l": r.value_std,
+            "normal_ppm": f.limit.normal, "multiplier": f.limit.multiplier, "limit": f.limit.threshold,
+            "citation": f.limit.citation, "reading": f.limit.reading}
+
+
+def write_lab_slugs_json(out: TextIO, labs: Sequence[LabSlug], *, first: int) -> None:
+    for n, f in enumerate(labs, start=first):
+        out.write(json_line(lab_slug_record(n, f)))
+
+
+def write_lab_slugs_table(out: TextIO, labs: Sequence[LabSlug]) -> None:
+    """The findings under their own heading, after the episodes (nothing when there are none)."""
+    if not labs:
+        return
+    out.write("SLUG FINDINGS ON LAB RESULTS (composite samples; the ordinance measures a slug by suspended solids "
+              "and BOD)\n")
+    for f in labs:
+        r = f.result
+        out.write(f"  {r.sample_date.isoformat()}  {r.site}/{f.channel}  {r.value:g} {r.unit} > "
+                  f"{f.limit.threshold:g} mg/L ({f.limit.multiplier:g} × {f.limit.normal:g} ppm normal sewage)"
+                  f"{'  sample ' + r.sample_id if r.sample_id else ''}  {f.limit.citation}\n")
+    out.write(f"{len(labs)} slug finding(s) on lab results: a composite shows the average over its collection "
+              "period, not how long the concentration was above the threshold\n")
 
 
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode  # json.dumps with options builds one per call

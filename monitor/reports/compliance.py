@@ -28,6 +28,8 @@ from config.rules import RuleBinding
 from config.schema import ChannelKind, Site, SiteConfig
 from monitor.calibration import channel_status, episode_calibration, logs
 from monitor.checks.events import iso_utc
+from monitor.checks.slug_labs import LabSlug
+from monitor.checks.slug_labs import screen as lab_slug_screen
 from monitor.reports.aggregates_db import connect
 from monitor.reports.annotations import Annotation, episode_id, latest_annotations
 from monitor.reports.daily import DailySummary, summarize
@@ -65,6 +67,7 @@ class EpisodeLine:
     permitted: bool = False  # a pH excursion within 40 CFR 401.17's allowances, where the permit adopts it
     invalid: Invalidation | None = None  # marked invalid by enforcement (`monitor.stores.casefile`): no violation
     calibration: str = ""  # the instrument's calibration status during the episode (monitor.calibration)
+    confirmed: float | None = None  # duration rules: when the duration was exceeded (start is the onset)
 
     @property
     def duration(self) -> float | None:
@@ -105,6 +108,7 @@ class ComplianceReport:
     obligations: tuple[ObligationLine, ...] = ()  # of the period's violations (`enforcement`)
     record_available: bool = False  # False: no obligations store in the file ("none recorded")
     calibration: tuple[tuple[str, str], ...] = field(default=())  # (channel, status at the period's end)
+    lab_slugs: tuple[LabSlug, ...] = ()  # slug findings on the period's lab results (monitor.checks.slug_labs)
 
     @property
     def exceedances(self) -> tuple[EpisodeLine, ...]:
@@ -265,7 +269,8 @@ def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Si
                               peak=e.peak, limit=e.limit, citation=e.citation,
                               data_quality=e.rule in DATA_QUALITY_RULES, annotation=annotations.get(episode_id(e)),
                               permitted=(e.channel, e.rule) in permitted, invalid=invalid.get(episode_id(e)),
-                              calibration=episode_calibration(site, calibrations, e.channel, e.start, e.end))
+                              calibration=episode_calibration(site, calibrations, e.channel, e.start, e.end),
+                              confirmed=e.confirmed)
                   for e in episodes)
     snc_first, snc_last = window_ending(period.last)
     labs = read_results(conn, site=site.id, first=min(snc_first, period.first), last=period.last)
@@ -277,6 +282,7 @@ def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Si
         months=tuple(monthly_accounts(conn, site, plans, period.first, period.last)), episodes=lines,
         completeness=tuple(_completeness(days)),
         labs=tuple(r for r in labs if period.first <= r.sample_date <= period.last), snc=snc,
+        lab_slugs=tuple(lab_slug_screen((r for r in labs if period.first <= r.sample_date <= period.last), site)),
         journal_head=_journal_head(conn), notes=tuple(notes),
         obligations=tuple(record.obligations([x.id for x in lines if not x.data_quality and not x.permitted])),
         record_available=record.available,

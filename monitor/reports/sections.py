@@ -87,7 +87,8 @@ def _episode_rows(eps: Sequence[EpisodeLine], clock: Clock, units: dict[str, str
         peak = fmt_minutes(e.peak) if timed else num(e.peak, 2)
         limit = fmt_minutes(e.limit) if timed else num(e.limit, 2)
         unit = "" if timed else units.get(e.channel, "")
-        rows.append((e.id, label(e.rule), clock(e.start), duration, peak, limit, unit, e.citation,
+        start = clock(e.start) + (f" (confirmed {clock(e.confirmed)})" if e.confirmed not in (None, e.start) else "")
+        rows.append((e.id, label(e.rule), start, duration, peak, limit, unit, e.citation,
                      a.cause if a else "(to be completed by the industry)",
                      a.action if a else "(to be completed by the industry)",
                      f"{a.user}, {clock(a.time, '%Y-%m-%d')}" if a else "", e.calibration))
@@ -273,8 +274,21 @@ def _lab_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
                    rows=tuple((x.sample_date.isoformat(), x.parameter, ("<" if x.nondetect else "") + f"{x.value:g}",
                                x.unit, x.sample_id, x.sample_type, x.lab) for x in r.labs),
                    empty="No lab results on file for this period.")
+    out = [labs]
+    if r.lab_slugs:
+        out.append(Section(
+            "Slug findings on lab results (composite samples)", key="lab_slugs",
+            text=("The ordinance measures a slug by suspended solids and BOD, laboratory tests: a composite result "
+                  "strictly greater than the multiple of normal sewage is a slug finding. A composite shows the "
+                  "average over its collection period, not how long the concentration was above the threshold.",),
+            columns=("Sample date", "Parameter", "Result (mg/L)", "Normal sewage (ppm)", "Threshold (mg/L)",
+                     "Sample id", "Citation"),
+            widths=(1, 1.3, 0.9, 1, 0.9, 1, 2.8),
+            rows=tuple((f.result.sample_date.isoformat(), f.result.parameter, f"{f.result.value_std:g}",
+                        f"{f.limit.normal:g}", f"{f.limit.multiplier:g} × {f.limit.normal:g} = {f.limit.threshold:g}",
+                        f.result.sample_id, f.limit.citation) for f in r.lab_slugs)))
     if r.snc is None:
-        return [labs]
+        return out
     s = r.snc
     snc = Section(
         f"Significant noncompliance screen, {s.first.isoformat()} to {s.last.isoformat()} (40 CFR 403.8(f)(2)(viii))",
@@ -288,4 +302,4 @@ def _lab_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
                     percent(x.trc_share) if x.trc is not None else "n/a",
                     ", ".join(k for k in ("chronic" if x.chronic else "", "TRC" if x.trc_violation else "") if k)
                     or "no", x.limit.citation) for x in s.screens if x.site == r.site.id))
-    return [labs, snc]
+    return [*out, snc]

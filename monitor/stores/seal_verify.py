@@ -23,7 +23,6 @@ from alarms.journal import canonical, head_of
 from monitor.stores.readonly import connect_readonly
 from monitor.stores.seals import (
     DAY,
-    EPISODE_COLUMNS,
     EPISODE_EVENT,
     EPISODE_WITHDRAWN,
     MINUTE,
