@@ -145,11 +145,15 @@ def _default(rule: str) -> AlarmSettings:
 
 def alarm_specs(sites: Iterable[Site], config: AlarmConfig | None) -> list[tuple[str, str, str, AlarmSettings]]:
     """The engine's alarm list (`alarms.engine.AlarmSpec`): one alarm per compiled rule binding of each site
-    (``Site.checks``), in configuration order, each with its settings."""
+    (``Site.checks``), in configuration order, each with its settings; a slug with a trailing baseline also has
+    its ``slug_no_baseline`` data-quality alarm (raised by the same check while no slug can be judged)."""
     out = []
     for site in sites:
         for b in site.checks:
             out.append((site.id, b.channel, b.rule, alarm_settings(config, site.id, b.channel, b.rule)))
+            if b.rule == "slug" and b.params.get("baseline") is None:
+                out.append((site.id, b.channel, "slug_no_baseline",
+                            alarm_settings(config, site.id, b.channel, "slug_no_baseline")))
     return out
 
 

@@ -61,6 +61,7 @@ class RuleName(StrEnum):
     LEL_SUCCESSIVE = "lel_successive"
     LEL_SINGLE = "lel_single"
     SLUG = "slug"
+    SLUG_NO_BASELINE = "slug_no_baseline"
     SAMPLER_TEMPERATURE = "sampler_temperature"
     SAMPLER_INTERVAL = "sampler_interval"
     SAMPLER_INTERVAL_UNVERIFIED = "sampler_interval_unverified"
@@ -115,6 +116,12 @@ CATALOGUE: Mapping[RuleName, RuleSpec] = {
     RuleName.SLUG: RuleSpec(
         (ChannelKind.FLOW, ChannelKind.CONCENTRATION), bind_slug, SlugParams, "Slug load", "high",
         options=frozenset({"loading", "constituents", "baseline_days"})),
+    # no kinds: not bound on its own. The slug detector of a channel with a trailing baseline (monitor.checks.slug)
+    # raises it while it has no day of normal operation, so no slug is judged; its alarm comes with the slug's
+    # binding (config.alarms.alarm_specs)
+    RuleName.SLUG_NO_BASELINE: RuleSpec(
+        (), bind_quality("slug_no_baseline"), RuleParams,
+        "No slug baseline yet (no day of normal operation: no slug judged)", "low", data_quality=True),
     RuleName.SAMPLER_TEMPERATURE: RuleSpec(
         (ChannelKind.SAMPLER_TEMPERATURE,), bind_sampler_temperature, BandParams, "Sampler refrigeration",
         "medium"),

@@ -100,13 +100,40 @@ def warm_up(engine: CheckEngine, config: SiteConfig, now: float) -> list[Episode
     started = time.monotonic()
     events: list[EpisodeEvent] = []
     n = 0
-    for s in recorded_since(config, channel_starts(config, now), now):
+    starts = channel_starts(config, now)
+    for s in recorded_since(config, starts, now):
         n += 1
         events.extend(engine.process(s))
     if n:
         log.info("rule state rebuilt from %d recorded readings in %s (%d episode events)", n,
                  duration(time.monotonic() - started), len(events))
-    return events
+    return _cut_notices(events, config, starts)
+
+
+def _cut_notices(events: list[EpisodeEvent], config: SiteConfig,
+                 starts: Mapping[tuple[str, str], float]) -> list[EpisodeEvent]:
+    """Leave out the first ``slug_no_baseline`` episode of a channel whose record begins before the window: the
+    fresh engine has no baseline at the window's start because it was not shown the days before, not because
+    the industry had no day of normal operation (the daemon that judged those readings live had them)."""
+    notices = {(e.site, e.channel) for e in events if e.rule == "slug_no_baseline"}
+    if not notices or not config.daemon.historian.exists():
+        return events
+    inputs = {(s.id, b.channel): b.inputs for s in config.sites for b in s.checks if b.rule == "slug"}
+    cut: set[tuple[str, str]] = set()
+    with Historian.open_readonly(config.daemon.historian) as reader:
+        for site, channel in notices:
+            for ch in inputs.get((site, channel), ()):
+                if next(iter(reader.query(site=site, channel=ch, start=0.0, end=starts.get((site, ch), 0.0))), None):
+                    cut.add((site, channel))
+    out: list[EpisodeEvent] = []
+    for e in events:
+        key = (e.site, e.channel)
+        if e.rule == "slug_no_baseline" and key in cut:
+            if e.event == "end":
+                cut.discard(key)  # the first notice is over: any later one is the record's own
+            continue
+        out.append(e)
+    return out
 
 
 def reconcile(alarms: AlarmEngine, engine: CheckEngine, events: Sequence[EpisodeEvent],

@@ -12,7 +12,10 @@ concentration, quantities or flow during normal operation". The baseline is buil
 - **the baseline for a day** is the mean of the 24-hour averages of the most recent ``baseline_days`` (N, 7 by
   default) days of normal operation before it, looked back at most 60 days. It is fixed at local midnight for
   the whole day. With no day of normal operation yet there is no baseline and no slug is judged (`pretreat
-  rules` says so).
+  rules` says so), and the detector raises the data-quality episode ``slug_no_baseline`` saying why: it starts
+  at the first reading of a day without a baseline (the channel's first reading, or after 60 days without a day
+  of normal operation) and ends at the first reading of the first day that has one. It follows the readings
+  alone, as the baseline does, so the daemon and a replay find the same notice.
 
 Every good reading counts toward its day, whether or not a candidate is open; a day in which a slug episode
 was open is then left out as a whole, so a slug never inflates the baseline it is judged against. The state is
@@ -43,7 +46,8 @@ from config.rule_catalogue import RuleName
 from config.rule_model import SlugParams
 from config.rules import RuleBinding
 from monitor.checks.base import EMPTY, INF, MARGIN, VIOLATES, Band, Rule
-from monitor.checks.events import EpisodeEvent
+from monitor.checks.coverage import END_CLEARED
+from monitor.checks.events import END, START, EpisodeEvent
 
 IDLE, CANDIDATE, EPISODE = 0, 1, 2
 COVERAGE = 0.9  # share of a day's minutes with readings for it to count as a day of normal operation
@@ -84,13 +88,17 @@ class SlugDetector(Rule):
         "minute_count",
         "minute_sum",
         "multiplier",
+        "nb_cite",
+        "nb_hole",
+        "nb_start",
         "peak",
         "state",
         "strict",
         "threshold",
         "zone",
     )
-    runs = (RuleName.SLUG,)
+    # the detector raises ``slug_no_baseline`` itself (it owns the baseline); that rule is never bound on its own
+    runs = (RuleName.SLUG, RuleName.SLUG_NO_BASELINE)
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
         super().__init__(binding=binding, out=out)
@@ -115,6 +123,12 @@ class SlugDetector(Rule):
         self.state = IDLE
         self.cand_start = self.cand_value = self.frozen = self.peak = 0.0
         self.last_t = self.last_v = 0.0  # the last value fed (mass loading: where its episode ends at a gap)
+        # the slug_no_baseline notice: its start (None: not open) and the unmeasured seconds in it so far
+        self.nb_start: float | None = None
+        self.nb_hole = 0.0
+        self.nb_cite = (f"{binding.citation}: no day of normal operation yet (a local day >= 90 % covered by "
+                        "readings, no slug in it, above zero for at least an hour), so there is no baseline and no "
+                        "slug is judged")
 
     @classmethod
     def build(cls, *, binding: RuleBinding, out: list[EpisodeEvent]) -> Rule:
@@ -142,6 +156,8 @@ class SlugDetector(Rule):
         m = int(t // 60.0)
         if m != self.minute:
             self._rollover(m)
+            if self.fixed is None and (self.threshold == INF) != (self.nb_start is not None):
+                self._notice(t, v)
         self.minute_sum += v  # every good reading counts toward its day (the fast path adds in-band ones)
         self.minute_count += 1
         self.last_t, self.last_v = t, v
@@ -161,10 +177,25 @@ class SlugDetector(Rule):
             self.day_had_slug = True
             self.start(self.cand_start, self.cand_value, self.frozen, confirmed=t)
 
+    def _notice(self, t: float, v: float) -> None:
+        """Open or close the ``slug_no_baseline`` data-quality episode at the reading at ``t``: open while the
+        day has no baseline; it spans gaps (counted unmeasured), like ``stale``."""
+        if self.nb_start is None:
+            self.nb_start, self.nb_hole = t, 0.0
+            self.out.append(EpisodeEvent(t, self.site, self.channel, RuleName.SLUG_NO_BASELINE.value, START, None,
+                                         None, self.nb_cite))
+            return
+        unmeasured = min(self.nb_hole, t - self.nb_start)
+        self.out.append(EpisodeEvent(t, self.site, self.channel, RuleName.SLUG_NO_BASELINE.value, END, v, None,
+                                     self.nb_cite, None, END_CLEARED, t - self.nb_start - unmeasured, unmeasured))
+        self.nb_start = None
+
     def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
         """A gap in the data ends the candidate or episode at the last value before it (`monitor.checks.coverage`):
         the duration of a slug is measured time, so a candidate never confirms across unmeasured time; if the
         values are still above the threshold after the gap, a new candidate starts at the first one."""
+        if self.nb_start is not None:
+            self.nb_hole += t1 - max(t0, self.nb_start)
         if self.state == EPISODE:
             self.end_at_gap(t0, v0, self.frozen, self.peak)
         self.state = IDLE

@@ -36,6 +36,11 @@ def detector(
     return SlugDetector(binding=b, out=out), out
 
 
+def slugs(events: list[EpisodeEvent]) -> list[EpisodeEvent]:
+    """The slug episodes alone (the detector also raises ``slug_no_baseline`` while it has no baseline)."""
+    return [e for e in events if e.rule == "slug"]
+
+
 def feed(det: SlugDetector, rows: list[tuple[float, float]]) -> None:
     for t, v in rows:
         det.feed(t, v)
@@ -49,10 +54,16 @@ def test_no_baseline_and_no_slug_before_a_day_of_normal_operation() -> None:
     det, out = detector()
     feed(det, day(D0 + 12 * 3600, 10.0, minutes=720))  # half a day: < 90 % covered
     feed(det, [(D0 + DAY + 60 * i, 1000.0) for i in range(30)])  # 30 minutes at 100 x: judged against nothing
-    assert det.baseline is None and out == [] and det.state == 0
+    assert det.baseline is None and slugs(out) == [] and det.state == 0
+    # ... and says why, from the first reading, as a data-quality episode
+    assert [(e.rule, e.event, e.time, e.value) for e in out] == [("slug_no_baseline", "start", D0 + 12 * 3600, None)]
+    assert "no day of normal operation yet" in out[0].citation
     feed(det, day(D0 + DAY + 1800, 10.0, minutes=1410))  # the rest of the day: covered, normal
     det.feed(D0 + 2 * DAY, 10.0)  # local midnight: the baseline is fixed for the new day
     assert det.baseline == (30 * 1000.0 + 1410 * 10.0) / 1440  # every minute of the day weighs the same
+    # the notice ends at the first reading of the first day with a baseline, all of it measured
+    assert [(e.rule, e.event, e.time, e.measured, e.unmeasured) for e in out[1:]] == [
+        ("slug_no_baseline", "end", D0 + 2 * DAY, 1.5 * DAY, 0.0)]
 
 
 def test_exactly_five_times_complies_and_just_above_opens_a_candidate() -> None:
@@ -69,26 +80,26 @@ def test_a_slug_starts_at_its_onset_and_is_confirmed_past_fifteen_minutes() -> N
     feed(det, day(D0, 10.0))
     start = D0 + DAY + 8 * 3600
     feed(det, [(start + 60 * i, 60.0) for i in range(16)])  # exactly 15 minutes above: not longer
-    assert out == []
+    assert slugs(out) == []
     det.feed(start + 15 * 60 + 1, 70.0)
-    assert [(e.event, e.time, e.value, e.limit, e.confirmed) for e in out] == [
+    assert [(e.event, e.time, e.value, e.limit, e.confirmed) for e in slugs(out)] == [
         ("start", start, 60.0, 50.0, start + 901)  # the onset reading; confirmed when the alarm fires
     ]
     det.feed(start + 20 * 60, 50.0)  # at or below the frozen threshold ends it
-    assert [(e.event, e.value, e.peak) for e in out][1] == ("end", 50.0, 70.0)
+    assert [(e.event, e.value, e.peak) for e in slugs(out)][1] == ("end", 50.0, 70.0)
 
 
 def test_for_a_duration_of_fifteen_minutes_includes_exactly_fifteen() -> None:
     det, out = detector(duration_operator=">=", baseline=400.0)  # a fixed normal-sewage strength
     feed(det, [(D0 + 60 * i, 2001.0) for i in range(16)])
-    assert [(e.event, e.time - D0, e.confirmed) for e in out] == [("start", 0.0, D0 + 900.0)]
+    assert [(e.event, e.time - D0, e.confirmed) for e in slugs(out)] == [("start", 0.0, D0 + 900.0)]
 
 
 def test_the_literal_reading_confirms_at_the_onset_reading() -> None:
     det, out = detector(duration=0.0, duration_operator=">=")  # [site.permit.slug] reading = "multiple_alone"
     feed(det, day(D0, 10.0))
     det.feed(D0 + DAY + 60, 51.0)
-    assert [(e.event, e.time, e.confirmed) for e in out] == [("start", D0 + DAY + 60, D0 + DAY + 60)]
+    assert [(e.event, e.time, e.confirmed) for e in slugs(out)] == [("start", D0 + DAY + 60, D0 + DAY + 60)]
 
 
 def test_a_day_with_a_slug_is_no_day_of_normal_operation() -> None:
@@ -234,7 +245,7 @@ def test_the_detector_matches_the_brute_force_definition(segments: list[tuple[in
     det, out = detector(duration=600.0, days=2)
     feed(det, rows)
     want = reference(rows, duration=600.0, days=2)
-    got = [(e.time, e.event, e.limit) for e in out]
+    got = [(e.time, e.event, e.limit) for e in slugs(out)]
     assert len(got) == len(want)
     SEEN.append(bool(want))
     for (ta, ea, la), (tb, eb, lb) in zip(got, want, strict=True):
@@ -261,8 +272,8 @@ def test_sub_minute_candidate_is_seen_by_the_fast_path(tmp_path: Path) -> None:
     t = D0 + 30 * (2 * 2880 + 21)
     rows += [(t + 30 * i, "flow", 50.5, "good") for i in range(10)]
     events = live(config, rows)
-    assert brief(events) == [(t - D0, "flow", "slug", "start", 50.5)]
-    assert events[0].confirmed == t + 210.0
+    assert brief(slugs(events)) == [(t - D0, "flow", "slug", "start", 50.5)]
+    assert slugs(events)[0].confirmed == t + 210.0
     assert live(config, rows, fast=False) == events
 
 
@@ -277,7 +288,7 @@ def test_mass_loading_is_flow_times_concentration_and_never_uses_a_stale_partner
     rows += [(t + 60 * i, "flow", 100.0, "good") for i in range(1, 5)]
     rows += [(t + 270, "cod", 2.0, "good")]  # back: 100 × 2 = 200 > 5 × 20, but a candidate only now
     rows += [(t + 270 + 60 * i, "flow", 100.0, "good") for i in range(1, 4)]
-    events = [(e.time - t, e.event, e.value, e.limit, e.confirmed) for e in live(config, rows)
+    events = [(e.time - t, e.event, e.value, e.limit, e.confirmed) for e in slugs(live(config, rows))
               if e.channel == "flow*cod"]
     assert events == [(270.0, "start", 200.0, 100.0, t + 450.0)]  # onset +270, longer than 2 minutes at +450
 
