@@ -24,6 +24,7 @@ from config.reader import Reader
 from config.rule_model import ThresholdParams
 from config.rules import DATA_QUALITY_RULES, TAMPER_RULES, RuleBinding, Skipped, select_rules
 from config.schema import Site, SiteConfig
+from monitor.checks.slug_labs import lab_slug_limits
 
 STRICTNESS = {
     "<": "violated below it (the limit itself complies)",
@@ -113,6 +114,8 @@ def site_lines(site: Site, baselines: dict[tuple[str, str], str], skipped: list[
                 if s.channel == ch.id:
                     lines.append(f"    not run: {s.rule}: {s.why}")
         dq = sorted(b.rule for b in site.checks if b.rule in DATA_QUALITY_RULES and b.channel == ch.id)
+        dq += ["slug_no_baseline"] * any(b.rule == "slug" and b.channel == ch.id and b.params.get("baseline") is None
+                                         for b in site.checks)
         if dq:
             lines.append(f"    data quality (not discharge exceedances): {', '.join(dq)}")
         for b in (b for b in site.checks if b.rule in TAMPER_RULES and b.channel == ch.id):
@@ -120,6 +123,13 @@ def site_lines(site: Site, baselines: dict[tuple[str, str], str], skipped: list[
 
             lines.append(f"      tamper sign {b.rule}: {describe(b, ch.unit)}")
         lines.append(f"    calibration: {_calibration_words(site, ch.id)}")
+    lab = lab_slug_limits(site)
+    if lab:
+        lines.append("  slug screened on composite-sample lab results (pretreat labs import):")
+        for lim in lab.values():
+            lines.append(f"    {lim.parameter}: a result > {lim.threshold:g} mg/L ({lim.multiplier:g} × "
+                         f"{lim.normal:g} ppm normal sewage) is a slug finding ({lim.citation}: "
+                         f"\"{lim.quote}\"); reading in force: {lim.reading}")
     if profile is not None and profile.clauses:
         lines.append("  clauses of the ordinance that are no streaming rule:")
         for c in profile.clauses.values():

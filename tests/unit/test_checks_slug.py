@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from config.rule_model import SlugParams
 from config.rules import RuleBinding
+from config.schema import SiteConfig
 from monitor.checks.events import EpisodeEvent
 from monitor.checks.slug import SlugDetector
 from tests.unit.checks_helpers import brief, channel, live, load, site_toml
@@ -309,3 +310,48 @@ def test_a_gap_ends_a_candidate_and_an_episode_so_a_slug_is_measured_time(tmp_pa
            for e in events if e.rule == "slug"]
     assert got == [(600.0, "start", 810.0, None, None, None), (870.0, "end", None, "gap", 270.0, 0.0)]
     assert live(config, rows, fast=False) == events
+
+
+def _flow_site(folder: Path) -> SiteConfig:
+    folder.mkdir()
+    return load(folder, site_toml(channel("flow")))
+
+
+async def _recorded_days(tmp_path: Path, first: float, now: float) -> SiteConfig:
+    from monitor.sample import Sample
+    from monitor.stores.historian import Historian
+
+    config = _flow_site(tmp_path)
+    h = Historian(path=config.daemon.historian, commit_interval=0.05)
+    await h.start()
+    n = int((now - first) // 60)
+    for i in range(0, n, 20_000):  # a reading a minute: every day is a day of normal operation
+        h.submit([Sample(time=first + 60.0 * j, site="acme", channel="flow", value=10.0, unit="gpm")
+                  for j in range(i, min(n, i + 20_000))])
+    await h.close()
+    return config
+
+
+async def test_the_no_baseline_notice_is_raised_where_the_record_begins_not_where_a_restart_window_does(
+        tmp_path: Path) -> None:
+    """The daemon's warm-up replays the last 62 days of a slug channel: where the record began earlier, the fresh
+    engine's missing baseline at the window's start is an artefact of the window (the daemon that judged those
+    days live had one), so no notice is recorded for it; where the record begins inside the window, the notice
+    is the record's own and is kept. Its alarm is configured with the slug's."""
+    from config.alarms import alarm_specs
+    from monitor.checks.engine import CheckEngine
+    from monitor.warmup import warm_up
+
+    now = D0 + 70 * DAY + 600
+    config = await _recorded_days(tmp_path / "long", D0, now)
+    assert ("acme", "flow", "slug_no_baseline") in {(s, c, r) for s, c, r, _ in alarm_specs(config.sites, None)}
+    engine = CheckEngine.for_config(config, live=True)
+    events = warm_up(engine, config, now)
+    assert [e for e in events if e.rule.startswith("slug")] == []
+    (slug,) = [r for b, r in engine.rules if b.rule == "slug"]
+    assert isinstance(slug, SlugDetector) and slug.baseline == 10.0 and slug.nb_start is None
+
+    config = await _recorded_days(tmp_path / "short", D0 + 67 * DAY, now)
+    events = warm_up(CheckEngine.for_config(config, live=True), config, now)
+    assert [(e.rule, e.event, e.time) for e in events if e.rule.startswith("slug")] == [
+        ("slug_no_baseline", "start", D0 + 67 * DAY), ("slug_no_baseline", "end", D0 + 68 * DAY)]  # day 67 whole

@@ -34,6 +34,7 @@ def test_the_catalogue_says_what_the_old_tables_said() -> None:
     assert DEFAULT_ALARMS["sampler_interval_unverified"].priority.value == "low"
     assert NO_READING_PEAK == {"ph_excursion_duration", "ph_monthly_excursion", "sampler_interval", "stale",
                                "sensor_fault", "flatline", "sampler_interval_unverified", "maintenance",
+                               "slug_no_baseline",
                                "ph_frozen", "offset_step", "flow_zero_sampling", "span_pinned"}  # tamper signs
 
 

@@ -108,3 +108,22 @@ async def test_rules_shows_the_slug_baseline_rebuilt_from_the_historian(
     await h.close()
     text = slug_baselines(config, now)[("acme", "flow")]
     assert text.startswith("12 (mean of 2 day(s) of normal operation") and "slug above 60" in text
+
+
+def test_rules_states_the_slug_screen_on_lab_results_and_the_no_baseline_notice(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Vestal-Endicott measures a slug "by suspended solids and BOD" (laboratory tests): `pretreat rules` says the
+    slug is screened on lab results, with the thresholds and the citation; a trailing-baseline slug channel lists
+    the slug_no_baseline data-quality notice among its rules."""
+    path = _write(tmp_path, site_toml(channel("flow"), jurisdiction="vestal_endicott"))
+    assert main(["rules", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "slug screened on composite-sample lab results (pretreat labs import):" in out
+    assert "tss: a result > 2000 mg/L (5 × 400 ppm normal sewage) is a slug finding (Town of Vestal § 18-76(a)(13) " \
+           "[section number inferred]" in out
+    assert "bod: a result > 1200 mg/L (5 × 240 ppm normal sewage)" in out
+    path = _write(tmp_path, site_toml(channel("flow")))
+    assert main(["rules", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "slug_no_baseline" in out.split("data quality (not discharge exceedances):")[1].splitlines()[0]
+    assert "lab results" not in out
