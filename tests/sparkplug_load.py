@@ -16,8 +16,9 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from monitor.hub.sparkplug import BOOLEAN, DOUBLE, INT32, STRING, UINT64, Payload
+from monitor.uplink import contract as c
 
-GOOD, BAD = 192, 0
+GOOD, BAD = c.QUALITY_GOOD, c.QUALITY_BAD
 
 
 def _prop(props: Any, key: str, kind: int, value: Any) -> None:
@@ -45,14 +46,14 @@ def ddata_payload(seq: int, rows: list[tuple[str, int, float | None, int]], *, h
         m.is_historical = historical
         if value is None:
             m.is_null = True
-            _prop(m.properties, "Quality", INT32, BAD)
-            _prop(m.properties, "pretreat_quality", STRING, "bad")
-            _prop(m.properties, "reason", STRING, "timeout")
+            _prop(m.properties, c.QUALITY, INT32, BAD)
+            _prop(m.properties, c.PRETREAT_QUALITY, STRING, "bad")
+            _prop(m.properties, c.REASON, STRING, "timeout")
         else:
             m.double_value = value
-            _prop(m.properties, "Quality", INT32, GOOD)
-            _prop(m.properties, "pretreat_quality", STRING, "good")
-        _prop(m.properties, "rseq", UINT64, rseq)
+            _prop(m.properties, c.QUALITY, INT32, GOOD)
+            _prop(m.properties, c.PRETREAT_QUALITY, STRING, "good")
+        _prop(m.properties, c.RSEQ, UINT64, rseq)
     return bytes(p.SerializeToString())
 
 
@@ -62,10 +63,10 @@ def node_payload(seq: int | None, bdseq: int, *, birth: bool) -> bytes:
     if seq is not None:
         p.seq = seq
     m = p.metrics.add()
-    m.name, m.datatype, m.long_value = "bdSeq", UINT64, bdseq
+    m.name, m.datatype, m.long_value = c.BDSEQ, UINT64, bdseq
     if birth:
         r = p.metrics.add()
-        r.name, r.datatype, r.boolean_value = "Node Control/Rebirth", BOOLEAN, False
+        r.name, r.datatype, r.boolean_value = c.REBIRTH, BOOLEAN, False
     return bytes(p.SerializeToString())
 
 
@@ -76,10 +77,10 @@ def dbirth_payload(seq: int, channels: list[str]) -> bytes:
     for channel in channels:
         m = p.metrics.add()
         m.name, m.datatype, m.double_value = channel, DOUBLE, 0.0
-        _prop(m.properties, "engUnit", STRING, "pH")
-        _prop(m.properties, "kind", STRING, "ph")
-        _prop(m.properties, "engLow", DOUBLE, 0.0)
-        _prop(m.properties, "engHigh", DOUBLE, 14.0)
+        _prop(m.properties, c.ENG_UNIT, STRING, "pH")
+        _prop(m.properties, c.KIND, STRING, "ph")
+        _prop(m.properties, c.ENG_LOW, DOUBLE, 0.0)
+        _prop(m.properties, c.ENG_HIGH, DOUBLE, 14.0)
     return bytes(p.SerializeToString())
 
 
@@ -99,17 +100,19 @@ class EdgeNode:
     client: mqtt.Client | None = None
 
     def topic(self, kind: str, device: str | None = None) -> str:
-        return f"spBv1.0/{self.group}/{kind}/{self.node}" + (f"/{device}" if device else "")
+        if device:
+            return c.device_topic(self.group, kind, self.node, device)
+        return c.node_topic(self.group, kind, self.node)
 
     def connect(self) -> None:
         """Connect with NDEATH as the will, then NBIRTH and a DBIRTH per site (seq restarts at 0)."""
-        c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"edge-{self.node}", protocol=mqtt.MQTTv311)
-        c.max_inflight_messages_set(1000)
-        c.max_queued_messages_set(0)
-        c.will_set(self.topic("NDEATH"), node_payload(None, self.bdseq, birth=False), qos=1)
-        c.connect("127.0.0.1", self.port)
-        c.loop_start()
-        self.client, self.seq = c, 0
+        cl = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"edge-{self.node}", protocol=mqtt.MQTTv311)
+        cl.max_inflight_messages_set(1000)
+        cl.max_queued_messages_set(0)
+        cl.will_set(self.topic("NDEATH"), node_payload(None, self.bdseq, birth=False), qos=1)
+        cl.connect("127.0.0.1", self.port)
+        cl.loop_start()
+        self.client, self.seq = cl, 0
         self.publish(self.topic("NBIRTH"), node_payload(0, self.bdseq, birth=True))
         for site in self.sites:
             self.publish(self.topic("DBIRTH", site), dbirth_payload(self.next_seq(), self.channels))
@@ -138,7 +141,7 @@ class EdgeNode:
 
     def event(self, kind: str, seq: int, site: str, **fields: Any) -> mqtt.MQTTMessageInfo:
         body = {"type": kind, "seq": seq, "site": site, **fields}
-        return self.publish(f"pretreat/v1/{self.group}/{self.node}/events", json.dumps(body).encode())
+        return self.publish(c.events_topic(self.group, self.node), json.dumps(body).encode())
 
     def skip(self) -> None:
         """Lose one message on purpose: its seq is used, nothing is sent (the hub must see a gap)."""

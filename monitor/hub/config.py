@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from monitor.uplink import contract
+
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -55,8 +57,7 @@ class HubConfig:
     @property
     def subscriptions(self) -> tuple[str, str]:
         """The shared Sparkplug namespace of the group and the edges' JSON event topics."""
-        share = f"$share/{self.group}/"
-        return (f"{share}spBv1.0/{self.sparkplug_group}/#", f"{share}pretreat/v1/{self.sparkplug_group}/+/events")
+        return contract.subscriptions(self.sparkplug_group, share=self.group)
 
 
 def load_hub_config(path: Path) -> HubConfig:

@@ -31,6 +31,7 @@ from paho.mqtt.properties import Properties
 from monitor.hub import edges, sparkplug
 from monitor.hub.config import HubConfig
 from monitor.hub.store import Batch, Store, event_row
+from monitor.uplink import contract
 
 log = logging.getLogger("pretreat.hub")
 SEQUENCED = {"NBIRTH", "DBIRTH", "DDATA", "DDEATH", "NDATA"}
@@ -181,7 +182,7 @@ class Hub:
         return batch
 
     def _decode_one(self, msg: mqtt.MQTTMessage, b: Batch) -> None:
-        topic = sparkplug.parse_topic(msg.topic, self.cfg.sparkplug_group)
+        topic = contract.parse_topic(msg.topic, self.cfg.sparkplug_group)
         b.seen.add(topic.node)
         if topic.kind == "events":
             b.events.append(event_row(topic.node, bytes(msg.payload), msg.topic))

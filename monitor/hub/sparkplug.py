@@ -1,5 +1,5 @@
-"""Sparkplug B v1.0 as the edges publish it (the uplink contract, SPARKPLUG.md): topics and payloads decoded
-into the rows the hub stores.
+"""Sparkplug B v1.0 payloads as the edges publish them, decoded into the rows the hub stores. Topic names, metric
+and property names come from the uplink contract (`monitor.uplink.contract`, SPARKPLUG.md), shared with the edge.
 
 The payload schema is Eclipse Tahu's ``sparkplug_b.proto`` (``org.eclipse.tahu.protobuf.Payload``), loaded from
 its compiled descriptor (``sparkplug_b.desc``, the same descriptor pysparkplug 0.6.1 ships) into a private
@@ -10,15 +10,13 @@ pool cannot clash with another copy of the same ``.proto`` registered in protobu
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-NAMESPACE = "spBv1.0"
-QUALITY_GOOD, QUALITY_BAD, QUALITY_STALE = 192, 0, 500
-"""OPC/Ignition quality codes in the "Quality" property of a DDATA metric."""
+from monitor.uplink import contract as c
+
 READING_COLUMNS = ("site", "channel", "time", "rseq", "value", "quality", "pretreat_quality", "reason", "historical",
                    "node")
 """A reading row as the hub decodes it, in the order of the ``readings`` table's columns (its COPY order)."""
@@ -41,24 +39,6 @@ DOUBLE, BOOLEAN, STRING, INT32, UINT64 = 10, 11, 12, 3, 8
 
 class BadMessage(ValueError):
     """A message the hub cannot store; the text says which part and why (it is kept in ``hub_rejects``)."""
-
-
-@dataclass(frozen=True)
-class Topic:
-    kind: str
-    """NBIRTH, NDEATH, DBIRTH, DDATA, DDEATH, NDATA, NCMD, DCMD, STATE or "events" (the JSON topic)."""
-    node: str
-    device: str | None = None
-
-
-def parse_topic(topic: str, group: str) -> Topic:
-    """``spBv1.0/<group>/<MSG>/<node>[/<device>]`` or ``pretreat/v1/<group>/<node>/events``."""
-    parts = topic.split("/")
-    if parts[:2] == ["pretreat", "v1"] and len(parts) == 5 and parts[2] == group and parts[4] == "events":
-        return Topic("events", parts[3])
-    if len(parts) in (4, 5) and parts[0] == NAMESPACE and parts[1] == group:
-        return Topic(parts[2], parts[3], parts[4] if len(parts) == 5 else None)
-    raise BadMessage(f"topic {topic!r} is not in the uplink namespace of group {group!r}")
 
 
 def decode(raw: bytes, topic: str) -> Any:
@@ -85,7 +65,7 @@ def properties(metric: Any) -> dict[str, Any]:
 def bd_seq(payload: Any, topic: str) -> int:
     """The NBIRTH/NDEATH "bdSeq" metric that pairs a death with its birth."""
     for m in payload.metrics:
-        if m.name == "bdSeq":
+        if m.name == c.BDSEQ:
             return int(metric_value(m) or 0)
     raise BadMessage(f"{topic}: no bdSeq metric")
 
@@ -102,13 +82,13 @@ def readings(payload: Any, node: str, site: str, topic: str) -> tuple[list[tuple
         props = m.properties
         rseq = quality = pq = reason = None
         for key, v in zip(props.keys, props.values, strict=False):
-            if key == "rseq":
+            if key == c.RSEQ:
                 rseq = v.long_value
-            elif key == "Quality":
+            elif key == c.QUALITY:
                 quality = v.int_value
-            elif key == "pretreat_quality":
+            elif key == c.PRETREAT_QUALITY:
                 pq = v.string_value
-            elif key == "reason":
+            elif key == c.REASON:
                 reason = v.string_value
         name, t_ms = m.name, m.timestamp
         if not name or rseq is None or not t_ms:
@@ -135,5 +115,5 @@ def channels(payload: Any, node: str, site: str) -> list[tuple[Any, ...]]:
     out = []
     for m in payload.metrics:
         p = properties(m)
-        out.append((node, site, m.name, p.get("engUnit"), p.get("kind"), p.get("engLow"), p.get("engHigh")))
+        out.append((node, site, m.name, p.get(c.ENG_UNIT), p.get(c.KIND), p.get(c.ENG_LOW), p.get(c.ENG_HIGH)))
     return out

@@ -10,6 +10,7 @@ speak exactly what the edge publishes. Sparkplug B v1.0 namespace::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 NAMESPACE: Final = "spBv1.0"
@@ -49,6 +50,37 @@ def device_topic(group: str, message: str, node: str, device: str) -> str:
 
 def events_topic(group: str, node: str) -> str:
     return f"{EVENTS_PREFIX}/{group}/{node}/events"
+
+
+def subscriptions(group: str, share: str | None = None) -> tuple[str, str]:
+    """The filters that take everything the edges of ``group`` publish: the Sparkplug namespace and every
+    node's events topic; with ``share``, as an MQTT 5 shared subscription ``$share/<share>/…`` (the hubs)."""
+    prefix = f"$share/{share}/" if share else ""
+    return f"{prefix}{NAMESPACE}/{group}/#", f"{prefix}{events_topic(group, '+')}"
+
+
+class TopicError(ValueError):
+    """A topic outside the uplink's namespace for the group (the message names the topic and the group)."""
+
+
+@dataclass(frozen=True)
+class Topic:
+    """A parsed uplink topic: ``kind`` is the Sparkplug message type (NBIRTH, NDEATH, DBIRTH, DDATA, DDEATH,
+    NDATA, NCMD, DCMD, STATE) or "events" (the JSON topic); ``device`` is the site of a device message."""
+
+    kind: str
+    node: str
+    device: str | None = None
+
+
+def parse_topic(topic: str, group: str) -> Topic:
+    """The inverse of `node_topic`, `device_topic` and `events_topic` for ``group``; `TopicError` otherwise."""
+    parts = topic.split("/")
+    if len(parts) == 5 and "/".join(parts[:2]) == EVENTS_PREFIX and parts[2] == group and parts[4] == "events":
+        return Topic("events", parts[3])
+    if len(parts) in (4, 5) and parts[0] == NAMESPACE and parts[1] == group and all(parts[2:]):
+        return Topic(parts[2], parts[3], parts[4] if len(parts) == 5 else None)
+    raise TopicError(f"topic {topic!r} is not in the uplink namespace of group {group!r}")
 
 
 def quality_code(quality: str) -> int:

@@ -6,8 +6,6 @@ Every test compares PostgreSQL with the generator's ground truth reading by read
 
 from __future__ import annotations
 
-import json
-import signal
 import subprocess
 import sys
 import time
@@ -17,57 +15,13 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.hub_support import ROOT, HubProcess, alarms, count
 from tests.sparkplug_load import EdgeNode
 from tests.support import PATIENCE, Mosquitto, PostgreSQL, wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
 NOV_30_235900 = 1_796_083_140_000
 """2026-11-30 23:59:00 UTC in ms: a run of readings from here crosses into December (two monthly partitions)."""
 CHANNELS = ["ph", "temp", "flow"]
-
-
-class HubProcess:
-    """`pretreat hub --config` in its own process (a test SIGKILLs it)."""
-
-    def __init__(self, tmp: Path, name: str, broker: Mosquitto, db: PostgreSQL, **hub: Any) -> None:
-        self.config = tmp / f"{name}.toml"
-        settings = {"client_id": name, "group": "county", "health_file": f"{name}.health.json",
-                    "edge_silence": 60, "gap_grace": 1, "health_interval": 0.3, "max_batch": 200, **hub}
-        lines = ["[broker]", 'host = "127.0.0.1"', f"port = {broker.port}", "[hub]"]
-        lines += [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
-        lines += ["[database]", f'url = "{db.url}"']
-        self.config.write_text("\n".join(lines) + "\n")
-        self.health = tmp / f"{name}.health.json"
-        self.log = tmp / f"{name}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.health.unlink(missing_ok=True)
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "hub", "--config", str(self.config)],
-                                         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        assert wait_until(lambda: self.snapshot().get("broker_connected")), f"hub never connected: {self.log}"
-
-    def snapshot(self) -> dict[str, Any]:
-        try:
-            return dict(json.loads(self.health.read_text()))
-        except (OSError, ValueError):
-            return {}
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(PATIENCE)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
 
 
 @pytest.fixture
@@ -104,14 +58,6 @@ def stored(db: PostgreSQL) -> list[tuple[Any, ...]]:
     with psycopg.connect(db.url) as conn:
         return conn.execute(
             "SELECT site, channel, (extract(epoch FROM time) * 1000)::bigint, rseq, value FROM readings").fetchall()
-
-
-def count(db: PostgreSQL, sql: str = "SELECT count(*) FROM readings") -> int:
-    try:
-        with psycopg.connect(db.url, connect_timeout=2) as conn:
-            return int(conn.execute(sql).fetchone()[0])  # type: ignore[index]
-    except psycopg.OperationalError:
-        return -1
 
 
 def publish(edge: EdgeNode, start: int, n: int, **kw: Any) -> None:
@@ -193,12 +139,6 @@ def test_postgres_restarted_mid_stream(hubs: Any, edges: Any, postgres: PostgreS
     publish(e1, NOV_30_235900 + 100_000, 50)
     assert_exactly_once(postgres, e1.sent)
     assert wait_until(lambda: hub.snapshot().get("database_error") is None)
-
-
-def alarms(db: PostgreSQL, *, open_only: bool = True) -> list[tuple[Any, ...]]:
-    with psycopg.connect(db.url) as conn:
-        return conn.execute("SELECT kind, node, sites, detail FROM hub_alarms"
-                            + (" WHERE cleared_at IS NULL" if open_only else "") + " ORDER BY kind, node").fetchall()
 
 
 def test_gap_death_and_silence_raise_alarms_with_the_sites(hubs: Any, edges: Any, postgres: PostgreSQL) -> None:

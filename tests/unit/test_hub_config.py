@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from monitor.hub.config import HubConfigError, load_hub_config
+from monitor.hub.config import HubConfig, HubConfigError, load_hub_config
 from monitor.hub.edges import missing_positions
-from monitor.hub.sparkplug import BadMessage, Topic, parse_topic
 from monitor.hub.store import event_row
+from monitor.uplink.contract import Topic, TopicError, device_topic, events_topic, node_topic, parse_topic
 
 GOOD = """
 [broker]
@@ -67,12 +67,17 @@ def test_an_unreadable_or_broken_file_names_itself(tmp_path: Path) -> None:
 
 
 def test_topics_of_the_contract() -> None:
+    """The hub parses exactly what the edge's topic builders make (one module holds both)."""
     assert parse_topic("spBv1.0/pretreat/DDATA/e1/acme", "pretreat") == Topic("DDATA", "e1", "acme")
-    assert parse_topic("spBv1.0/pretreat/NDEATH/e1", "pretreat") == Topic("NDEATH", "e1")
-    assert parse_topic("pretreat/v1/pretreat/e1/events", "pretreat") == Topic("events", "e1")
-    for wrong in ("spBv1.0/other/DDATA/e1/acme", "pretreat/v1/pretreat/e1/other", "spBv1.0/pretreat"):
-        with pytest.raises(BadMessage, match="not in the uplink namespace"):
+    assert parse_topic(device_topic("county", "DBIRTH", "e-1", "acme_2"), "county") == Topic("DBIRTH", "e-1", "acme_2")
+    assert parse_topic(node_topic("county", "NDEATH", "e1"), "county") == Topic("NDEATH", "e1")
+    assert parse_topic(events_topic("pretreat", "e1"), "pretreat") == Topic("events", "e1")
+    for wrong in ("spBv1.0/other/DDATA/e1/acme", "pretreat/v1/pretreat/e1/other", "spBv1.0/pretreat",
+                  "spBv1.0/pretreat/DDATA//acme", "pretreat/v1/other/e1/events"):
+        with pytest.raises(TopicError, match="not in the uplink namespace"):
             parse_topic(wrong, "pretreat")
+    assert HubConfig("h", 1883, "hub-a", "hubs", "county", "postgresql://x", Path("h.json")).subscriptions == (
+        "$share/hubs/spBv1.0/county/#", "$share/hubs/pretreat/v1/county/+/events")
 
 
 @pytest.mark.parametrize(("seqs", "missing"), [
