@@ -500,12 +500,8 @@ def _now_dt() -> datetime:
 
 
 # -- CLI -------------------------------------------------------------------------------------------------
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", required=True, metavar="FILE", help="site file (TOML)")
-    p.set_defaults(func=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace) -> int:
+    """`pretreat run` (its arguments: monitor.commands.add_run)."""
     config = load_config_or_report(args.config, outcome="nothing started", for_daemon=True)
     if config is None:
         return 2

@@ -18,7 +18,7 @@ from monitor.logs import FORMATS, configure_logging
 # subcommand -> ("module:function" that adds its arguments, help text). Imported lazily so that
 # `pretreat check-config` does not pay for pymodbus, and a broken optional part cannot break the rest.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("monitor.app:add_arguments", "run the monitoring daemon"),
+    "run": ("monitor.commands:add_run", "run the monitoring daemon"),
     "check-config": ("monitor.commands:add_check_config", "validate a site file and list every error"),
     "rules": ("monitor.rules_cli:add_arguments",
               "every rule in force per site and channel: limit, reading, citation; channels left unchecked"),

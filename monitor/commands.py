@@ -8,6 +8,19 @@ import sys
 from config.loader import check_config
 
 
+def add_run(p: argparse.ArgumentParser) -> None:
+    """`pretreat run`'s arguments, here rather than in monitor.app: importing the daemon (APScheduler, paho,
+    protobuf, every store) costs ~1 s of CPU, which `pretreat run --help` and a mistyped option need not pay."""
+    p.add_argument("--config", required=True, metavar="FILE", help="site file (TOML)")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from monitor.app import run_command
+
+    return run_command(args)
+
+
 def add_check_config(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", metavar="FILE", help="site file (TOML)")
     p.set_defaults(func=_check_config)

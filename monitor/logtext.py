@@ -10,6 +10,10 @@ saving change a time falls. Only what is printed is rounded: the record, the str
 `use_site_config` is called once the site file is loaded (`monitor.app.Daemon`): the log is a process-wide
 thing, so the zone and the channels' resolutions are process-wide too. Before that, times are in the
 machine's local zone and readings are shown to four significant digits.
+
+The rule catalogue and the episode constants are imported inside the functions that use them, not with the
+module: every `pretreat` command imports this module (through its logging), and a command's start should not
+pay for the configuration's schema it may never load (~0.1 s of CPU).
 """
 
 from __future__ import annotations
@@ -20,10 +24,6 @@ from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from config.calibration import CALIBRATION_OVERDUE
-from config.obligations import OBLIGATION_OVERDUE
-from config.rule_catalogue import DURATION_RULES
-from monitor.checks.events import START
 from monitor.number_text import NO_READING, duration, number
 
 if TYPE_CHECKING:
@@ -71,6 +71,8 @@ def limit(value: float | None, *, site: str, channel: str, rule: str) -> str:
     channel's resolution (``5.00 pH``) unless that would round it (a limit is never shown other than it is)."""
     if value is None:
         return "none"
+    from config.rule_catalogue import DURATION_RULES  # imported here: see the module's docstring
+
     if rule in DURATION_RULES:
         return duration(value)
     decimals, unit = SETTINGS.channels.get((site, channel), (None, ""))
@@ -82,6 +84,9 @@ def episode_message(e: EpisodeEvent) -> str:
     """``episode started: acme-plating ph ph_low at 2026-12-01 16:04:03 EST, 4.82 pH (limit 5.00 pH;
     Town of Southeast § 112-5A(1)(c))``; an end adds the peak. A data-quality rule (``stale``) has no limit:
     its citation says what it is."""
+    from config.rule_catalogue import DURATION_RULES
+    from monitor.checks.events import START
+
     what = "started" if e.event == START else "ended"
     bound = "" if e.limit is None else f"limit {limit(e.limit, site=e.site, channel=e.channel, rule=e.rule)}; "
     text = (f"episode {what}: {e.site} {e.channel} {e.rule} at {local_time(e.time)}, "
@@ -99,6 +104,9 @@ def transition_message(t: Transition, words: str) -> str:
     operator did; ``words`` says what happened (`alarms.notifiers.base.KIND_WORDS`)."""
     site, channel, rule = t.alarm_id.split("/")
     what = reading(t.value, site=site, channel=channel)
+    from config.calibration import CALIBRATION_OVERDUE
+    from config.obligations import OBLIGATION_OVERDUE
+
     if rule == CALIBRATION_OVERDUE and t.value is None:  # no reading: the status is what to say
         what = t.citation.split("; ", 1)[-1]
     elif rule == OBLIGATION_OVERDUE:  # no instrument: the obligation, its due time and citation

@@ -16,7 +16,6 @@ from config.errors import ConfigErrors
 from config.loader import load_config
 from config.schema import SiteConfig
 from simulators.broker import LocalBroker, missing_brokers
-from simulators.runner import run_sim
 from simulators.scenario import shipped_scenarios
 
 
@@ -63,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(config: SiteConfig, args: argparse.Namespace) -> int:
     """Run until the duration passes or SIGINT/SIGTERM arrives; both stop the simulator cleanly."""
+    from simulators.runner import run_sim  # pymodbus, aiohttp, paho: not for `pretreat sim --help`
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -33,7 +33,6 @@ from config.schema import Channel, DriverKind, SiteConfig
 from monitor import clock
 from monitor.sample import Sample, judge_value
 from simulators.encoding import to_raw
-from simulators.playback import point_of, resolve
 from simulators.process import SiteProcess
 from simulators.scenario import NORMAL, Scenario, load_scenario
 
@@ -62,6 +61,8 @@ def simulated_samples(config: SiteConfig, *, start: float, end: float, scenario:
     """Batches of the samples the site's instruments would have reported in [start, end), in time order,
     with the models (and the ``[[model]]`` settings of ``scenario``, not its steps) that ``pretreat sim`` serves.
     ``interval``: one reading per instrument every this many seconds at most (default: each one's poll interval)."""
+    from simulators.playback import point_of, resolve  # pymodbus (drivers.modbus): not for `--help`
+
     resolved = resolve(scenario or NORMAL, config)  # raises ConfigErrors
     tick = max(min(i.poll_interval for i in config.instruments), interval or 0.0)
     processes = {s.id: SiteProcess(site=s, seed=resolved.scenario.seed, params=resolved.params.get(s.id),
@@ -120,6 +121,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from simulators.playback import resolve
+
     if not 1 <= args.days <= 60:
         print("pretreat seed: --days must be 1 to 60", file=sys.stderr)
         return 2

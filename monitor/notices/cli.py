@@ -19,9 +19,8 @@ from pathlib import Path
 from config.loader import load_config_or_report
 from config.notice import NoticeConfigError, template_path
 from config.schema import SiteConfig
-from monitor.notices.document import build
-from monitor.notices.facts import NoticeError, gather
-from monitor.notices.render import FORMATS, render_docx, render_md, render_pdf
+
+FORMATS = ("pdf", "docx", "md")  # what monitor.notices.render writes
 
 
 def default_name(episode: str, fmt: str) -> str:
@@ -31,6 +30,11 @@ def default_name(episode: str, fmt: str) -> str:
 def write_notice(config: SiteConfig, episode: str, fmt: str, path: Path, *, now: float) -> list[Path]:
     """Draft the notice for ``episode`` into ``path``; returns the files written (Markdown: with its chart).
     Raises NoticeError (no such episode, a fault episode), NoticeConfigError, ImportError (docx missing)."""
+    # the reports, the stores and matplotlib (~1 s of CPU) only when a notice is drawn, not for `--help`
+    from monitor.notices.document import build
+    from monitor.notices.facts import gather
+    from monitor.notices.render import render_docx, render_md, render_pdf
+
     facts = gather(config, episode, now=now)
     template = template_path(facts.site.jurisdiction).read_text(encoding="utf-8")
     blocks = build(template, facts)
@@ -52,6 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from monitor.notices.facts import NoticeError
+
     config = load_config_or_report(args.config)
     if config is None:
         return 2

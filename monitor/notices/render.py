@@ -19,7 +19,6 @@ from monitor.notices.document import Block
 from monitor.notices.facts import NoticeFacts
 from monitor.reports.charts import INK
 
-FORMATS = ("pdf", "docx", "md")
 W, H = 8.5, 11.0  # inches, US letter portrait
 LEFT, TOP, BOTTOM = 0.9, 0.9, 0.8
 BODY_W = W - 2 * LEFT

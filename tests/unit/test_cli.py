@@ -18,6 +18,9 @@ from monitor import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("pymodbus", "influxdb_client", "fastapi", "matplotlib")
+# what no command's own `--help` may import: each of these costs 40 ms to 0.8 s of CPU at every start
+START_HEAVY = (*HEAVY, "uvicorn", "numpy", "paho", "apscheduler", "google", "tqdm", "reportlab", "psycopg",
+               "aiohttp", "docx", "PIL")
 
 PROBE = """
 import contextlib, io, json, sys
@@ -26,7 +29,7 @@ out, err = io.StringIO(), io.StringIO()
 code = None
 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
     try:
-        cli.main(sys.argv[1:])
+        code = cli.main(sys.argv[1:])
     except SystemExit as exc:
         code = exc.code
 heavy = sorted({m.split(".")[0] for m in sys.modules} & set(json.loads(%r)))
@@ -34,9 +37,9 @@ print(json.dumps({"code": code, "out": out.getvalue(), "err": err.getvalue(), "h
 """
 
 
-def run_cli(*argv: str) -> dict[str, object]:
+def run_cli(*argv: str, heavy: tuple[str, ...] = HEAVY) -> dict[str, object]:
     """`pretreat ARGV` in a fresh interpreter: its exit code, output and which heavy packages it imported."""
-    done = subprocess.run([sys.executable, "-c", PROBE % json.dumps(HEAVY), *argv], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-c", PROBE % json.dumps(heavy), *argv], cwd=ROOT,
                           capture_output=True, text=True, timeout=120, check=True)
     result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
@@ -66,6 +69,25 @@ def test_a_commands_own_help_still_shows_its_arguments() -> None:
     assert got["code"] == 0
     assert "FILE" in str(got["out"])
     assert "pymodbus" not in got["heavy"]
+
+
+@pytest.mark.parametrize("command", sorted(cli.SUBCOMMANDS))
+def test_every_commands_help_starts_without_the_heavy_libraries(command: str) -> None:
+    """`pretreat CMD --help` (what every start of CMD pays before its work) imports none of the libraries that
+    only the work needs: the daemon's scheduler, paho, protobuf, pymodbus, matplotlib, tqdm. bench_peers
+    times these starts; this checks the cause of a slow start, not a timing."""
+    got = run_cli(command, "--help", heavy=START_HEAVY)
+    assert got["code"] == 0, got["err"]
+    assert "usage: pretreat " + command in str(got["out"])
+    assert got["heavy"] == [], f"`pretreat {command} --help` imported {got['heavy']}"
+
+
+def test_check_config_of_the_demo_site_loads_no_driver_library() -> None:
+    """The representative quick command: validating the demo site file reads TOML, it polls nothing."""
+    got = run_cli("check-config", str(ROOT / "config" / "sites" / "demo.toml"), heavy=START_HEAVY)
+    assert got["code"] == 0, got["err"]
+    assert "OK" in str(got["out"])
+    assert got["heavy"] == [], f"`pretreat check-config` imported {got['heavy']}"
 
 
 def test_the_full_parser_still_has_every_command() -> None:
