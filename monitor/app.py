@@ -46,7 +46,7 @@ from monitor.polling import Polls, key_of
 from monitor.reports.aggregates import DailyAggregator
 from monitor.reports.schedule import reports_dir, schedule_reports
 from monitor.sample import Sample
-from monitor.staleness import StalenessTracker
+from monitor.staleness import LOG_EACH, StalenessTracker
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
 from monitor.stores.historian_db import recent_samples
@@ -62,6 +62,11 @@ from monitor.warmup import history_reader, reconcile, warm_up, window_start
 log = logging.getLogger(__name__)
 STREAM_CLOSE_LIMIT = 10.0  # s a streaming driver gets to acknowledge and disconnect at shutdown
 
+# Episode events (or stale samples of one tick) handled between two yields to the event loop. A start-up of
+# 1,000 devices whose first replies come late makes 10,000 channels stale at once: recorded in one piece, the
+# 10,000 episodes, alarms and journal records held the loop for seconds (polls late, lag p99 9 s); in chunks
+# each piece takes tens of ms and the polls run between them. Each chunk is still one transaction.
+VERDICT_CHUNK = 250
 SEED_READINGS = 64  # last stored readings a channel, given to the MQTT duplicate filter at start
 
 
@@ -161,13 +166,16 @@ class Daemon:
         while self._verdicts:
             first = self._verdicts[0]
             kind = type(first)
-            n = next((i for i, v in enumerate(self._verdicts) if type(v) is not kind), len(self._verdicts))
+            n = next((i for i, v in enumerate(self._verdicts[:VERDICT_CHUNK]) if type(v) is not kind),
+                     min(VERDICT_CHUNK, len(self._verdicts)))
             run = self._verdicts[:n]
             if isinstance(first, Revision):
                 self._record_revisions(run)  # type: ignore[arg-type]
             else:
                 self._record_events(run)  # type: ignore[arg-type]
             del self._verdicts[:n]  # only once recorded: a failed write keeps them for the retry
+            if self._verdicts:
+                await asyncio.sleep(0)  # a storm is recorded in chunks: the polls and the tick run between
 
     def _record_events(self, events: list[EpisodeEvent]) -> None:
         row_ids = self.episodes.record(events)
@@ -178,17 +186,25 @@ class Daemon:
         if self.uplink is not None:  # (a repeat of an event already stored has no new id: sent before)
             self.uplink.submit_events(episode_event(e, i) for e, i in zip(events, row_ids, strict=True)
                                       if i is not None)
-        for e in events:
+        for e in events[:LOG_EACH]:
             log.log(logging.WARNING if e.event == START else logging.INFO, "%s", episode_message(e),
                     extra=episode_fields(e))
+        if len(events) > LOG_EACH:  # a storm: the episode store and the journal have each one
+            started = sum(e.event == START for e in events[LOG_EACH:])
+            log.warning("%d more episode events (%d started, %d ended): `pretreat exceedances` lists them",
+                        len(events) - LOG_EACH, started, len(events) - LOG_EACH - started,
+                        extra={"episode_events": len(events)})
 
     def _record_revisions(self, revisions: list[Revision]) -> None:
         now = self.clock()
         self.episodes.revise(revisions, recorded=now)
         self.alarming.on_revisions(revisions, now)
-        for r in revisions:
+        for r in revisions[:LOG_EACH]:
             log.warning("episode revised: %s/%s %s: %s (%s)", r.site, r.channel, r.rule,
                         "; ".join(r.changes()), r.reason)
+        if len(revisions) > LOG_EACH:
+            log.warning("%d more episodes revised (the episode store records each revision)",
+                        len(revisions) - LOG_EACH, extra={"episode_revisions": len(revisions)})
 
     async def _judge(self, stop: asyncio.Event) -> None:
         retry: float | None = None  # s until the next attempt while episode writes fail
@@ -212,7 +228,11 @@ class Daemon:
         """On the event loop (an ``async`` job: APScheduler runs plain functions in a thread pool, and the
         alarm engine and stores are owned by the loop)."""
         now = self.clock()
-        self.ingest(self.staleness.tick(time.monotonic(), stamp=now))
+        stale = self.staleness.tick(time.monotonic(), stamp=now)
+        for i in range(0, len(stale), VERDICT_CHUNK):  # 10,000 channels going stale at once: in chunks
+            if i:
+                await asyncio.sleep(0)
+            self.ingest(stale[i:i + VERDICT_CHUNK])
         self.alarming.tick(now)
 
     async def _purge(self) -> None:

@@ -22,6 +22,9 @@ from monitor.logtext import duration, reading
 from monitor.sample import Quality, Sample
 
 log = logging.getLogger(__name__)
+# channels logged one line each when many go stale at one tick (a site's devices unreachable at start-up): then
+# one summary line. 10,000 warning lines took seconds of the event loop; the STALE samples record them all.
+LOG_EACH = 20
 _REPORTING = frozenset({Quality.GOOD, Quality.OVER_RANGE, Quality.MAINTENANCE})  # the instrument is answering
 
 
@@ -82,11 +85,16 @@ class StalenessTracker:
             w.stale = True
             ch = w.channel
             quiet = now - w.last_good
-            log.warning("channel %s %s stale: no good reading for %s", ch.site, ch.id, duration(quiet),
-                        extra={"site": ch.site, "channel": ch.id, "quiet_s": quiet, "window_s": w.window})
+            if len(out) < LOG_EACH:
+                log.warning("channel %s %s stale: no good reading for %s", ch.site, ch.id, duration(quiet),
+                            extra={"site": ch.site, "channel": ch.id, "quiet_s": quiet, "window_s": w.window})
             out.append(Sample.bad(time=now if stamp is None else stamp, site=ch.site, channel=ch.id,
                                   unit=ch.unit, quality=Quality.STALE,
                                   reason=f"no good reading for {quiet:.1f} s (window {w.window:g} s)"))
+        if len(out) > LOG_EACH:
+            log.warning("%d more channels stale (%d in all at this tick; each is recorded as a STALE reading, "
+                        "`pretreat status` lists them)", len(out) - LOG_EACH, len(out),
+                        extra={"stale_channels": len(out)})
         return out
 
     def stale_channels(self) -> list[tuple[str, str]]:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from config.loader import SITES_DIR, load_config
+from monitor import staleness
 from monitor.sample import Quality, Sample
 from monitor.staleness import StalenessTracker
 
@@ -75,3 +80,22 @@ def test_an_instrument_in_maintenance_is_answering_not_stale_but_a_fault_is_no_r
         tr.observe([*others, Sample.bad(time=t0 + k, site="acme-plating", channel="ph", unit="pH",
                                         quality=Quality.DEVICE_FAULT, reason="instrument fault")], t0 + k)
     assert ("acme-plating", "ph") in {(s.site, s.channel) for s in tr.tick(t0 + 10.5)}
+
+
+def test_many_channels_stale_at_once_log_a_few_lines_and_a_summary_but_record_every_one(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """1,000 devices whose first replies come late make 10,000 channels stale at one tick: one warning line
+    each held the event loop for seconds. The first LOG_EACH are logged, then one line with the count; every
+    channel still gets its STALE sample (the record is complete, the log is for the operator)."""
+    monkeypatch.setattr(staleness, "LOG_EACH", 2)
+    cfg = load_config(SITES_DIR / "demo.toml")
+    assert len(cfg.channels) > 3
+    tr = StalenessTracker(config=cfg, now=0.0)
+    with caplog.at_level(logging.WARNING, logger="monitor.staleness"):
+        out = tr.tick(10_000.0)
+    assert {(s.site, s.channel) for s in out} == {(c.site, c.id) for c in cfg.channels}
+    assert all(s.quality is Quality.STALE for s in out)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3
+    assert all(" stale: no good reading for " in line for line in lines[:2])
+    assert lines[2].startswith(f"{len(out) - 2} more channels stale ({len(out)} in all")
