@@ -47,10 +47,12 @@ from alarms.model import (
     ACTION_NAMES,
     Ack,
     Action,
+    Comment,
     InService,
     OutOfService,
     Refusal,
     Reset,
+    Seen,
     Shelve,
     Transition,
     Unshelve,
@@ -61,7 +63,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ACTIONS = tuple(ACTION_NAMES.values())  # ack, shelve, unshelve, reset, out-of-service, in-service
+ACTIONS = tuple(ACTION_NAMES.values())  # ack, shelve, unshelve, reset, out-of-service, in-service, seen, comment
 DEFAULT_TTL = 60.0  # s a submitted command stays valid unless the requester says otherwise
 
 
@@ -142,6 +144,10 @@ class Command:
             return OutOfService(user=self.user, reason=self.reason)
         if self.action == "in-service":
             return InService(user=self.user, note=self.note)
+        if self.action == "seen":
+            return Seen(user=self.user, note=self.note)
+        if self.action == "comment":
+            return Comment(user=self.user, note=self.note)
         raise ValueError(f"unknown action {self.action!r}")
 
     def refusal(self, reason: str) -> Refusal:
@@ -180,6 +186,7 @@ class CommandQueue:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")  # a queued command survives a power cut
             self._db.executescript(_SCHEMA)
+            _widen_actions(self._db)
         except BaseException:
             self._db.close()
             raise
@@ -352,6 +359,28 @@ def _carry_out(cmd: Command, engine: AlarmEngine, now: float, *, expired: bool) 
     except sqlite3.Error as exc:
         log.error("operator command %d: refusal not journaled: %s", cmd.id, exc)
     return refusal
+
+
+def _widen_actions(db: sqlite3.Connection) -> None:
+    """A queue table made by an older daemon checks ``action`` against the actions it knew: rebuild it (rows
+    kept, ids kept) so that newer actions (``seen``, ``comment``) can be queued. SQLite cannot alter a CHECK
+    constraint in place; the copy runs in one transaction, so a crash leaves either table whole."""
+    row = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'operator_commands'").fetchone()
+    if row is None or all(repr(a) in row[0] for a in ACTIONS):
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute("ALTER TABLE operator_commands RENAME TO operator_commands_old")
+        db.execute("DROP INDEX IF EXISTS operator_commands_open")
+        for statement in _SCHEMA.strip().split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute(f"INSERT INTO operator_commands ({_COLUMNS}) SELECT {_COLUMNS} FROM operator_commands_old")
+        db.execute("DROP TABLE operator_commands_old")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def _dumps(obj: dict[str, Any]) -> str:

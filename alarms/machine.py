@@ -32,12 +32,14 @@ from alarms.model import (
     Action,
     AlarmInput,
     AlarmState,
+    Comment,
     InService,
     Kind,
     Mode,
     OutOfService,
     Refusal,
     Reset,
+    Seen,
     Shelve,
     State,
     Transition,
@@ -299,7 +301,26 @@ def _in_service(st: AlarmState, a: InService, now: float, refuse: Refuse) -> Res
     return _back_in_service(st, now, Kind.IN_SERVICE, a.user, a.note)
 
 
+def _seen(st: AlarmState, a: Seen, now: float, refuse: Refuse) -> Result | Refusal:
+    """The industry has seen the alarm: journaled by the engine, the state unchanged (`alarms.model.Seen`)."""
+    if st.state is State.NORMAL:
+        return refuse("alarm is normal: there is nothing to acknowledge")
+    if len(a.note) > MAX_TEXT:
+        return refuse(f"notes are limited to {MAX_TEXT} characters")
+    return st, []
+
+
+def _comment(st: AlarmState, a: Comment, now: float, refuse: Refuse) -> Result | Refusal:
+    if not a.note.strip():
+        return refuse("a comment needs its text")
+    if len(a.note) > MAX_TEXT:
+        return refuse(f"comments are limited to {MAX_TEXT} characters")
+    return st, []
+
+
+MAX_TEXT = 2000  # characters of a note or comment (the console refuses longer ones before queueing)
+
 _ACTIONS: dict[type, Callable[[AlarmState, Any, float, Refuse], Result | Refusal]] = {
     Ack: _ack, Reset: _reset, Shelve: _shelve, Unshelve: _unshelve, OutOfService: _out_of_service,
-    InService: _in_service,
+    InService: _in_service, Seen: _seen, Comment: _comment,
 }

@@ -223,10 +223,29 @@ class InService:
     note: str = ""
 
 
-Action = Ack | Shelve | Unshelve | Reset | OutOfService | InService
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """An industry's acknowledgement: the discharger has seen the alarm. Journaled with its user and note;
+    the alarm's state is untouched, because only the plant side acknowledges, shelves and resets a plant
+    alarm (an industry clicking "acknowledge" must not silence the operator's alarm)."""
+
+    user: str
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    """A remark on an alarm (who, when, text), journaled like every other action; no state change."""
+
+    user: str
+    note: str
+
+
+Action = Ack | Shelve | Unshelve | Reset | OutOfService | InService | Seen | Comment
 
 ACTION_NAMES: dict[type, str] = {Ack: "ack", Shelve: "shelve", Unshelve: "unshelve", Reset: "reset",
-                                 OutOfService: "out-of-service", InService: "in-service"}
+                                 OutOfService: "out-of-service", InService: "in-service", Seen: "seen",
+                                 Comment: "comment"}
 
 
 def action_payload(action: Action) -> dict[str, Any]:

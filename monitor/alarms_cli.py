@@ -81,7 +81,9 @@ def add_alarms(p: argparse.ArgumentParser) -> None:
     ls.set_defaults(func=_list)
     helps = {"ack": "acknowledge", "reset": "release a latched alarm whose condition has gone",
              "unshelve": "put a shelved alarm back in service", "shelve": "shelve until a time, with a reason",
-             "out-of-service": "take out of service (maintenance), with a reason", "in-service": "back in service"}
+             "out-of-service": "take out of service (maintenance), with a reason", "in-service": "back in service",
+             "seen": "record that the industry has seen it (an industry user's ack; the state is unchanged)",
+             "comment": "add a comment (--note TEXT), journaled with who and when"}
     for action in ACTIONS:
         a = sub.add_parser(action, help=helps[action])
         _source(a)
@@ -235,6 +237,8 @@ def _submit_and_wait(args: argparse.Namespace, queue: CommandQueue, until: float
     if not cmd.status.final:  # taken just now: the answer follows at once
         cmd = queue.wait(cid, 10.0)
     if cmd.status is Status.DONE:
+        if not cmd.transitions:  # seen, comment: journaled, the alarm's state unchanged
+            out.write(f"{args.alarm_id}: {args.action} by {args.user} journaled; the alarm's state is unchanged\n")
         for t in cmd.transitions:
             out.write(f"{t['alarm']}: {t['kind']} by {t['who']} ({t['from']} -> {t['to']}), "
                       f"journal record {t['seq']}\n")

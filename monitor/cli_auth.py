@@ -57,9 +57,12 @@ def acting_user(args: argparse.Namespace, config: SiteConfig | None, db: Path, a
     """The authenticated name to record for ``action`` on an alarm of ``site``; raises AuthError."""
     if not args.user:
         return _service_account(db)
-    from monitor.console.auth import ALARM_ACTIONS
+    from monitor.console.auth import ALARM_ACTIONS, role_action
 
     user = _authenticated(args, config, site)
+    action = role_action(user.role, action)
+    if hasattr(args, "action"):  # an industry's "ack" is recorded as seen (monitor.console.auth.role_action)
+        args.action = action
     if action not in ALARM_ACTIONS[user.role]:
         article = "an" if user.role.value[0] in "aeiou" else "a"
         raise AuthError(f"{article} {user.role.value} user may not {action} alarms")

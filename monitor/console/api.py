@@ -6,7 +6,9 @@ endpoint                           operator    industry           enforcement
 GET  /api/me, /api/sites           yes         its company's      yes
 GET  /api/alarms, /api/journal,    all sites   its sites          all sites
      /api/alarm-summary
-POST /api/alarms/{id}/ack          yes         its sites' alarms  403
+POST /api/alarms/{id}/ack          yes         as ``seen``        403
+POST /api/alarms/{id}/seen         403         its sites' alarms  403
+POST /api/alarms/{id}/comment      yes         its sites' alarms  403
 POST /api/alarms/{id}/shelve,      yes         403                403
      unshelve, reset
 GET  /api/sites/{site}[/trend]     yes         its sites, else    yes
@@ -42,7 +44,7 @@ from monitor import clock
 from monitor.console import queries
 from monitor.console.actions import carry_out
 from monitor.console.app import Console
-from monitor.console.auth import may_act, site_ids, visible_sites
+from monitor.console.auth import may_act, role_action, site_ids, visible_sites
 from monitor.console.requests import allowed_sites, check_csrf, console_of, open_db, session_of, site_for
 from monitor.console.trends import trend
 from monitor.console.users import Role
@@ -110,6 +112,7 @@ async def act(request: Request, site: str, channel: str, rule: str, action: str)
     c, s = console_of(request), session_of(request)
     check_csrf(request, s)
     site_for(c, s, site)
+    action = role_action(s.user.role, action)
     if action not in ACTIONS:
         raise HTTPException(404, f"no action {action!r}")
     if not may_act(s.user, action):

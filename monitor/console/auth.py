@@ -38,10 +38,12 @@ SESSION_COOKIE = "pretreat_session"
 LOGIN_CSRF_COOKIE = "pretreat_login"
 DEFAULT_LIFETIME = 12 * 3600.0
 
-# What each role may do to an alarm from the console (out-of-service stays a CLI/maintenance action).
+# What each role may do to an alarm from the console (out-of-service stays a CLI/maintenance action). Only
+# the plant side acknowledges, shelves and resets plant alarms; an industry's acknowledgement is ``seen``
+# (journaled, the alarm's state untouched: `alarms.model.Seen`), and both sides may comment.
 ALARM_ACTIONS: dict[Role, frozenset[str]] = {
-    Role.OPERATOR: frozenset({"ack", "shelve", "unshelve", "reset"}),
-    Role.INDUSTRY: frozenset({"ack"}),
+    Role.OPERATOR: frozenset({"ack", "shelve", "unshelve", "reset", "comment"}),
+    Role.INDUSTRY: frozenset({"seen", "comment"}),
     Role.ENFORCEMENT: frozenset(),
 }
 
@@ -189,6 +191,12 @@ def may_see(user: User, config: SiteConfig, site_id: str) -> bool:
 
 def may_act(user: User, action: str) -> bool:
     return action in ALARM_ACTIONS[user.role]
+
+
+def role_action(role: Role, action: str) -> str:
+    """The action an "acknowledge" by ``role`` stands for: an industry's acknowledgement records that the
+    industry has seen the alarm (``seen``) and never acknowledges the plant operator's alarm."""
+    return "seen" if role is Role.INDUSTRY and action == "ack" else action
 
 
 def site_ids(sites: Iterable[Site]) -> frozenset[str]:

@@ -36,6 +36,7 @@ from typing import Any
 
 from config.schema import SiteConfig
 from monitor.console.queries import alarm_sort_key, alarms, connect, spoken
+from monitor.console.remarks import is_remark
 from monitor.read.alarms import JOURNAL_KINDS
 from monitor.read.readings import reading
 from monitor.stores.readonly import has_table
@@ -173,8 +174,10 @@ class Hub:
         fresh = version != self._version
         self._version = version
         if fresh or self._alarm_mark is None:
-            out.rows = self._alarm_rows(conn)
             out.journal = self._journal(conn)
+            if any(map(is_remark, out.journal)):  # seen or a comment: the rows change, alarm_state does not
+                self._alarm_mark = None
+            out.rows = self._alarm_rows(conn)
         if watched or self._watched:
             out.readings = self._readings(conn, watched)
         return out

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 from alarms.model import State
 from config.schema import SiteConfig
-from monitor.console import alarm_view
+from monitor.console import alarm_view, remarks
 from monitor.logtext import local_time
 from monitor.read.alarms import alarm_rows, journal_records
 from monitor.stores.readonly import connect_readonly
@@ -53,14 +53,18 @@ def alarms(conn: sqlite3.Connection, config: SiteConfig, sites: Collection[str])
     """Every alarm of ``sites`` (configured ones, and stored ones no longer configured), in display order."""
     units = {(c.site, c.id): c.unit for c in config.channels}
     names = {s.id: s.name for s in config.sites}
+    companies = {s.id: s.company for s in config.sites}
     out = []
     for r in alarm_rows(conn, config):
         site, channel, rule = r["alarm"].split("/")
         if site not in sites:
             continue
         row = {**r, "site": site, "channel": channel, "rule": rule, "site_name": names.get(site, site),
+               "site_company": companies.get(site, ""),
                "unit": units.get((site, channel), ""), "tier": TIER.get(r["state"], 5)}
         out.append(alarm_view.enrich(conn, config, row))
+    zones = {s.id: ZoneInfo(s.timezone) for s in config.sites}
+    remarks.annotate(conn, out, lambda site, t: local_time(t, zones.get(site, ZoneInfo("UTC"))))
     out.sort(key=alarm_sort_key)
     return out
 

@@ -245,3 +245,35 @@ def test_a_locked_file_postpones_commands_to_the_next_tick(path: Path, engine: A
         assert [t.kind for t in apply_pending(queue, engine, T0 + 4)] == [Kind.ACK]
     finally:
         queue.close()
+
+
+def test_an_industrys_seen_and_a_comment_are_journaled_and_leave_the_alarm_as_it_was(
+        engine: AlarmEngine, queue: CommandQueue) -> None:
+    engine.apply(ph(T0, True), T0)
+    seen = queue.submit(alarm_id=PH, action="seen", user="acme", note="our operator is on it", now=T0 + 1)
+    said = queue.submit(alarm_id=PH, action="comment", user="op", note="called ACME at 03:10", now=T0 + 1)
+    empty = queue.submit(alarm_id=PH, action="comment", user="op", note="  ", now=T0 + 1)
+    assert apply_pending(queue, engine, T0 + 2) == []  # no transition: the plant's alarm is not acknowledged
+    assert [queue.get(c).status for c in (seen, said)] == [Status.DONE, Status.DONE]
+    assert queue.get(empty).status is Status.REFUSED and "needs its text" in queue.get(empty).why_not
+    assert engine.state(PH).state is State.ACTIVE_UNACKED
+    assert [(a["action"], a["user"], a["note"]) for a in journal(engine, "action")] == [
+        ("seen", "acme", "our operator is on it"), ("comment", "op", "called ACME at 03:10")]
+    normal = queue.submit(alarm_id=LEL, action="seen", user="acme", now=T0 + 3)
+    apply_pending(queue, engine, T0 + 3)
+    assert "nothing to acknowledge" in queue.get(normal).why_not
+
+
+def test_a_queue_table_of_an_older_daemon_is_widened_for_the_new_actions_keeping_its_rows(path: Path) -> None:
+    old = sqlite3.connect(path)
+    old.executescript("""CREATE TABLE operator_commands (id INTEGER PRIMARY KEY, alarm_id TEXT NOT NULL,
+        action TEXT NOT NULL CHECK (action IN ('ack', 'shelve', 'unshelve', 'reset', 'out-of-service', 'in-service')),
+        user TEXT NOT NULL, note TEXT NOT NULL, until REAL, reason TEXT NOT NULL, requested_at REAL NOT NULL,
+        expires_at REAL NOT NULL, status TEXT NOT NULL, result TEXT, taken_at REAL, done_at REAL);
+        INSERT INTO operator_commands
+        VALUES (7, 'a/b/c', 'ack', 'op', '', NULL, '', 1.0, 2.0, 'done', '{}', 1.5, 1.6);""")
+    old.close()
+    with CommandQueue(path=path) as q:
+        assert q.get(7).action == "ack" and q.get(7).status is Status.DONE
+        cid = q.submit(alarm_id=PH, action="comment", user="op", note="hello", now=T0)
+        assert cid == 8 and q.get(cid).action == "comment"

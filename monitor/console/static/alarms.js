@@ -11,8 +11,12 @@
   const STATE_LABEL = { "active-unacknowledged": "Active, unacknowledged", "latched-unacknowledged": "Latched, unacknowledged",
     "returned-to-normal-unacknowledged": "Returned to normal, unacknowledged", "active-acknowledged": "Active, acknowledged",
     "latched-acknowledged": "Latched, acknowledged", shelved: "Shelved", "out-of-service": "Out of service", normal: "Normal" };
-  const LABEL = { ack: "Acknowledge", shelve: "Shelve", unshelve: "Unshelve", reset: "Reset" };
-  const DONE = { ack: "Acknowledged", shelve: "Shelved", unshelve: "Unshelved", reset: "Reset" };
+  const LABEL = { ack: "Acknowledge", shelve: "Shelve", unshelve: "Unshelve", reset: "Reset", seen: "Acknowledge (seen)",
+    comment: "Comment" };
+  const DONE = { ack: "Acknowledged", shelve: "Shelved", unshelve: "Unshelved", reset: "Reset",
+    seen: "Recorded as seen by your company", comment: "Comment added" };
+  const BUTTON = { ack: "Ack", seen: "Ack (seen)", comment: "Comment" };
+  let me = null;
   const FILTERS = ["site", "priority", "state", "rule"];
   const rows = new Map();
   const selected = new Set();
@@ -85,11 +89,27 @@
     if (actions.has("reset") && r.state.startsWith("latched")) out.push("reset");
     if (actions.has("unshelve") && r.state === "shelved") out.push("unshelve");
     if (actions.has("shelve") && !SUPPRESSED.has(r.state)) out.push("shelve");
+    // an industry's acknowledgement: "seen" for its company, once per occurrence; the plant's state is untouched
+    if (actions.has("seen") && r.state !== "normal" && !(r.seen || []).some((x) => x.user === me.name)) out.push("seen");
+    if (actions.has("comment")) out.push("comment");
     return out;
   }
   function note(r) {
     if (SUPPRESSED.has(r.state)) return `${r.state_label}${r.until ? " until " + (r.until_text || time(r.until, r.timezone)) : ""} by ${r.by}: ${r.reason}`;
     return r.configured ? r.citation : `${r.citation} (no longer configured)`;
+  }
+  function stateCell(r) {
+    const seen = (r.seen || []).map((x) => el("span", { class: "seen" }, `Industry seen: ${x.user} ${x.time_text}${x.note ? " — " + x.note : ""}`));
+    const parts = [r.state_label || r.state];
+    for (const s of seen) parts.push(el("br"), s);
+    if (!seen.length && r.state !== "normal" && r.site_company) parts.push(el("br"), el("span", { class: "hint not-seen" }, "not yet seen by the industry"));
+    return el("span", {}, ...parts);
+  }
+  function noteCell(r) {
+    const c = r.last_comment;
+    if (!c) return note(r);
+    return el("span", {}, note(r), el("br"), el("span", { class: "comment" },
+      `Comment by ${c.user} ${c.time_text}: ${c.note}${r.comments > 1 ? ` (${r.comments} comments)` : ""}`));
   }
   function valueCell(r) {
     const value = r.value_text || (r.value === null || r.value === undefined ? "–" : num(r.value));
@@ -107,7 +127,8 @@
   function rowElement(r) {
     const g = group(r.state), abnormal = g < 3;
     const buttons = possible(r).map((a) => el("button", { type: "button", class: "act" + (a === "ack" ? " primary" : ""),
-      "data-action": a, disabled: busy.has(r.alarm), onclick: () => act(r, a) }, a === "ack" ? "Ack" : LABEL[a]));
+      "data-action": a, disabled: busy.has(r.alarm), title: a === "seen" ? "Records that your company has seen this alarm; the plant's operator acknowledges the plant alarm" : "",
+      onclick: () => act(r, a) }, BUTTON[a] || LABEL[a]));
     const box = el("input", { type: "checkbox", class: "pick", "aria-label": "select " + name(r.alarm),
       onchange: (ev) => { if (ev.target.checked) selected.add(r.alarm); else selected.delete(r.alarm); bulkButtons(); } });
     box.checked = selected.has(r.alarm);
@@ -116,14 +137,14 @@
       onclick: (ev) => { if (ev.target.tagName !== "INPUT" && ev.target.tagName !== "BUTTON" && ev.target.tagName !== "A") focus(r.alarm); } },
       el("td", { class: "sel" }, box),
       el("td", { class: "prio", "data-label": "Priority" }, badge(r.priority, abnormal)),
-      el("td", { class: "state", "data-label": "State" }, r.state_label || r.state),
+      el("td", { class: "state", "data-label": "State" }, stateCell(r)),
       el("td", { class: "site", "data-label": "Site" }, el("a", { href: "/sites/" + encodeURIComponent(r.site) }, r.site_name || r.site)),
       el("td", { "data-label": "Channel" }, r.channel),
       el("td", { class: "rule", "data-label": "Rule", title: r.rule }, r.rule_label || r.rule),
       el("td", { class: "num value", "data-label": "Value / limit" }, valueCell(r)),
       el("td", { class: "num peak", "data-label": "Peak" }, peakCell(r)),
       el("td", { class: "onset", "data-label": "Onset" }, onsetCell(r)),
-      el("td", { class: "note", "data-label": "Citation" }, note(r)),
+      el("td", { class: "note", "data-label": "Citation" }, noteCell(r)),
       el("td", { class: "actions" }, ...buttons));
   }
 
@@ -172,11 +193,11 @@
   }
   function outcome(alarm, action, resp) {
     const d = resp.data;
-    if (resp.ok) return [true, `${DONE[action]}: ${name(alarm)} (journal record ${d.transitions.map((t) => t.seq).join(", ")})`];
+    if (resp.ok) return [true, `${DONE[action]}: ${name(alarm)}${d.transitions.length ? ` (journal record ${d.transitions.map((t) => t.seq).join(", ")})` : " (journaled)"}`];
     return [false, `${LABEL[action]} ${name(alarm)} refused: ${d.detail || d.reason || d.status || resp.status}`];
   }
   async function act(r, action) {
-    if (action === "shelve" || (action === "reset" && r.priority === "critical")) { openDialog(action, [r]); return; }
+    if (action === "shelve" || action === "comment" || (action === "reset" && r.priority === "critical")) { openDialog(action, [r]); return; }
     const resp = await send(r.alarm, action);
     const [ok, text] = outcome(r.alarm, action, resp);
     status(text, ok);
@@ -198,7 +219,7 @@
     target = { mode, list };
     const one = list[0];
     const title = mode === "ack-many" ? `Acknowledge ${list.length} alarm${list.length === 1 ? "" : "s"}?`
-      : mode === "reset" ? "Reset a latched CRITICAL alarm?" : "Shelve alarm";
+      : mode === "reset" ? "Reset a latched CRITICAL alarm?" : mode === "comment" ? "Comment on the alarm" : "Shelve alarm";
     document.getElementById("act-title").textContent = title;
     document.getElementById("act-alarm").textContent = mode === "ack-many" ? "" : `${name(one.alarm)} · ${one.state_label || one.state}`;
     const warning = document.getElementById("act-warning");
@@ -208,14 +229,14 @@
     const items = document.getElementById("act-list");
     items.hidden = mode !== "ack-many";
     items.replaceChildren(...(mode === "ack-many" ? list.map((r) => el("li", {}, badge(r.priority), " ", name(r.alarm))) : []));
-    document.getElementById("act-note-label").hidden = mode !== "reset";
+    document.getElementById("act-note-label").hidden = mode !== "reset" && mode !== "comment";
     document.getElementById("act-until-label").hidden = mode !== "shelve";
     document.getElementById("act-reason-label").hidden = mode !== "shelve";
     for (const id of ["act-note", "act-until", "act-reason"]) document.getElementById(id).value = "";
     document.getElementById("act-result").textContent = "";
     const submit = document.getElementById("act-submit");
     submit.disabled = false;
-    submit.textContent = mode === "ack-many" ? "Acknowledge" : mode === "reset" ? "Reset" : "Shelve";
+    submit.textContent = mode === "ack-many" ? "Acknowledge" : mode === "reset" ? "Reset" : mode === "comment" ? "Add comment" : "Shelve";
     document.getElementById("act-dialog").showModal();
   }
   async function submit(ev) {
@@ -226,6 +247,9 @@
     const button = document.getElementById("act-submit");
     if (target.mode === "reset" && !document.getElementById("act-note").value.trim()) {
       result.textContent = "Write a note: why is it safe to reset?"; result.className = "result bad"; return;
+    }
+    if (target.mode === "comment" && !document.getElementById("act-note").value.trim()) {
+      result.textContent = "Write the comment first."; result.className = "result bad"; return;
     }
     button.disabled = true;
     if (target.mode === "ack-many") { dialog.close(); await ackMany(target.list); return; }
@@ -275,6 +299,10 @@
     const why = j.why_text || j.why;
     if (j.record === "transition") {
       text = `${name(j.alarm)}: ${j.kind} ${STATE_LABEL[j.from] || j.from} → ${STATE_LABEL[j.to] || j.to} by ${j.who}${why ? ": " + why : ""}`;
+    } else if (j.record === "action" && j.action === "seen") {
+      text = `${name(j.alarm)}: seen by the industry (${j.user})${j.note ? ": " + j.note : ""}`;
+    } else if (j.record === "action" && j.action === "comment") {
+      text = `${name(j.alarm)}: comment by ${j.user}: ${j.note}`;
     } else if (j.record === "action") {
       text = `${name(j.alarm)}: ${j.action} requested by ${j.user}${j.note ? ": " + j.note : ""}${j.reason ? ": " + j.reason : ""}`;
     } else text = `${name(j.alarm)}: ${j.action} by ${j.user} refused: ${j.reason}`;
@@ -295,9 +323,10 @@
   }
 
   async function start() {
-    const me = await api("/api/me");
-    actions = new Set(me.data.actions);
-    fromUrl(me.data.sites);
+    const got = await api("/api/me");
+    me = got.data;
+    actions = new Set(me.actions);
+    fromUrl(me.sites);
     document.getElementById("act-form").addEventListener("submit", submit);
     for (const id of ["show-normal", ...FILTERS.map((f) => "f-" + f)]) {
       document.getElementById(id).addEventListener("change", () => { toUrl(); render(); });
