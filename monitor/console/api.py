@@ -41,7 +41,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from alarms.commands import ACTIONS
 from alarms.model import AlarmKey
 from monitor import clock
-from monitor.console import queries
+from monitor.console import history_view, queries
 from monitor.console.actions import carry_out
 from monitor.console.app import Console
 from monitor.console.auth import may_act, role_action, site_ids, visible_sites
@@ -206,16 +206,18 @@ def history(request: Request, site: str | None = None, rule: str | None = None, 
                 conn, config=c.config, now=clock.wall(), sites=(None,) if wanted == _all(c) else sorted(wanted),
                 rule=rule or None, channel=channel or None, start=t0, end=t1, data_quality=data_quality,
                 evidence=evidence, limit=limit or 0)
+            total = found.total
+            if format == "csv":
+                write_csv(out, found.numbered(), evidence=evidence)
+            elif download:
+                write_json(out, found.numbered(), evidence=evidence)
+            else:  # the page's rows: the stable record id, local times, units, who acknowledged, the cause
+                records = [{**episode_record(n, e, evidence=evidence), "episode_id": i}
+                           for (n, e), i in zip(found.numbered(), found.record_ids(), strict=True)]
+                history_view.enrich(conn, c.config, records, found.shown)
+                out.writelines(json_line(r) for r in records)
         finally:
             conn.close()
-        total = found.total
-        if format == "csv":
-            write_csv(out, found.numbered(), evidence=evidence)
-        elif download:
-            write_json(out, found.numbered(), evidence=evidence)
-        else:  # the rows also carry the episode's record id, for the link to its page
-            out.writelines(json_line({**episode_record(n, e, evidence=evidence), "episode_id": i})
-                           for (n, e), i in zip(found.numbered(), found.record_ids(), strict=True))
     elif format == "csv":
         write_csv(out, [], evidence=evidence)
     media = "text/csv; charset=utf-8" if format == "csv" else "application/x-ndjson; charset=utf-8"

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.browser.alarm_scene import ACME_HIGH, stage, wait
@@ -21,8 +22,10 @@ from tests.browser.harness import (
     PASSWORD,
     Plant,
     console,
+    csrf,
     history,
     load,
+    login,
     write_site,
     write_users,
 )
@@ -108,3 +111,51 @@ def test_industry_ack_is_seen_and_the_operator_sees_both_then_comments(browser: 
     op.close()
     said = [(a["action"], a["user"]) for a in _actions(env["db"]) if a["alarm"] == ACME_HIGH]
     assert said == [("seen", "acme"), ("comment", "op"), ("ack", "op")]
+
+
+def _history(client: httpx.Client, **params: str) -> list[dict[str, Any]]:
+    r = client.get("/api/history", params=params)
+    assert r.status_code == 200, r.text
+    return [json.loads(line) for line in r.text.splitlines() if line.strip()]
+
+
+def test_history_has_stable_ids_units_local_times_who_acknowledged_and_the_cause(
+        browser: Any, env: dict[str, Any], artifacts: Path) -> None:
+    """Runs after the acknowledgement test: ACME's pH high was seen by acme, then acknowledged by op."""
+    op, acme = login(env["base"], "op"), login(env["base"], "acme")
+    mine = [r for r in _history(op) if r["rule"] == "ph_high" and r["site"] == ACME]
+    assert mine, "ACME's pH high episode is in the history"
+    ep = mine[-1]
+    r = acme.post(f"/api/episodes/{ep['episode_id']}/annotation", json={
+        "cause": "Caustic dosing pump tripped", "action": "Pump restarted; trip alarm wired to the plant"},
+        headers={"X-CSRF-Token": csrf(acme)})
+    assert r.status_code == 200, r.text
+    # the same id whoever asks and whatever the filter (the running number n is not an id)
+    theirs = {r["episode_name"]: r["episode_id"] for r in _history(acme)}
+    everyone = {r["episode_name"]: r["episode_id"] for r in _history(op)}
+    assert theirs[ep["episode_name"]] == everyone[ep["episode_name"]] == ep["episode_id"]
+    assert {r["episode_id"] for r in _history(op, site=BOLT)}.isdisjoint(theirs.values())
+    got = next(r for r in _history(op) if r["episode_id"] == ep["episode_id"])
+    assert got["episode_name"].startswith(f"{ACME}/ph/ph_high@") and got["episode_name"].endswith("Z")
+    assert got["peak_text"] == "9.5 pH" and got["limit_text"] == "9 pH"
+    assert got["start_text"].endswith(("EST", "EDT")) and got["rule_label"] == "pH high"
+    assert got["acknowledged"]["user"] == "op" and got["seen"]["user"] == "acme"
+    assert (got["cause"], got["corrective_action"], got["annotated"]["user"]) == (
+        "Caustic dosing pump tripped", "Pump restarted; trip alarm wired to the plant", "acme")
+    assert got["duration_text"] and (got["measured_s"] is None) == (got["measured_text"] == "")
+    for name, view in (("1400x900", WIDE), ("390x844", PHONE)):
+        page = _login(browser, env["base"], "op", view, "/history")
+        row = f'#h-rows tr[data-episode="{ep["episode_id"]}"]'
+        page.wait_for_selector(row)
+        text = page.inner_text(row)
+        assert f"E{ep['episode_id']}" in text and "9.5 pH" in text and "Caustic dosing pump tripped" in text
+        acked = page.inner_text(f"{row} td.acked")
+        assert acked.startswith("op") and "industry seen: acme" in acked
+        assert page.inner_text(f"{row} td.onset").rstrip().endswith(("EST", "EDT"))
+        assert page.get_attribute("#h-rows a[href^='/episodes/']", "href").startswith("/episodes/")
+        if name == "390x844":  # cards: nothing wider than the phone
+            assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        page.screenshot(path=str(artifacts / f"history-{name}.png"), full_page=name == "390x844")
+        page.close()
+    op.close()
+    acme.close()
