@@ -4,6 +4,7 @@
 endpoint                           operator    industry           enforcement
 =================================  ==========  =================  ===========
 GET  /api/me, /api/sites           yes         its company's      yes
+GET  /api/overview[?q=]            all sites   its sites          all sites
 GET  /api/alarms, /api/journal,    all sites   its sites          all sites
      /api/alarm-summary
 POST /api/alarms/{id}/ack          yes         as ``seen``        403
@@ -41,7 +42,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from alarms.commands import ACTIONS
 from alarms.model import AlarmKey
 from monitor import clock
-from monitor.console import history_view, queries
+from monitor.console import history_view, overview, queries
 from monitor.console.actions import carry_out
 from monitor.console.app import Console
 from monitor.console.auth import may_act, role_action, site_ids, visible_sites
@@ -91,6 +92,25 @@ def alarm_list(request: Request, site: str | None = None, include_normal: bool =
     finally:
         conn.close()
     return rows if include_normal else [r for r in rows if r["tier"] < 4]
+
+
+@router.get("/overview")
+def overview_tiles(request: Request, q: str = "") -> dict[str, Any]:
+    """One tile per site the caller sees (`monitor.console.overview`), worst first; ``q`` keeps the sites
+    whose id, name, company or jurisdiction contains it (case-insensitive)."""
+    c, s = console_of(request), session_of(request)
+    mine = visible_sites(s.user, c.config)
+    total = len(mine)
+    words = q.strip().lower().split()
+    if words:
+        mine = [x for x in mine if all(w in f"{x.id} {x.name} {x.company} {x.jurisdiction}".lower() for w in words)]
+    conn = open_db(c)
+    try:
+        tiles = overview.tiles(conn, mine, c.hub.rows.values(), now=clock.wall())
+    finally:
+        if conn is not None:
+            conn.close()
+    return {"sites": tiles, "total": total, "shown": len(tiles)}
 
 
 @router.get("/alarm-summary")

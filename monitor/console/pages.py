@@ -30,6 +30,7 @@ from monitor.read.episodes import episode_key
 
 router = APIRouter()
 PAGES = Path(__file__).parent / "pages"
+NAV_SITES = 3  # with more sites than this the top bar links the overview ("Sites") instead of each site
 
 
 @cache
@@ -46,9 +47,11 @@ def render(c: Console, s: Session, *, page: str, title: str, script: str, data: 
            status: int = 200, **fields: str) -> HTMLResponse:
     """A page for a logged-in user: the shell with navigation, the page's body and its script."""
     body = template(f"{page}.html").substitute({k: html.escape(v) for k, v in fields.items()})
-    nav = ['<a href="/">Alarms</a>']
-    nav += [f'<a href="/sites/{html.escape(x.id)}">{html.escape(x.name)}</a>' for x in visible_sites(s.user, c.config)]
-    nav += ['<a href="/history">History</a>', '<a href="/reports">Reports</a>',
+    mine = visible_sites(s.user, c.config)
+    nav = ['<a href="/">Alarms</a>', '<a href="/overview">Sites</a>']
+    if len(mine) <= NAV_SITES:  # a few sites are named in the bar; more are found on the overview
+        nav += [f'<a href="/sites/{html.escape(x.id)}">{html.escape(x.name)}</a>' for x in mine]
+    nav += ['<a href="/history">History</a>', '<a href="/reports">Reports</a>', '<a href="/kpi">KPIs</a>',
             '<a href="/calibration">Calibration</a>', '<a href="/health">Health</a>']
     zones = {x.timezone for x in visible_sites(s.user, c.config)}  # times in the sites' zone, else UTC, named
     data = {"timezone": zones.pop() if len(zones) == 1 else "UTC", **(data or {})}
@@ -97,6 +100,15 @@ def site_page(request: Request, site: str) -> Response:
     return render(c, s, page="site", title=chosen.name, script="site.js",
                   data={"site": chosen.id, "timezone": chosen.timezone},
                   name=chosen.name)
+
+
+@router.get("/overview", response_model=None)
+def overview_page(request: Request) -> Response:
+    """Site tiles for many sites, searchable (`monitor.console.overview`)."""
+    c, s = console_of(request), session_or_none(request)
+    if s is None:
+        return _login_redirect(request)
+    return render(c, s, page="overview", title="Sites", script="overview.js")
 
 
 @router.get("/history", response_model=None)
