@@ -5,6 +5,7 @@ endpoint                           operator    industry           enforcement
 =================================  ==========  =================  ===========
 GET  /api/me, /api/sites           yes         its company's      yes
 GET  /api/overview[?q=]            all sites   its sites          all sites
+GET  /api/kpi[?period=&site=]      all sites   its sites          all sites
 GET  /api/alarms, /api/journal,    all sites   its sites          all sites
      /api/alarm-summary
 POST /api/alarms/{id}/ack          yes         as ``seen``        403
@@ -42,7 +43,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from alarms.commands import ACTIONS
 from alarms.model import AlarmKey
 from monitor import clock
-from monitor.console import history_view, overview, queries
+from monitor.console import history_view, kpi, overview, queries
 from monitor.console.actions import carry_out
 from monitor.console.app import Console
 from monitor.console.auth import may_act, role_action, site_ids, visible_sites
@@ -111,6 +112,25 @@ def overview_tiles(request: Request, q: str = "") -> dict[str, Any]:
         if conn is not None:
             conn.close()
     return {"sites": tiles, "total": total, "shown": len(tiles)}
+
+
+PERIODS = {"24h": 86400.0, "7d": 7 * 86400.0, "30d": 30 * 86400.0}
+
+
+@router.get("/kpi")
+def alarm_kpis(request: Request, period: str = Query("7d", pattern="^(24h|7d|30d)$"),
+               site: str | None = None) -> dict[str, Any]:
+    """ISA-18.2 / EEMUA 191 alarm KPIs over the last ``period`` (`monitor.console.kpi`), per site and overall."""
+    c, s = console_of(request), session_of(request)
+    wanted = allowed_sites(c, s) if not site else frozenset({site_for(c, s, site).id})
+    now = clock.wall()
+    conn = open_db(c)
+    try:
+        out = kpi.kpis(conn, c.config, wanted, start=now - PERIODS[period], end=now, now=now)
+    finally:
+        if conn is not None:
+            conn.close()
+    return {**out, "period": period}
 
 
 @router.get("/alarm-summary")

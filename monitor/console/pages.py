@@ -111,6 +111,15 @@ def overview_page(request: Request) -> Response:
     return render(c, s, page="overview", title="Sites", script="overview.js")
 
 
+@router.get("/kpi", response_model=None)
+def kpi_page(request: Request) -> Response:
+    """Alarm KPIs per ISA-18.2 / EEMUA 191 (`monitor.console.kpi`)."""
+    c, s = console_of(request), session_or_none(request)
+    if s is None:
+        return _login_redirect(request)
+    return render(c, s, page="kpi", title="Alarm KPIs", script="kpi.js")
+
+
 @router.get("/history", response_model=None)
 def history_page(request: Request) -> Response:
     c, s = console_of(request), session_or_none(request)

@@ -131,3 +131,31 @@ def test_overview_page_search_in_the_url_and_a_short_top_bar(browser: Any, env: 
     assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     phone.screenshot(path=str(artifacts / "overview-390x844.png"))
     phone.close()
+
+
+def test_kpi_page_per_site_and_overall_with_the_period_in_the_url(browser: Any, env: dict[str, Any],
+                                                                  artifacts: Any) -> None:
+    got = env["op"].get("/api/kpi", params={"period": "24h"}).json()
+    assert got["overall"]["alarms"] == 2 and got["overall"]["standing"] == 2
+    assert {t["alarm"] for t in got["top"]} == {ACME_LEL, BOLT_PH_HIGH}
+    assert (got["overall"]["acknowledged"], got["overall"]["not_acknowledged"]) == (1, 1)
+    assert len(got["sites"]) == 24 and next(s for s in got["sites"] if s["site"] == BOLT)["acknowledged"] == 1
+    assert env["op"].get("/api/kpi", params={"period": "1y"}).status_code == 422
+    acme = login(env["base"], "acme")
+    assert [s["site"] for s in acme.get("/api/kpi").json()["sites"]] == [ACME]
+    assert acme.get("/api/kpi", params={"site": BOLT}).status_code == 403
+    acme.close()
+    for name, view in (("1400x900", WIDE), ("390x844", PHONE)):
+        page = _login(browser, env["base"], view, "/kpi?period=24h")
+        wait(lambda: page.evaluate("window.__kpiLoaded >= 1"))
+        assert page.input_value("#k-period") == "24h"
+        assert page.inner_text('.kpi[data-kpi="Alarms"] b') == "2"
+        rows = page.eval_on_selector_all("#k-top-rows tr[data-alarm]", "rs => rs.map(r => r.dataset.alarm)")
+        assert set(rows) == {ACME_LEL, BOLT_PH_HIGH}
+        if name == "1400x900":
+            page.select_option("#k-period", "30d")
+            wait(lambda: page.evaluate("location.search") == "?period=30d")
+        else:
+            assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        page.screenshot(path=str(artifacts / f"kpi-{name}.png"))
+        page.close()
