@@ -147,14 +147,14 @@ def test_kpi_page_per_site_and_overall_with_the_period_in_the_url(browser: Any, 
     acme.close()
     for name, view in (("1400x900", WIDE), ("390x844", PHONE)):
         page = _login(browser, env["base"], view, "/kpi?period=24h")
-        wait(lambda: page.evaluate("window.__kpiLoaded >= 1"))
+        wait(lambda p=page: p.evaluate("window.__kpiLoaded >= 1"))
         assert page.input_value("#k-period") == "24h"
         assert page.inner_text('.kpi[data-kpi="Alarms"] b') == "2"
         rows = page.eval_on_selector_all("#k-top-rows tr[data-alarm]", "rs => rs.map(r => r.dataset.alarm)")
         assert set(rows) == {ACME_LEL, BOLT_PH_HIGH}
         if name == "1400x900":
             page.select_option("#k-period", "30d")
-            wait(lambda: page.evaluate("location.search") == "?period=30d")
+            wait(lambda p=page: p.evaluate("location.search") == "?period=30d")
         else:
             assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
         page.screenshot(path=str(artifacts / f"kpi-{name}.png"))
