@@ -151,7 +151,7 @@ def test_enforcement_reads_history_and_exports_but_cannot_act(browser: Any, env:
     assert page.url.endswith("/history")
     page.wait_for_selector('#h-rows tr[data-rule="ph_high"]')
     text = page.inner_text("#h-rows")
-    assert ACME in text and BOLT in text
+    assert "ACME Plating Co. — MH-1" in text and "Bolt Works — MH-7" in text  # site names, not ids
     csv = page.request.get(env["base"] + str(page.get_attribute("#dl-csv", "href")))
     assert csv.status == 200 and csv.text().startswith("n,site,channel,rule,status,start,end")
     page.click('#h-rows tr[data-rule="ph_high"] a')

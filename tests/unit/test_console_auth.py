@@ -132,7 +132,9 @@ def test_role_rules(tmp_path: Path) -> None:
     assert [s.id for s in visible_sites(op, config)] == [ACME, BOLT] == [s.id for s in visible_sites(enf, config)]
     assert [s.id for s in visible_sites(acme, config)] == [ACME]
     assert may_see(acme, config, ACME) and not may_see(acme, config, BOLT)
-    assert may_act(op, "reset") and may_act(acme, "ack") and not may_act(acme, "shelve")
+    assert may_act(op, "reset") and may_act(acme, "seen") and not may_act(acme, "shelve")
+    assert not may_act(acme, "ack") and not may_act(op, "seen")  # only the plant acknowledges plant alarms
+    assert may_act(op, "comment") and may_act(acme, "comment") and not may_act(enf, "comment")
     assert not any(may_act(enf, a) for a in ("ack", "shelve", "unshelve", "reset"))
     assert not may_act(op, "out-of-service")
 
