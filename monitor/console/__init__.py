@@ -13,7 +13,8 @@ console can be restarted or upgraded at any time (users log in again; it holds n
 every site, acknowledge, shelve, unshelve, reset and comment; ``industry``: the sites whose ``company`` (a key
 of ``[[site]]``) is its company, read, comment and acknowledge as *seen* (journaled, the plant's alarm left
 unacknowledged: only the plant side acknowledges, shelves and resets plant alarms); ``enforcement``: every
-site, read-only, history and exports. Anything outside an industry user's sites answers 403, by page, API or event stream.
+site, read-only, history and exports. Anything outside an industry user's sites answers 403, by page, API or
+event stream.
 
 **Deployment and TLS.** The console listens on 127.0.0.1:8080 by default and speaks plain HTTP: serve it to
 other machines only through a reverse proxy that terminates TLS, and start it with ``--secure-cookies`` so
@@ -43,6 +44,6 @@ Modules: `app` (factory, server), `auth` (sessions, CSRF, rate limit, role rules
 and the event stream), `reports` (the daemon's generated reports: list and download), `events` (the follower
 behind the stream), `pages` (HTML), `queries`/`trends` (the console's views of what `monitor.read` reads),
 `actions` (the command queue), `remarks` (industry ``seen`` and comments on the alarm rows), `overview` (site
-tiles), `history_view` (the history page's columns), `kpi` (ISA-18.2 alarm KPIs), `cli` (commands). Pages are drawn by the scripts in ``static/`` (no CDN,
-nothing loaded from elsewhere; charts drawn on a canvas by ``chart.js``).
+tiles), `history_view` (the history page's columns), `kpi` (ISA-18.2 alarm KPIs), `cli` (commands). Pages are drawn
+by the scripts in ``static/`` (no CDN, nothing loaded from elsewhere; charts drawn on a canvas by ``chart.js``).
 """
