@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from config.links import MISSING_POINT
-from config.maps import map_expected, parse_register_map, resolve_map_path, unit_register_expects
+from config.maps import map_expected, parse_register_map, resolve_map_path, unit_register_expects, with_word_order
 from config.reader import ID, ID_EXPECTED, Reader
 from config.schema import (
+    ByteOrder,
     Channel,
     ChannelKind,
     DataType,
@@ -39,7 +40,7 @@ MAX_MAX_GAP = 31 * 86400.0  # s: the longest stated max_gap the loader accepts (
 _INSTRUMENT_KEYS = {
     "id", "driver", "poll_interval", "timeout", "unit_id", "host", "port", "register_map",
     "serial_port", "baudrate", "bytesize", "parity", "stopbits", "inter_frame_delay",
-    "client_id", "qos", "username", "password_file", "keepalive", "time_field", "description",
+    "client_id", "qos", "username", "password_file", "keepalive", "time_field", "description", "word_order",
 }
 _CHANNEL_KEYS = {
     "id", "instrument", "kind", "unit", "scale", "offset", "valid_min", "valid_max",
@@ -64,6 +65,8 @@ def instrument(raw: dict[str, Any], p: str, site: str, reader: Reader, base: Pat
         timeout=reader.number(raw, "timeout", p, default=1.0, minimum=0.01, maximum=60),
     )
     if driver is DriverKind.MQTT:
+        if "word_order" in raw:
+            reader.error(f"{p}.word_order", raw["word_order"], "no word_order: it applies to Modbus instruments")
         host = reader.text(raw, "host", p, default="127.0.0.1")
         _check_mqtt_secret(raw, p, reader, base)
         broker = MqttBroker(
@@ -91,6 +94,9 @@ def instrument(raw: dict[str, Any], p: str, site: str, reader: Reader, base: Pat
         rmap = maps[map_path]
         if rmap is None:
             reader.error(f"{p}.register_map", ref, "a valid register map (see the errors for that file)")
+    if "word_order" in raw:  # the device's own setting (or what the site found): overrides the map's order
+        order = reader.enum(raw, "word_order", p, ByteOrder)
+        rmap = with_word_order(rmap, order) if rmap is not None else None
     serial = None
     host = ""
     if driver is DriverKind.MODBUS_RTU:

@@ -2,10 +2,11 @@
 TOML reading every part of the loader shares.
 
 A map lists points (`config.schema.RegisterPoint`). Catalogue maps, transcribed from a vendor's published Modbus
-table, also carry a ``[manual]`` table (title, revision, pages, function codes, the manual's addressing and what
-it says about word order) and may give each point as the manual prints it: ``register = 40002`` is converted
-once, here, to the protocol address ``register - manual.register_offset``; ``address`` is always the protocol
-(0-based, on the wire) address. Points may also be:
+table, also carry a ``[manual]`` table (title, revision, pages, function codes, the manual's addressing, what
+it says about word order and units registers, and where the vendor hosts it) and may give each point as the
+manual prints it: ``register = 40002`` is converted once, here, to the protocol address
+``register - manual.register_offset``; ``address`` is always the protocol (0-based, on the wire) address. An
+instrument's ``word_order`` overrides the map's (`with_word_order`). Points may also be:
 
 - a units register: ``[point.units]`` maps the codes the manual lists to our unit words (``"1" = "gal"``); a
   value point names it with ``unit_point``, and the driver checks it against the channel's ``unit`` at connect;
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,7 @@ _MAP_KEYS = {"name", "description", "point", "manual"}
 _POINT_KEYS = {"name", "table", "address", "register", "type", "byte_order", "word_order", "description",
                "unit_point", "units", "faults", "maintenance"}
 _MANUAL_KEYS = {"vendor", "model", "title", "revision", "pages", "url", "function_codes", "addressing",
-                "register_offset", "word_order", "notes"}
+                "register_offset", "word_order", "notes", "units_register", "vendor_copy"}
 
 
 def read_toml(path: Path, reader: Reader) -> dict[str, Any] | None:
@@ -85,7 +87,8 @@ def _manual(raw: dict[str, Any], reader: Reader) -> Manual:
     p = "manual"
     reader.unknown_keys(raw, p, _MANUAL_KEYS)
     text = {k: reader.text(raw, k, p) for k in ("vendor", "model", "title", "revision", "pages", "url",
-                                               "function_codes", "addressing", "word_order")}
+                                               "function_codes", "addressing", "word_order", "units_register",
+                                               "vendor_copy")}
     notes = raw.get("notes", [])
     if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
         reader.error(f"{p}.notes", notes, "a list of strings")
@@ -152,6 +155,14 @@ def _check_links(points: dict[str, RegisterPoint], reader: Reader) -> None:
                                                                                DataType.UINT16)).units:
             reader.error(f"point[{i}].unit_point", point.unit_point,
                          f"a point of this map with [point.units] {did_you_mean(point.unit_point, list(points))}")
+
+
+def with_word_order(rmap: RegisterMap, order: ByteOrder) -> RegisterMap:
+    """``rmap`` with every point's word order set to ``order``: an instrument's ``word_order`` key, for a device
+    whose 32/64-bit order is a setting of the device (Hach sc 'Data Order', TFX-5000 'word order (endian)') or
+    which the manual does not state. 16-bit points are unaffected (word order has no meaning for them)."""
+    points = {n: replace(pt, word_order=order) for n, pt in rmap.points.items()}
+    return replace(rmap, points=points)
 
 
 def same_unit(a: str, b: str) -> bool:

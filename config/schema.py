@@ -155,7 +155,11 @@ class Manual:
     ``register_offset`` is the one conversion from the manual's printed register numbers to protocol
     addresses: address = register - register_offset (40001 for 40001-style numbers, 0 where the manual
     prints protocol addresses). ``word_order`` says what the manual states about 32/64-bit values, in its words,
-    or that it states nothing (then the map's order is an assumption to confirm on site).
+    or that it states nothing (then the map's order is an assumption to confirm on site, and a site sets the
+    instrument's ``word_order``). ``units_register`` says which units register is checked, or why none can be
+    (the manual has none, or does not list its codes: the unit is then taken from the configuration).
+    ``vendor_copy`` is the manual on the vendor's own site, or says it was not found (``url`` is then a
+    third-party host's copy).
     """
 
     vendor: str
@@ -169,6 +173,8 @@ class Manual:
     register_offset: int
     word_order: str
     notes: tuple[str, ...] = ()
+    units_register: str = ""  # what the manual says of units registers: the one checked, or why none is
+    vendor_copy: str = ""  # the vendor-hosted copy of the manual, or that none was found (the url is a third party's)
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,12 +85,15 @@ def render(rmap: RegisterMap) -> str:
             f"revision:        {m.revision}",
             f"pages:           {m.pages}",
             f"found at:        {m.url}",
+            f"vendor copy:     {m.vendor_copy}",
             f"function codes:  {m.function_codes}",
             f"addressing:      {m.addressing}",
             f"word order:      {m.word_order}",
+            f"units register:  {m.units_register}",
         ]
         lines += [f"note:            {n}" for n in m.notes]
-    lines.append("points (address = protocol address, 0-based, as on the wire):")
+    lines.append("points (address = protocol address, 0-based, as on the wire; an instrument's word_order"
+                 " overrides the word order shown):")
     for p in rmap.points.values():
         lines += _point_lines(p)
     return "\n".join(lines)
@@ -104,6 +107,8 @@ def _point_lines(p: RegisterPoint) -> list[str]:
         out.append(f"  {'':<22} {p.description}")
     if p.unit_point:
         out.append(f"  {'':<22} unit checked at connect against units register {p.unit_point!r}")
+    elif not p.units and not p.is_status:
+        out.append(f"  {'':<22} no units register: unit taken from the configuration")
     if p.units:
         out.append(f"  {'':<22} units: " + ", ".join(f"{k} = {v}" for k, v in sorted(p.units.items())))
     out += [f"  {'':<22} bit {b}: fault '{t}'" for b, t in sorted(p.faults.items())]

@@ -15,7 +15,11 @@ every case with the band disabled and compares.
 ``gap(t0, v0, t1, port)`` tells a rule that the good readings at ``t0`` (value ``v0``) and ``t1`` of input
 ``port`` are further apart than the channel's ``max_gap`` (`monitor.checks.coverage`); it comes before the
 reading at ``t1`` is judged. The default keeps an open episode open and counts the gap as unmeasured time of
-it; rules that must not continue across a gap end their episode at ``t0`` with ``end_reason = "gap"``.
+it; rules that must not continue across a gap end their episode at ``t0`` with ``end_reason = "gap"`` (or
+``"maintenance"`` when the interval is long only because the instrument was in service: ``why``).
+``maint(a, b, counted, port)`` then tells the rule that [a, b) of that interval was maintenance time; the
+default counts it as maintenance time of an open episode (and takes it out of the gap already counted,
+``counted``): measured + unmeasured + maintenance is an episode's span.
 """
 
 from __future__ import annotations
@@ -84,7 +88,7 @@ class Rule:
     its `build` for them in `CHECKS`, where the engine looks them up. ``is_open`` is True while an episode is
     open, for the rules whose state is that one flag (others override `active`)."""
 
-    __slots__ = ("channel", "citation", "hole", "is_open", "opened", "out", "rule", "site")
+    __slots__ = ("channel", "citation", "hole", "is_open", "maint_s", "opened", "out", "rule", "site", "why")
     runs: ClassVar[tuple[RuleName, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: object) -> None:
@@ -108,6 +112,8 @@ class Rule:
         self.out = out
         self.opened = 0.0  # time of the open episode's start
         self.hole = 0.0  # unmeasured seconds inside the open episode so far
+        self.maint_s = 0.0  # maintenance seconds inside the open episode so far
+        self.why = END_GAP  # the end reason of the gap being told (set by the engine before `gap`)
 
     def good(self, t: float, v: float, port: int) -> None:
         """A good reading of input ``port`` (index into the binding's inputs)."""
@@ -119,6 +125,16 @@ class Rule:
         """A gap between the good readings at ``t0`` and ``t1``: by default the open episode spans it."""
         if self.active():
             self.hole += t1 - max(t0, self.opened)
+
+    def maint(self, a: float, b: float, counted: bool, port: int) -> None:
+        """[a, b) was maintenance time (the instrument in service or calibration): counted as such in an open
+        episode; ``counted``: the interval holding it was told as a gap, whose unmeasured time it leaves."""
+        if self.active():
+            d = b - max(a, self.opened)
+            if d > 0.0:
+                self.maint_s += d
+                if counted:
+                    self.hole = max(0.0, self.hole - d)
 
     def band(self, port: int) -> Band:
         return FULL
@@ -158,7 +174,7 @@ class Rule:
     def start(self, t: float, value: float | None, limit: float | None, confirmed: float | None = None) -> None:
         """``t`` is the onset; ``confirmed`` (duration rules) the moment the duration was exceeded. The
         episode's span (and its measured/unmeasured split) runs from the onset."""
-        self.opened, self.hole = t, 0.0
+        self.opened, self.hole, self.maint_s = t, 0.0, 0.0
         self.out.append(
             EpisodeEvent(t, self.site, self.channel, self.rule, START, value, limit, self.citation,
                          confirmed=confirmed)
@@ -167,18 +183,21 @@ class Rule:
     def end(self, t: float, value: float | None, limit: float | None, peak: float | None,
             reason: str = END_CLEARED, coverage: tuple[float, float] | None = None) -> None:
         """The end transition. ``coverage`` (measured, unmeasured seconds) defaults to the span since `start`
-        split by the gaps counted in it."""
+        split by the gaps and the maintenance counted in it."""
+        span = t - self.opened
+        maint = min(self.maint_s, max(span, 0.0))
         if coverage is None:
-            unmeasured = min(self.hole, t - self.opened)
-            coverage = (t - self.opened - unmeasured, unmeasured)
+            unmeasured = min(self.hole, span - maint)
+            coverage = (span - maint - unmeasured, unmeasured)
         self.out.append(
             EpisodeEvent(t, self.site, self.channel, self.rule, END, value, limit, self.citation, peak,
-                         reason, coverage[0], coverage[1])
+                         reason, coverage[0], coverage[1], maintenance=maint)
         )
 
     def end_at_gap(self, t0: float, v0: float, limit: float | None, peak: float | None) -> None:
-        """End the open episode at the last reading before a gap (``end_reason = "gap"``)."""
-        self.end(t0, v0, limit, peak, END_GAP)
+        """End the open episode at the last reading before a gap (``end_reason`` ``"gap"``, or ``"maintenance"``
+        when the engine said the interval is long only because the instrument was in service: ``why``)."""
+        self.end(t0, v0, limit, peak, self.why)
 
 _CONTAINERS = (list, dict, set, deque, array, bytearray)
 _PLAIN = frozenset({float, int, bool, str, type(None), tuple, frozenset, types.FunctionType,

@@ -21,6 +21,21 @@ The default ``max_gap``, set by the loader (`config.instruments.default_max_gap`
 interval (for MQTT: its expected publishing interval, the same ``poll_interval`` key), never under 5 s: one or
 two missed polls are ordinary (a timeout, a reconnect), three in a row are a hole in the record.
 
+Maintenance (the instrument's own service/calibration status, quality ``maintenance``) is a third category,
+neither measured nor unmeasured. Its readings are not judged (they are bad samples) and its time is not a gap:
+
+- *maintenance time* runs from a ``maintenance`` sample to the channel's next sample of any quality, each such
+  stretch counted up to ``max_gap`` (an instrument that said "in calibration" and then fell silent for a day
+  was in calibration for at most ``max_gap`` of it: the rest is unexplained);
+- the gap test between two good readings leaves the maintenance time out: a two-hour calibration between
+  readings polled every second is no gap, and no downtime. If the interval is longer than ``max_gap`` only
+  because of it, rules that end episodes at a gap end them at the last reading before it with
+  ``end_reason = "maintenance"`` (nothing is alleged about a discharge while the instrument was serviced:
+  the record says so, and why); if the interval without its maintenance time is still longer, it is a gap;
+- shorter maintenance keeps an episode open (as any bad sample does: toggling a calibration bit cannot split
+  an excursion), and every episode's end carries ``maintenance_seconds`` beside ``measured_seconds`` and
+  ``unmeasured_seconds``: the three add up to its span, and the measured figure never includes maintenance.
+
 This module is the shared vocabulary (end reasons, the accounting helpers); the slug rule uses the same
 `Coverage` for its candidate and baseline time.
 """
@@ -32,7 +47,8 @@ import math
 END_CLEARED = "cleared"  # a reading back within limits (or, for the sampler interval, a new sample)
 END_GAP = "gap"  # the last reading before a gap in the data: nothing is alleged about the time after it
 END_MONTH = "month_end"  # the first reading at or after the end of the accounting month (40 CFR 401.17(a)(1))
-END_REASONS = (END_CLEARED, END_GAP, END_MONTH)
+END_MAINTENANCE = "maintenance"  # the last reading before the instrument's service/calibration period (see above)
+END_REASONS = (END_CLEARED, END_GAP, END_MONTH, END_MAINTENANCE)
 
 
 def is_gap(dt: float, max_gap: float) -> bool:

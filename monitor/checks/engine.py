@@ -37,12 +37,14 @@ from monitor.checks import quality as _quality
 from monitor.checks import tamper as _tamper
 from monitor.checks import threshold as _threshold
 from monitor.checks.base import CHECKS, INF, Rule
+from monitor.checks.coverage import END_GAP, END_MAINTENANCE
 from monitor.checks.events import EpisodeEvent
 from monitor.checks.revisions import Revision
 from monitor.checks.rewind import (
     Group,
     History,
     HistoryRow,
+    ProcState,
     channel_rank,
     trim_window,
     window_tail,
@@ -53,6 +55,7 @@ from monitor.sample import GOOD, Quality, Sample
 _MAX = sys.float_info.max
 _DEFAULT_HORIZON = 32 * 86_400.0  # s of rule memory before a late reading, unless the caller says (a month)
 OVER_RANGE = Quality.OVER_RANGE
+MAINTENANCE = Quality.MAINTENANCE.value
 # importing a check module registers its checks (`Rule.runs`)
 CHECK_MODULES = (_excursion, _quality, _tamper, _threshold)
 _UNCHECKED = [r for r in RULE_NAMES if r not in CHECKS]
@@ -77,6 +80,11 @@ class Processor:
     sample came after it, so ``last`` is the bad one's time); while held, or after a censored reading, the
     fast path is closed (``until = -inf``) so the slow path sorts it out.
 
+    Maintenance (`monitor.checks.coverage`): ``ml`` is the time of the latest ``maintenance`` sample whose
+    stretch is not closed yet (None: none), ``mseg`` the maintenance stretches [a, b) since the last good
+    reading (merged when they touch). At the next good reading the gap test leaves their time out, the rules
+    hear `Rule.gap` (with ``why``) and then `Rule.maint` for each stretch, before the reading is judged.
+
     The fast path of `good` is also inlined in `monitor.checks.replay_csv`'s loop (a function call is a
     measurable share of the per-row budget there); the two must stay identical, which the live-vs-replay
     property test checks.
@@ -84,8 +92,8 @@ class Processor:
     None unless it is accumulating).
     """
 
-    __slots__ = ("acc", "cens", "fast", "gap", "gt", "gv", "held", "hi", "last", "linked", "lo", "out", "over",
-                 "rules", "slug", "until", "vmax", "vmin")
+    __slots__ = ("acc", "cens", "fast", "gap", "gt", "gv", "held", "hi", "last", "linked", "lo", "ml", "mseg", "out",
+                 "over", "rules", "slug", "until", "vmax", "vmin")
 
     def __init__(self, *, channel: Channel, fast: bool = True, out: list[EpisodeEvent] | None = None) -> None:
         self.vmin = channel.valid_min if channel.valid_min is not None else -_MAX
@@ -101,6 +109,8 @@ class Processor:
         self.fast = fast
         self.last = -INF
         self.gt, self.gv, self.held, self.cens = -INF, 0.0, False, False
+        self.ml: float | None = None
+        self.mseg: list[tuple[float, float]] = []
         self.lo, self.hi, self.until = -INF, -INF, -INF
 
     def good(self, t: float, v: float) -> bool:
@@ -132,12 +142,22 @@ class Processor:
             v, cens = self.vmax, True
         out, prev = self.out, (self.gt if self.held else self.last)
         mark = len(out)
-        if t - prev > self.gap and prev > -INF:
+        self._close_maintenance(t)
+        counted = t - prev > self.gap and prev > -INF
+        if counted:
+            serviced = sum(b - a for a, b in self.mseg)
+            why = END_GAP if t - prev - serviced > self.gap else END_MAINTENANCE
             for rule, port in self.rules:
+                rule.why = why
                 rule.gap(prev, self.gv, t, port)
             if self.cens:  # the gap's end events are at the censored reading before it
                 self._censor(mark)
             mark = len(out)
+        if self.mseg:
+            for a, b in self.mseg:
+                for rule, port in self.rules:
+                    rule.maint(a, b, counted, port)
+            self.mseg = []
         self.last, self.gv, self.held, self.cens = t, v, False, cens
         for rule, port in self.rules:
             rule.good(t, v, port)
@@ -150,10 +170,28 @@ class Processor:
         for i in range(mark, len(out)):
             out[i] = replace(out[i], censored=True)
 
+    def _close_maintenance(self, t: float) -> None:
+        """The pending maintenance sample's stretch ends at ``t`` (the next sample), at most ``max_gap`` long."""
+        a = self.ml
+        if a is None:
+            return
+        self.ml = None
+        b = min(t, a + self.gap)
+        if b <= a:
+            return
+        seg = self.mseg
+        if seg and seg[-1][1] >= a:
+            seg[-1] = (seg[-1][0], b)
+        else:
+            seg.append((a, b))
+
     def _bad(self, t: float, quality: str) -> None:
         if not self.held:
             self.gt, self.held = self.last, True
         self.last = t
+        self._close_maintenance(t)
+        if quality == MAINTENANCE:
+            self.ml = t
         for rule, port in self.rules:
             rule.bad(t, quality, port)
         self.refresh()
@@ -251,12 +289,14 @@ class LiveProcessor(Processor):
             self.wq.setdefault(t, []).append(q)
         g.run(self, t, v, q)
 
-    def state(self) -> tuple[float, float, float, bool, bool]:
-        """`Processor`'s own judging state (gap check, held bad run, censoring), for the group's checkpoints."""
-        return (self.last, self.gt, self.gv, self.held, self.cens)
+    def state(self) -> ProcState:
+        """`Processor`'s own judging state (gap check, held bad run, censoring, maintenance stretches), for the
+        group's checkpoints."""
+        return (self.last, self.gt, self.gv, self.held, self.cens, self.ml, tuple(self.mseg))
 
-    def put_state(self, st: tuple[float, float, float, bool, bool]) -> None:
-        self.last, self.gt, self.gv, self.held, self.cens = st
+    def put_state(self, st: ProcState) -> None:
+        self.last, self.gt, self.gv, self.held, self.cens, self.ml, mseg = st
+        self.mseg = list(mseg)
 
     def judge_bad(self, t: float, quality: str) -> None:
         self._bad(t, quality)

@@ -32,7 +32,9 @@ class EpisodeEvent:
     ``end_reason`` (``end`` only): ``cleared`` (a reading back within limits, a new sample, a good reading),
     ``gap`` (the last reading before a gap in the data: `monitor.checks.coverage`) or ``month_end``.
     ``measured`` / ``unmeasured`` (``end`` only): seconds of the episode's span (end time − start time) covered
-    by readings no further apart than the channel's ``max_gap``, and the rest; measured + unmeasured is the span.
+    by readings no further apart than the channel's ``max_gap``, and the rest. ``maintenance`` (``end`` only): seconds
+    of the span the instrument reported itself in service or calibration (`monitor.checks.coverage`): neither
+    measured nor unmeasured; measured + unmeasured + maintenance is the span.
     ``censored``: the reading that caused this transition was above the instrument's span and judged as its top
     (``over_range``): the true value was at least that. (A peak equal to the span's top in an episode whose
     start was censored is likewise a lower bound.)
@@ -55,6 +57,7 @@ class EpisodeEvent:
     unmeasured: float | None = None
     censored: bool = False
     confirmed: float | None = None  # start of a duration rule: when the duration was exceeded (time = onset)
+    maintenance: float | None = None  # end: s of the span the instrument was in service/calibration
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -72,6 +75,8 @@ class EpisodeEvent:
             out["end_reason"] = self.end_reason
             out["measured_seconds"] = self.measured
             out["unmeasured_seconds"] = self.unmeasured
+            if self.maintenance:  # only an instrument with a service/calibration status reports any
+                out["maintenance_seconds"] = self.maintenance
         if self.censored:
             out["censored"] = True
         if self.confirmed is not None:
@@ -99,6 +104,7 @@ class EpisodeEvent:
             unmeasured=d.get("unmeasured_seconds"),
             censored=bool(d.get("censored", False)),
             confirmed=parse_iso(d["confirmed"]) if d.get("confirmed") else None,
+            maintenance=d.get("maintenance_seconds"),
         )
 
 

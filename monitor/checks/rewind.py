@@ -41,6 +41,10 @@ from monitor.checks.base import INF, Rule
 from monitor.checks.events import EpisodeEvent
 from monitor.checks.revisions import Revision, diff
 
+# `LiveProcessor.state`: last, gt, gv, held, cens, ml, mseg (the gap check, held bad run, censoring, maintenance)
+ProcState = tuple[float, float, float, bool, bool, float | None, tuple[tuple[float, float], ...]]
+INITIAL_STATE: ProcState = (-INF, -INF, 0.0, False, False, None, ())  # `Processor.__init__`'s
+
 WINDOW = 900.0  # s of sample time kept in memory behind a group's newest reading
 MAX_WINDOW = 65_536  # readings per channel at most
 CHECKPOINT_EVERY = 300.0  # s of sample time between two checkpoints of a group
@@ -262,7 +266,7 @@ class Group:
         self.due, self.rank = INF, -1
         for m in self.members:
             m.glast = -INF
-            m.put_state((-INF, -INF, 0.0, False, False))  # `Processor.__init__`'s
+            m.put_state(INITIAL_STATE)
             m.rebuild()
         n0 = len(self.out)
         streams = []

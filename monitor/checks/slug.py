@@ -281,7 +281,11 @@ class LoadingSlug(Rule):
 
     def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
         # a gap in either input ends the product's candidate or episode, at the last product computed
+        self.detector.why = self.why
         self.detector.gap(self.detector.last_t, self.detector.last_v, t1, port)
+
+    def maint(self, a: float, b: float, counted: bool, port: int) -> None:
+        self.detector.maint(a, b, counted, port)  # the detector's episodes carry the maintenance time
 
     def band(self, port: int) -> Band:
         return EMPTY
