@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 CSV_COLUMNS = ["n", "site", "channel", "rule", "status", "start", "end", "duration_s", "start_value",
                "end_value", "peak", "limit", "unit", "readings_good", "readings_expected", "completeness_pct",
-               "citation", "end_reason", "measured_s", "unmeasured_s", "censored", "invalid", "revisions",
-               "calibration", "confirmed", "permitted"]
+               "citation", "end_reason", "measured_s", "unmeasured_s", "maintenance_s", "censored", "invalid",
+               "revisions", "calibration", "confirmed", "permitted"]
 EVIDENCE_COLUMNS = ["evidence_channel", "evidence_time", "evidence_value", "evidence_quality",
                     "evidence_reason"]
 
@@ -65,8 +65,9 @@ def _fields(n: int, e: Episode) -> list[Any]:
             "" if e.duration is None else round(e.duration, 3), _num(e.start_value), _num(e.end_value),
             _num(e.peak), _num(e.limit), e.unit, "" if e.good is None else e.good,
             "" if e.expected is None else e.expected, "" if pct is None else f"{pct:.1f}", e.citation,
-            e.end_reason or "", _num(e.measured), _num(e.unmeasured), "true" if e.censored else "false", e.invalid,
-            "; ".join(e.revisions or ()), e.calibration, iso(e.confirmed), e.permitted]
+            e.end_reason or "", _num(e.measured), _num(e.unmeasured), _num(e.maintenance),
+            "true" if e.censored else "false", e.invalid, "; ".join(e.revisions or ()), e.calibration,
+            iso(e.confirmed), e.permitted]
 
 
 def write_csv(out: TextIO, episodes: Iterable[tuple[int, Episode]], *, evidence: bool,
@@ -149,6 +150,7 @@ def episode_record(n: int, e: Episode, *, evidence: bool) -> dict[str, Any]:
         "unit": e.unit, "readings_good": e.good, "readings_expected": e.expected,
         "completeness_pct": None if pct is None else round(pct, 1), "citation": e.citation,
         "end_reason": e.end_reason, "measured_s": e.measured, "unmeasured_s": e.unmeasured,
+        "maintenance_s": e.maintenance,
         "censored": e.censored, "invalid": e.invalid or None, "revisions": e.revisions or [],
         "calibration": e.calibration or None, "confirmed": iso(e.confirmed) or None,
         "permitted": e.permitted or None}
@@ -160,14 +162,16 @@ def episode_record(n: int, e: Episode, *, evidence: bool) -> dict[str, Any]:
 
 def _end_text(e: Episode, r: Render) -> str:
     text = r.time(e.end, e.site) or ("ongoing" if e.status == "ongoing" else "(not recorded)")
-    return f"{text} (gap)" if e.end_reason == "gap" else text
+    return f"{text} ({e.end_reason})" if e.end_reason in ("gap", "maintenance") else text
 
 
 def _measured_text(e: Episode) -> str:
-    """The proven duration, and what the worst case adds: "1h00m00s +2m00s unmeasured"."""
+    """The proven duration, what the worst case adds, and the instrument's own service time, which is neither:
+    "1h00m00s +2m00s unmeasured +10m00s maintenance"."""
     if e.measured is None:
         return ""
     more = f" +{_duration(e.unmeasured)} unmeasured" if e.unmeasured else ""
+    more += f" +{_duration(e.maintenance)} maintenance" if e.maintenance else ""
     return _duration(e.measured) + more
 
 

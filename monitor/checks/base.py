@@ -191,7 +191,7 @@ class Rule:
             coverage = (span - maint - unmeasured, unmeasured)
         self.out.append(
             EpisodeEvent(t, self.site, self.channel, self.rule, END, value, limit, self.citation, peak,
-                         reason, coverage[0], coverage[1], maintenance=maint)
+                         reason, coverage[0], coverage[1], maintenance=maint if maint > 0.0 else None)
         )
 
     def end_at_gap(self, t0: float, v0: float, limit: float | None, peak: float | None) -> None:

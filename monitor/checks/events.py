@@ -57,7 +57,7 @@ class EpisodeEvent:
     unmeasured: float | None = None
     censored: bool = False
     confirmed: float | None = None  # start of a duration rule: when the duration was exceeded (time = onset)
-    maintenance: float | None = None  # end: s of the span the instrument was in service/calibration
+    maintenance: float | None = None  # end: s of the span the instrument was in service/calibration (None: 0)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

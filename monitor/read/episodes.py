@@ -87,6 +87,7 @@ class Episode:
     end_reason: str | None = None  # cleared | gap | month_end (None: open, or recorded before schema 2)
     measured: float | None = None  # s of the episode covered by readings (monitor.checks.coverage)
     unmeasured: float | None = None  # s not covered: measured + unmeasured is the worst case
+    maintenance: float | None = None  # s the instrument was in service/calibration: neither of the two
     censored: bool = False  # caused by an over-range reading judged as the instrument's span top
     invalid: str = ""  # enforcement marked it invalid (`monitor.stores.casefile`): who, when, why; no violation
     revisions: list[str] | None = None  # "<when recorded>: <change> (<reason>)", oldest first
@@ -197,7 +198,7 @@ def details(conn: sqlite3.Connection, found: list[Found]) -> list[Episode]:
         ep = Episode(site, channel, rule, status, st, et, until, s[1] if s else None, e[1] if e else None,
                      limit, e[3] if e else None, (s or e or (0, 0, 0, 0, ""))[4])
         if e is not None:
-            ep.end_reason, ep.measured, ep.unmeasured = e[5], e[6], e[7]
+            ep.end_reason, ep.measured, ep.unmeasured, ep.maintenance = e[5], e[6], e[7], e[9]
         ep.censored = bool((s is not None and s[8]) or (e is not None and e[8]))
         ep.confirmed = s[9] if s is not None else None
         out.append(ep)
@@ -205,13 +206,14 @@ def details(conn: sqlite3.Connection, found: list[Found]) -> list[Episode]:
 
 
 def _coverage_columns(conn: sqlite3.Connection) -> str:
-    """end_reason, measured, unmeasured, censored, confirmed: NULLs for a file recorded before episode schema 2
-    (4 for confirmed), read with --db, read-only, so not migrated."""
+    """end_reason, measured, unmeasured, censored, confirmed, maintenance: NULLs for a file recorded before
+    episode schema 2 (4 for confirmed, 5 for maintenance), read with --db, read-only, so not migrated."""
     have = {r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}
     confirmed = "e.confirmed" if "confirmed" in have else "NULL"
+    maintenance = "e.maintenance" if "maintenance" in have else "NULL"
     if "measured" in have:
-        return f"e.end_reason, e.measured, e.unmeasured, e.censored, {confirmed}"
-    return f"NULL, NULL, NULL, 0, {confirmed}"
+        return f"e.end_reason, e.measured, e.unmeasured, e.censored, {confirmed}, {maintenance}"
+    return f"NULL, NULL, NULL, 0, {confirmed}, {maintenance}"
 
 
 # ---- completeness, peaks, evidence -----------------------------------------------------------------------

@@ -14,6 +14,9 @@ Tables (its own; ``PRAGMA user_version`` belongs to the historian and is never t
   Since schema 4 a duration rule's ``start`` has ``confirmed``: the moment its duration was exceeded (``time``
   is the onset; the live alarm fired at confirmation). Older files gain the column, NULL in their old rows
   (shown as not recorded); it is journaled only when set (`monitor.stores.seals.OPTIONAL_EPISODE_COLUMNS`).
+  Since schema 5 ends also have ``maintenance`` (seconds of the span the instrument reported service or
+  calibration: neither measured nor unmeasured, `monitor.checks.coverage`); NULL in rows recorded before, and
+  journaled only when set, as ``confirmed`` is.
 - ``episode_meta(key, value)``: ``schema_version``; a file written by a newer version is refused.
 - ``episode_revisions(id, recorded, site, channel, rule, reason, late, changes, withdrawn, added)``: every
   correction the engine made after a late reading (`monitor.checks.revisions`), in order. A withdrawn
@@ -48,7 +51,8 @@ from monitor.stores.seals import (
     start_sealing,
 )
 
-SCHEMA_VERSION = 4  # 2: end_reason, measured, unmeasured, censored; 3: withdrawn, episode_revisions; 4: confirmed
+SCHEMA_VERSION = 5  # 2: end_reason, measured, unmeasured, censored; 3: withdrawn, episode_revisions; 4: confirmed;
+# 5: maintenance
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS episode_events (
         id INTEGER PRIMARY KEY,
@@ -66,6 +70,7 @@ _SCHEMA = (
         measured REAL,
         unmeasured REAL,
         censored INTEGER NOT NULL DEFAULT 0,
+        maintenance REAL,
         withdrawn INTEGER NOT NULL DEFAULT 0,
         confirmed REAL,
         UNIQUE (site, channel, rule, event, time)
@@ -88,10 +93,11 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS episode_revisions_key ON episode_revisions (site, channel, rule, id)",
 )
 _COLUMNS = ("time, site, channel, rule, event, value, limit_value, citation, peak, "
-            "end_reason, measured, unmeasured, censored, confirmed")
+            "end_reason, measured, unmeasured, censored, confirmed, maintenance")
 _ADDED = (  # schema 2: columns a schema-1 file lacks
     ("end_reason", "TEXT"), ("measured", "REAL"), ("unmeasured", "REAL"),
     ("censored", "INTEGER NOT NULL DEFAULT 0"),
+    ("maintenance", "REAL"),  # schema 4: NULL in rows recorded before (no maintenance time was counted then)
 )
 
 
@@ -119,6 +125,7 @@ class Episode:
     unmeasured: float | None = None  # s of the span not covered (the worst case adds it to measured)
     censored: bool = False  # its start or end was an over-range reading judged as the span's top
     confirmed: float | None = None  # duration rules: when the duration was exceeded (start is the onset)
+    maintenance: float | None = None  # s of the span the instrument was in service/calibration (coverage)
 
     @property
     def duration(self) -> float | None:
@@ -128,9 +135,10 @@ class Episode:
 def _migrate(conn: sqlite3.Connection) -> None:
     """Schema 1 → 2: add the coverage columns (old rows keep NULL: their coverage was never computed).
     → 3: the ``withdrawn`` flag (nothing was withdrawn before); ``episode_revisions`` is created by _SCHEMA.
-    → 4: ``confirmed`` (NULL in old rows: not recorded then)."""
+    → 4: ``confirmed`` (NULL in old rows: not recorded then). → 5: ``maintenance`` (NULL in old rows)."""
     have = {row[1] for row in conn.execute("PRAGMA table_info(episode_events)")}
-    for name, decl in (*_ADDED, ("withdrawn", "INTEGER NOT NULL DEFAULT 0"), ("confirmed", "REAL")):
+    for name, decl in (*_ADDED, ("withdrawn", "INTEGER NOT NULL DEFAULT 0"), ("confirmed", "REAL"),
+                       ("maintenance", "REAL")):
         if name not in have:
             conn.execute(f"ALTER TABLE episode_events ADD COLUMN {name} {decl}")
     conn.execute("UPDATE episode_meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,))
@@ -138,9 +146,10 @@ def _migrate(conn: sqlite3.Connection) -> None:
 
 def _event(row: tuple[Any, ...]) -> EpisodeEvent:
     """A stored row (``_COLUMNS`` order, the dataclass's field order) as an event; censored is stored 0/1."""
-    t, site, channel, rule, event, value, limit, citation, peak, reason, measured, unmeasured, censored, conf = row
+    t, site, channel, rule, event, value, limit, citation, peak, reason, measured, unmeasured, censored, conf, \
+        maint = row
     return EpisodeEvent(t, site, channel, rule, event, value, limit, citation, peak, reason, measured, unmeasured,
-                        bool(censored), conf)
+                        bool(censored), conf, maintenance=maint or None)
 
 
 class EpisodeStore:
@@ -339,6 +348,7 @@ def _episode(s: EpisodeEvent, e: EpisodeEvent | None) -> Episode:
         unmeasured=e.unmeasured if e else None,
         censored=s.censored or (e.censored if e else False),
         confirmed=s.confirmed,
+        maintenance=e.maintenance if e else None,
     )
 
 
@@ -366,16 +376,16 @@ class StoredRevision:
 
 
 _INSERT = (f"INSERT INTO episode_events ({_COLUMNS}, data_quality) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 _FIND = ("SELECT id, withdrawn FROM episode_events "
          "WHERE site = ? AND channel = ? AND rule = ? AND event = ? AND time = ?")
 _UPDATE = ("UPDATE episode_events SET withdrawn = 0, value = ?, limit_value = ?, citation = ?, peak = ?, "
-           "end_reason = ?, measured = ?, unmeasured = ?, censored = ?, confirmed = ? WHERE id = ?")
+           "end_reason = ?, measured = ?, unmeasured = ?, censored = ?, confirmed = ?, maintenance = ? WHERE id = ?")
 
 
 def _row(e: EpisodeEvent) -> tuple[object, ...]:
     return (e.time, e.site, e.channel, e.rule, e.event, e.value, e.limit, e.citation, e.peak, e.end_reason,
-            e.measured, e.unmeasured, int(e.censored), e.confirmed, int(is_data_quality(e.rule)))
+            e.measured, e.unmeasured, int(e.censored), e.confirmed, e.maintenance, int(is_data_quality(e.rule)))
 
 
 def _put(conn: sqlite3.Connection, e: EpisodeEvent, *, update: bool) -> int | None:
@@ -392,7 +402,7 @@ def _put(conn: sqlite3.Connection, e: EpisodeEvent, *, update: bool) -> int | No
     if update:
         before = _rows_by_id(conn, [rid])
         conn.execute(_UPDATE, (e.value, e.limit, e.citation, e.peak, e.end_reason, e.measured, e.unmeasured,
-                               int(e.censored), e.confirmed, rid))
+                               int(e.censored), e.confirmed, e.maintenance, rid))
         after = _rows_by_id(conn, [rid])
         if after != before:
             journal_episode_events(conn, after)

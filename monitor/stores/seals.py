@@ -85,9 +85,10 @@ READINGS_SQL = ("SELECT time, seq, value, quality, reason FROM readings "
                 "WHERE channel_id = ? AND time >= ? AND time < ? AND seq <= ? ORDER BY time, seq")
 EPISODE_COLUMNS = ("id", "time", "site", "channel", "rule", "event", "value", "limit_value", "peak",
                    "citation", "data_quality", "end_reason", "measured", "unmeasured", "censored")
-# columns added later (episode schema 4: ``confirmed``), journaled only when set: records and the pre-sealing
-# digest made before they existed stay valid, and a row's value set later is covered from then on
-OPTIONAL_EPISODE_COLUMNS = ("confirmed",)
+# columns added later (episode schema 4: ``confirmed``, 5: ``maintenance``), journaled only when set: records
+# and the pre-sealing digest made before they existed stay valid, and a row's value set later is covered from
+# then on
+OPTIONAL_EPISODE_COLUMNS = ("confirmed", "maintenance")
 
 
 def episode_columns(conn: sqlite3.Connection) -> str:

@@ -69,7 +69,8 @@ def _key(e: dict) -> tuple:  # type: ignore[type-arg]
     unmeasured = e.get("unmeasured_seconds")
     return (e["site"], e["channel"], e["rule"], e["event"], round(e["time_s"], 3), e["value"], e["limit"],
             e["citation"], e.get("end_reason"), None if measured is None else round(measured, 3),
-            None if unmeasured is None else round(unmeasured, 3), e.get("censored", False))
+            None if unmeasured is None else round(unmeasured, 3), e.get("censored", False),
+            e.get("maintenance_seconds"))
 
 
 async def test_recorded_scenario_replays_to_the_same_episodes(tmp_path: Path, mosquitto: Mosquitto) -> None:

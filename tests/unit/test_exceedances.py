@@ -371,6 +371,28 @@ async def test_measured_and_unmeasured_seconds_end_reason_and_censoring_are_show
         ("gap", "60", "0", "false"), ("cleared", "3600", "3600", "true")]
 
 
+async def test_maintenance_seconds_are_stored_and_shown_beside_measured_and_unmeasured(tmp_path: Path,
+                                                                                        site_file: Path) -> None:
+    """An episode that ended at an instrument's calibration ("maintenance") and one spanning a short one: the
+    maintenance time is its own figure in every format, never added to the measured one."""
+    db = tmp_path / "pretreat.sqlite"
+    await record(db, [
+        ev(T0 + 100, "lel_single", "start", 12.0, channel="lel", limit=10.0),
+        EpisodeEvent(T0 + 160, SITE, "lel", "lel_single", "end", 12.0, 10.0, CITE, 12.0, "maintenance", 60.0, 0.0),
+        ev(T0 + 4000, "lel_single", "start", 12.0, channel="lel", limit=10.0),
+        EpisodeEvent(T0 + 4240, SITE, "lel", "lel_single", "end", 2.0, 10.0, CITE, 12.5, "cleared", 180.0, 0.0,
+                     maintenance=60.0),
+    ])
+    rows = jsonl(run_report(db, site_file, now=T0 + 9000, format="json"))
+    assert [(r["end_reason"], r["measured_s"], r["unmeasured_s"], r["maintenance_s"]) for r in rows] == [
+        ("maintenance", 60.0, 0.0, None), ("cleared", 180.0, 0.0, 60.0)]
+    table = run_report(db, site_file, now=T0 + 9000)
+    assert "(maintenance)" in table and "3m00s +1m00s maintenance" in table
+    csv_rows = list(csv.DictReader(io.StringIO(run_report(db, site_file, now=T0 + 9000, format="csv"))))
+    assert [(r["end_reason"], r["measured_s"], r["maintenance_s"]) for r in csv_rows] == [
+        ("maintenance", "60", ""), ("cleared", "180", "60")]
+
+
 def test_a_file_recorded_before_coverage_was_kept_reads_with_those_columns_empty(tmp_path: Path) -> None:
     db = tmp_path / "old.sqlite"
     with sqlite3.connect(db) as conn:
