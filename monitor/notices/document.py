@@ -68,6 +68,8 @@ def fact_rows(f: NoticeFacts) -> tuple[tuple[str, str], ...]:
         ("Measured time", fmt_minutes(e.measured) if e.measured is not None else "—"),
         ("Unmeasured time (gaps, counted as exceeding)", fmt_minutes(e.unmeasured) if e.unmeasured is not None
          else "—"),
+        *([("Maintenance time (the instrument in service or calibration: not judged, not a gap)",
+            fmt_minutes(e.maintenance))] if e.maintenance else []),
         ("Episode id", f.episode_id),
     ]
     return tuple(rows)

@@ -98,7 +98,7 @@ class NoticeFacts:
         return "—" if t is None else datetime.fromtimestamp(t, zone(self.tz_name)).strftime(fmt)
 
 
-_COVERAGE = ("end_reason", "measured", "unmeasured")  # episode schema 2 (a schema-1 file read as unknown)
+_COVERAGE = ("end_reason", "measured", "unmeasured", "maintenance")  # schema 2 (maintenance: 4); older: unknown
 
 
 def _find(db: Path, ident: str) -> Episode:
@@ -134,7 +134,7 @@ def _find(db: Path, ident: str) -> Episode:
     return Episode(site=site, channel=channel, rule=rule, start=s[0], end=e[0] if e else None, start_value=s[1],
                    end_value=e[1] if e else None, limit=s[2], peak=e[2] if e else None, citation=s[3],
                    end_reason=e[4] if e else None, measured=e[5] if e else None, unmeasured=e[6] if e else None,
-                   censored=bool(s[4]) or bool(e and e[3]))
+                   censored=bool(s[4]) or bool(e and e[3]), maintenance=e[7] if e else None)
 
 
 def _confirmed(e: Episode, binding: RuleBinding | None, readings: tuple[Reading, ...]) -> float | None:

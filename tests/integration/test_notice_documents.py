@@ -19,6 +19,7 @@ from config.schema import SiteConfig
 from monitor import cli
 from monitor.notices.cli import write_notice
 from monitor.notices.facts import NoticeError, gather
+from monitor.reports.compliance import fmt_minutes
 from monitor.reports.days import zone
 from monitor.sample import Quality, Sample
 from tests.support import require_binary
@@ -113,6 +114,22 @@ def test_facts_of_the_episode(site: tuple[SiteConfig, Path]) -> None:
     assert not f.obligations and f.invalidation is None
     with pytest.raises(NoticeError, match="no episode"):
         gather(config, "acme/ph/ph_low@2026-11-10T15:00:01Z", now=_local(13, 0))
+
+
+def test_an_episode_with_maintenance_time_states_it_apart_from_measured_time(site: tuple[SiteConfig, Path]) -> None:
+    """The instrument's service/calibration time is its own line of the notice, never measured time; an episode
+    without any has no such line."""
+    from dataclasses import replace
+
+    from monitor.notices.document import fact_rows
+
+    config, _tmp = site
+    f = gather(config, EPISODE, now=_local(13, 0))
+    assert not any(k.startswith("Maintenance time") for k, _v in fact_rows(f))
+    rows = dict(fact_rows(replace(f, episode=replace(f.episode, measured=1200.0, maintenance=600.0))))
+    assert rows["Maintenance time (the instrument in service or calibration: not judged, not a gap)"] == \
+        fmt_minutes(600.0)
+    assert rows["Measured time"] == fmt_minutes(1200.0)
 
 
 def test_pdf_draft_pages_and_words(site: tuple[SiteConfig, Path]) -> None:
