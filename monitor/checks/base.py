@@ -181,11 +181,12 @@ class Rule:
         )
 
     def end(self, t: float, value: float | None, limit: float | None, peak: float | None,
-            reason: str = END_CLEARED, coverage: tuple[float, float] | None = None) -> None:
-        """The end transition. ``coverage`` (measured, unmeasured seconds) defaults to the span since `start`
-        split by the gaps and the maintenance counted in it."""
+            reason: str = END_CLEARED, coverage: tuple[float, float] | None = None,
+            maintenance: float | None = None) -> None:
+        """The end transition. ``coverage`` (measured, unmeasured seconds) and ``maintenance`` (seconds) default
+        to the span since `start` split by the gaps and the maintenance counted in it."""
         span = t - self.opened
-        maint = min(self.maint_s, max(span, 0.0))
+        maint = min(self.maint_s, max(span, 0.0)) if maintenance is None else maintenance
         if coverage is None:
             unmeasured = min(self.hole, span - maint)
             coverage = (span - maint - unmeasured, unmeasured)

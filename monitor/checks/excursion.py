@@ -132,9 +132,13 @@ class MonthlyExcursion(_Excursions):
     the total is only known to have passed the limit at the first reading after the month's end (sparse
     readings across the boundary), the exceedance is still recorded: a start and an end at that reading, peak =
     the month's total. ``month_gaps``: the month's unmeasured seconds so far (gaps, split at month ends).
+    ``month_maint``: the month's maintenance seconds (the instrument in service or calibration,
+    `monitor.checks.coverage`), taken out of ``month_gaps`` and reported as the end's ``maintenance_seconds``:
+    not an excursion, not unmeasured time. (A calibration running across the month's end counts in the month it
+    began; the part after the boundary stays in the next month's unmeasured time.)
     """
 
-    __slots__ = ("acc", "gap_end", "month_end", "month_gaps", "zone")
+    __slots__ = ("acc", "gap_end", "month_end", "month_gaps", "month_maint", "zone")
     runs = (RuleName.PH_MONTHLY_EXCURSION,)
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
@@ -143,6 +147,7 @@ class MonthlyExcursion(_Excursions):
         self.month_end: float | None = None
         self.acc = 0.0  # excursion seconds already counted in the current month
         self.month_gaps = 0.0
+        self.month_maint = 0.0
         self.gap_end = -INF  # end of the last gap: its part after a month end belongs to the next month
 
     def good(self, t: float, v: float, port: int) -> None:
@@ -167,6 +172,15 @@ class MonthlyExcursion(_Excursions):
             self.month_gaps += min(t1, self.month_end) - t0
         self.gap_end = t1
 
+    def maint(self, a: float, b: float, counted: bool, port: int) -> None:
+        if self.month_end is None:
+            return
+        d = min(b, self.month_end) - a
+        if d > 0.0:
+            self.month_maint += d
+            if counted:  # the gap just counted held it: it is maintenance, not unmeasured time
+                self.month_gaps = max(0.0, self.month_gaps - d)
+
     def _roll(self, t: float, v: float) -> None:
         if self.month_end is None:
             self.month_end = next_month_start(t, self.zone)
@@ -180,8 +194,10 @@ class MonthlyExcursion(_Excursions):
                 self.is_open = True
             if self.is_open:
                 self.is_open = False
-                self.end(t, v, self.limit, self.acc, END_MONTH, (self.acc, self.month_gaps))
+                self.end(t, v, self.limit, self.acc, END_MONTH, (self.acc, self.month_gaps),
+                         self.month_maint if self.month_maint > 0.0 else None)
             self.acc = 0.0
+            self.month_maint = 0.0
             self.month_end = next_month_start(boundary, self.zone)
             self.month_gaps = max(0.0, min(self.gap_end, self.month_end) - boundary)
 
