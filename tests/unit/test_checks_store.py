@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from monitor.checks.events import EpisodeEvent
-from monitor.stores.episodes import EpisodeStore, EpisodeStoreError
+from monitor.stores.episodes import SCHEMA_VERSION, EpisodeStore, EpisodeStoreError
 from tests.unit.checks_helpers import SCHEMA_1
 
 CITE = "Town of Southeast § 112-5A(1)(c)"
@@ -162,7 +162,8 @@ def test_a_schema_1_file_gains_the_coverage_columns_and_its_old_episodes_read_as
     finally:
         store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM episode_meta WHERE key = 'schema_version'").fetchone() == (4,)
+        version = conn.execute("SELECT value FROM episode_meta WHERE key = 'schema_version'").fetchone()
+        assert version == (SCHEMA_VERSION,)
 
 
 def test_revisions_are_journaled_so_the_seals_still_verify_and_a_flipped_flag_does_not(tmp_path: Path) -> None:
@@ -227,7 +228,8 @@ def test_confirmed_is_stored_an_older_file_gains_it_and_the_seals_cover_it(tmp_p
     finally:
         store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM episode_meta WHERE key = 'schema_version'").fetchone() == (4,)
+        version = conn.execute("SELECT value FROM episode_meta WHERE key = 'schema_version'").fetchone()
+        assert version == (SCHEMA_VERSION,)
         report = verify_seals(conn)
         assert report.findings == [] and report.episode_events == 3
         conn.execute("UPDATE episode_events SET confirmed = confirmed + 60 WHERE rule = 'slug'")
