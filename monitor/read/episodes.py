@@ -198,7 +198,7 @@ def details(conn: sqlite3.Connection, found: list[Found]) -> list[Episode]:
         ep = Episode(site, channel, rule, status, st, et, until, s[1] if s else None, e[1] if e else None,
                      limit, e[3] if e else None, (s or e or (0, 0, 0, 0, ""))[4])
         if e is not None:
-            ep.end_reason, ep.measured, ep.unmeasured, ep.maintenance = e[5], e[6], e[7], e[9]
+            ep.end_reason, ep.measured, ep.unmeasured, ep.maintenance = e[5], e[6], e[7], e[10]
         ep.censored = bool((s is not None and s[8]) or (e is not None and e[8]))
         ep.confirmed = s[9] if s is not None else None
         out.append(ep)

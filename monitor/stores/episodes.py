@@ -97,7 +97,6 @@ _COLUMNS = ("time, site, channel, rule, event, value, limit_value, citation, pea
 _ADDED = (  # schema 2: columns a schema-1 file lacks
     ("end_reason", "TEXT"), ("measured", "REAL"), ("unmeasured", "REAL"),
     ("censored", "INTEGER NOT NULL DEFAULT 0"),
-    ("maintenance", "REAL"),  # schema 4: NULL in rows recorded before (no maintenance time was counted then)
 )
 
 
@@ -138,7 +137,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
     → 4: ``confirmed`` (NULL in old rows: not recorded then). → 5: ``maintenance`` (NULL in old rows)."""
     have = {row[1] for row in conn.execute("PRAGMA table_info(episode_events)")}
     for name, decl in (*_ADDED, ("withdrawn", "INTEGER NOT NULL DEFAULT 0"), ("confirmed", "REAL"),
-                       ("maintenance", "REAL")):
+                       ("maintenance", "REAL")):  # 5: NULL in rows recorded before (none was counted then)
         if name not in have:
             conn.execute(f"ALTER TABLE episode_events ADD COLUMN {name} {decl}")
     conn.execute("UPDATE episode_meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,))
