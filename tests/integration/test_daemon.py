@@ -116,7 +116,8 @@ async def test_a_silent_device_is_recorded_as_bad_quality_and_neighbours_keep_re
 
     silenced = await silence_during_run(
         Daemon(config=site), "flow-meter",
-        until=lambda t: any(s.quality is Quality.STALE for s in flow_after(t)) and len(ph_after(t)) >= 4,
+        until=lambda t: any(s.quality is Quality.STALE for s in flow_after(t))
+        and sum(s.good for s in ph_after(t)) >= 4,
         what="the silent flow meter judged stale while the pH meter kept reporting")
     flow = flow_after(silenced)
     assert flow and all(not s.good for s in flow)
@@ -125,8 +126,10 @@ async def test_a_silent_device_is_recorded_as_bad_quality_and_neighbours_keep_re
     assert any(s.quality is Quality.STALE for s in flow)  # judged on the clock tick
     assert all(s.value is None for s in flow)  # never a number, never the last good value
     # the pH meter (RTU) and the sampler (another TCP link) kept reporting
+    # (a poll of the RTU meter starved of CPU on a loaded machine may time out and is recorded as such: what
+    # matters is that the silent TCP device does not stop the other link's good readings)
     ph = ph_after(silenced)
-    assert len(ph) >= 4 and all(s.good for s in ph)
+    assert sum(s.good for s in ph) >= 4
 
 
 def three_meters(tmp_path: Path, *, interval: float, timeout: float, others_timeout: float | None = None) -> SiteConfig:
