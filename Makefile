@@ -81,9 +81,13 @@ system-deps: test-deps
 demo: $(STAMP) demo-deps
 	@bash scripts/demo.sh
 
-# The fast suite (what developers run); CI runs it, then again under load, then the slow one.
+# The fast suite (what developers run); CI runs it, then again under load, then the slow one. Two pytest-xdist
+# workers: most tests wait on servers and daemons they start, so two at a time fill the machine's two cores
+# (every server a test starts is on its own free port, every file under its own tmp_path). --durations names
+# the slowest tests in every log.
+XDIST ?= -n 2
 test: $(TEST_STAMP) test-deps lint
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q $(XDIST) --durations=15 -m "not slow"
 
 # The fast suite with two CPU-burning processes beside it, as on a busy machine: a test that passes only when
 # it is scheduled promptly fails here. The burners stop when the suite ends, however it ends (and after an
@@ -92,7 +96,7 @@ test-loaded: $(TEST_STAMP) test-deps
 	@stress-ng --cpu 2 --timeout 3600 --quiet & burner=$$!; \
 	trap 'kill $$burner 2>/dev/null; wait $$burner 2>/dev/null' INT TERM; \
 	echo "stress-ng --cpu 2 running beside the suite (pid $$burner)"; \
-	$(PY) -m pytest -q -m "not slow"; status=$$?; \
+	$(PY) -m pytest -q $(XDIST) --durations=15 -m "not slow"; status=$$?; \
 	kill $$burner 2>/dev/null; wait $$burner 2>/dev/null; \
 	exit $$status
 
