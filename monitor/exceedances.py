@@ -1,10 +1,15 @@
 """`pretreat exceedances`: the exceedance history enforcement staff pull, one row per episode.
 
-    pretreat exceedances (--config FILE | --db PATH) [--site S] [--rule R] [--channel C] [--from T] [--to T]
+    pretreat exceedances (--config FILE | --db PATH | --database URL) [--site S] [--rule R] [--channel C]
+                         [--from T] [--to T]
                          [--format table|csv|json] [--evidence] [--data-quality] [--limit N]
 
 The arguments and the output only: what an episode is, its columns, the selection and its cost are
 `monitor.read.episodes`.
+
+``--database postgresql://…`` reads the county hub's database instead of the daemon's file: every edge's
+sites, with the same answers as the edge's own file for each (`monitor.read.source`); ``--config`` then names
+the site file that states the sites (completeness, units and limits need it).
 
 Output: ``table`` for people; ``csv`` (RFC 4180, header row); ``json`` (JSON Lines, one object per episode).
 ``--evidence`` adds the raw readings (good and bad, with quality and reason) from 1 hour before the start to
@@ -31,7 +36,7 @@ import sqlite3
 import sys
 import time
 from datetime import datetime
-from typing import TextIO
+from typing import Any, TextIO
 from zoneinfo import ZoneInfo
 
 from config.schema import SiteConfig
@@ -39,10 +44,10 @@ from monitor.checks.slug_labs import LabSlug, screen
 from monitor.cli_render import Render, add_utc_option
 from monitor.exceedances_render import write_csv, write_json, write_lab_slugs_json, write_lab_slugs_table, write_table
 from monitor.read.episodes import history
-from monitor.read.source import open_record
+from monitor.read.source import open_source
 from monitor.read.times import UsageError, time_range
 from monitor.reports.labs import read_results
-from monitor.stores.readonly import connect_readonly, has_table
+from monitor.stores.readonly import RECORD_ERRORS, connect_record, has_table
 
 TABLE_LIMIT = 500
 
@@ -50,6 +55,8 @@ TABLE_LIMIT = 500
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="site file (TOML); its [daemon].historian is read")
     p.add_argument("--db", metavar="PATH", help="the daemon's SQLite file (default: from --config)")
+    p.add_argument("--database", metavar="URL",
+                   help="the county hub's PostgreSQL database (postgresql://…) instead of the daemon's file")
     p.add_argument("--site", help="only this site")
     p.add_argument("--rule", help="only this rule (e.g. ph_high)")
     p.add_argument("--channel", help="only this channel")
@@ -67,20 +74,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, *, out: TextIO | None = None, now: float | None = None) -> int:
     out = sys.stdout if out is None else out
     try:
-        config, db = open_record(args.config, args.db)
+        config, db = open_source(args.config, args.db, getattr(args, "database", None))
         start, end = time_range(args.start, args.end)
-        conn = connect_readonly(db)
+        conn = connect_record(db)
     except UsageError as exc:
         print(f"pretreat exceedances: {exc}", file=sys.stderr)
         return 2
-    except sqlite3.Error as exc:
-        print(f"pretreat exceedances: cannot read {args.db or args.config}: {exc}", file=sys.stderr)
+    except RECORD_ERRORS as exc:
+        where = args.db or ("the hub's database" if args.database else args.config)
+        print(f"pretreat exceedances: cannot read {where}: {exc}", file=sys.stderr)
         return 1
     try:
         report(conn, out, config=config, args=args, start=start, end=end,
                now=time.time() if now is None else now)
-    except sqlite3.Error as exc:
-        print(f"pretreat exceedances: cannot read {db}: {exc}", file=sys.stderr)
+    except RECORD_ERRORS as exc:
+        where = "the hub's database" if isinstance(db, str) else db  # a URL may carry a password
+        print(f"pretreat exceedances: cannot read {where}: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         with contextlib.suppress(OSError):  # `| head` has what it wanted: silence the flush at exit
@@ -91,7 +100,7 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, now: float | Non
     return 0
 
 
-def report(conn: sqlite3.Connection, out: TextIO, *, config: SiteConfig | None, args: argparse.Namespace,
+def report(conn: Any, out: TextIO, *, config: SiteConfig | None, args: argparse.Namespace,
            start: float | None, end: float | None, now: float) -> int:
     """Find, annotate and write the episodes; returns how many matched (before ``--limit``)."""
     limit = args.limit if args.limit is not None else (TABLE_LIMIT if args.format == "table" else 0)

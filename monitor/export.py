@@ -1,9 +1,12 @@
 """`pretreat readings`: export one channel's recorded readings, good and bad, as CSV or JSON Lines.
 
-    pretreat readings --config FILE --site S --channel C [--from T] [--to T] [--format csv|json] [--output F]
+    pretreat readings (--config FILE | --db PATH | --database URL) --site S --channel C [--from T] [--to T]
+                      [--format csv|json] [--output F]
 
 ``--config`` names the site file whose ``[daemon].historian`` is read (``--db PATH`` names the file
-directly). The historian is opened read-only, so this runs beside a running daemon.
+directly). The historian is opened read-only, so this runs beside a running daemon. ``--database
+postgresql://…`` reads the county hub's database instead (every edge's sites; with ``--config`` naming the
+site file for the calibration column), and writes the same rows the edge's historian gives.
 
 Times (``--from`` inclusive, ``--to`` exclusive) are ISO 8601 with ``Z`` or an offset
 (``2026-01-31T05:00:00Z``, ``2026-01-31T00:00:00-05:00``); a date alone means midnight UTC. A time without
@@ -40,12 +43,15 @@ from config.schema import SiteConfig
 from monitor.export_render import CSV_HEADER, ExportPlan, render
 from monitor.read.times import TIME_HELP, UsageError, parse_time
 from monitor.stores.historian_db import HistorianError, list_channels, open_for_reading, series_of
+from monitor.stores.hub_record import is_database_url
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    source = p.add_mutually_exclusive_group(required=True)
+    source = p.add_mutually_exclusive_group()
     source.add_argument("--config", metavar="FILE", help="site file (TOML); its [daemon].historian is read")
     source.add_argument("--db", metavar="PATH", help="historian SQLite file (instead of --config)")
+    p.add_argument("--database", metavar="URL",
+                   help="the county hub's PostgreSQL database (postgresql://…) instead of the historian file")
     p.add_argument("--site", required=True, help="site id")
     p.add_argument("--channel", required=True, help="channel id")
     p.add_argument("--from", dest="start", metavar="T", help=f"first time, inclusive ({TIME_HELP})")
@@ -72,7 +78,7 @@ def auto_jobs() -> int:
     return max(1, min(4, round(cpus - load)))
 
 
-def export_readings(db: Path, *, site: str, channel: str, start: float | None, end: float | None,
+def export_readings(db: Path | str, *, site: str, channel: str, start: float | None, end: float | None,
                     fmt: str, out: TextIO, jobs: int = 1, allow_empty: bool = False,
                     overdue: tuple[tuple[float, float, str], ...] = ()) -> int:
     """Write one channel's readings to ``out`` (header first for CSV); return how many were written.
@@ -85,7 +91,7 @@ def export_readings(db: Path, *, site: str, channel: str, start: float | None, e
     if fmt not in ("csv", "json"):
         raise UsageError(f"format {fmt!r}: expected csv or json")
     try:
-        conn = open_for_reading(Path(db))
+        conn = open_for_reading(db if isinstance(db, str) else Path(db))
     except HistorianError as exc:
         raise UsageError(str(exc)) from None
     try:
@@ -98,12 +104,15 @@ def export_readings(db: Path, *, site: str, channel: str, start: float | None, e
         out.write(CSV_HEADER)
     if not series:
         return 0
-    plan = ExportPlan(path=Path(db), site=site, channel=channel, series=tuple(reversed(series)), fmt=fmt,
-                      start=start, end=end, overdue=overdue)
+    if isinstance(db, str):
+        jobs = 1  # the day windows are forked workers over a SQLite file; the hub's database serves one reader
+    plan = ExportPlan(path=db if isinstance(db, str) else Path(db), site=site, channel=channel,
+                      series=tuple(reversed(series)), fmt=fmt, start=start, end=end, overdue=overdue)
     return render(plan, out.write, jobs=jobs)
 
 
-def _unknown(known: list[tuple[str, str, str]], site: str, channel: str, db: Path) -> str:
+def _unknown(known: list[tuple[str, str, str]], site: str, channel: str, db: Path | str) -> str:
+    db = "the hub's database" if isinstance(db, str) else db  # a URL may carry a password: never print it
     sites = sorted({s for s, _c, _u in known})
     if site not in sites:
         return (f"no readings recorded for site {site!r} in {db}; "
@@ -140,16 +149,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _source(args: argparse.Namespace) -> tuple[Path, set[tuple[str, str]], SiteConfig | None]:
-    """The historian file, the (site, channel) pairs the site file configures (empty with --db) and the
-    site file."""
+def _source(args: argparse.Namespace) -> tuple[Path | str, set[tuple[str, str]], SiteConfig | None]:
+    """The historian file (or the hub's database URL), the (site, channel) pairs the site file configures
+    (empty with --db) and the site file."""
+    database = getattr(args, "database", None)
+    if database is not None and not is_database_url(database):
+        raise UsageError(f"--database {database!r}: expected a postgresql:// URL (the hub's database)")
+    if not args.db and not args.config and database is None:
+        raise UsageError("give --config FILE or --db PATH (or --database URL)")
+    if args.db and database is not None:
+        raise UsageError("give --db PATH or --database URL, not both")
     if args.db:
         return Path(args.db), set(), None
+    if not args.config:
+        return str(database), set(), None
     try:
         cfg = load_config(args.config)
     except ConfigErrors as exc:
         raise UsageError(f"invalid site file:\n{exc}") from None
-    return cfg.daemon.historian, {(c.site, c.id) for c in cfg.channels}, cfg
+    where = database if database is not None else cfg.daemon.historian
+    return where, {(c.site, c.id) for c in cfg.channels}, cfg
 
 
 def _overdue(cfg: SiteConfig | None, args: argparse.Namespace) -> tuple[tuple[float, float, str], ...]:
@@ -162,7 +181,7 @@ def _overdue(cfg: SiteConfig | None, args: argparse.Namespace) -> tuple[tuple[fl
     return tuple(channel_spans(cfg, args.site, args.channel))
 
 
-def _to_file(db: Path, target: Path, kwargs: dict[str, object]) -> int:
+def _to_file(db: Path | str, target: Path, kwargs: dict[str, object]) -> int:
     partial = target.with_name(target.name + ".part")
     try:
         with partial.open("w", encoding="utf-8", newline="") as fh:

@@ -60,7 +60,7 @@ _R1000 = repeat(1000)
 class ExportPlan:
     """What to export. ``series`` are (channel_id, unit) of the channel's series, main (latest) first."""
 
-    path: Path
+    path: Path | str  # the historian file, or the hub's database URL
     site: str
     channel: str
     series: tuple[tuple[int, str], ...]
@@ -190,7 +190,7 @@ class Renderer:
             marks += f" OR channel_id != {self.ids[0]}"
         self.where = f"channel_id IN ({','.join(map(str, self.ids))})"
         self.sql = (f"SELECT CAST(round((time - ?) * 1000) AS INTEGER), value, "
-                    f"iif({marks}, channel_id || ' ' || quality || ' ' || reason, NULL) "
+                    f"CASE WHEN {marks} THEN channel_id || ' ' || quality || ' ' || reason END "
                     f"FROM readings WHERE {self.where} AND time >= ? AND time < ? ORDER BY time, seq")
 
     def _tails_for(self, word: str) -> tuple[_Tails, str]:

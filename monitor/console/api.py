@@ -35,6 +35,7 @@ import io
 import json
 import sqlite3
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -47,7 +48,15 @@ from monitor.console import history_view, kpi, overview, queries
 from monitor.console.actions import carry_out
 from monitor.console.app import Console
 from monitor.console.auth import may_act, role_action, site_ids, visible_sites
-from monitor.console.requests import allowed_sites, check_csrf, console_of, open_db, session_of, site_for
+from monitor.console.requests import (
+    allowed_sites,
+    check_csrf,
+    console_of,
+    open_db,
+    session_of,
+    site_for,
+    writable_record,
+)
 from monitor.console.trends import trend
 from monitor.console.users import Role
 from monitor.exceedances_render import episode_record, json_line, write_csv, write_json
@@ -172,7 +181,7 @@ async def act(request: Request, site: str, channel: str, rule: str, action: str)
     if not isinstance(body, dict):
         raise HTTPException(400, "the body must be a JSON object")
     outcome = await anyio.to_thread.run_sync(
-        lambda: carry_out(c.db, alarm_id=alarm_id, action=action, user=s.user.name, body=body,
+        lambda: carry_out(writable_record(c), alarm_id=alarm_id, action=action, user=s.user.name, body=body,
                           wait=c.action_wait))
     return JSONResponse(outcome.to_json(), status_code=outcome.http_status)
 
@@ -196,7 +205,7 @@ def journal(request: Request, alarm: str | None = None, limit: int = Query(50, g
 def site_view(request: Request, site: str) -> dict[str, Any]:
     c, s = console_of(request), session_of(request)
     chosen = site_for(c, s, site)
-    stale = stale_channels(c.db)
+    stale = stale_channels(c.db) if isinstance(c.db, Path) else []  # the hub's database: no daemon snapshot
     conn = open_db(c)
     try:
         return site_summary(conn, c.config, chosen, now=clock.wall(), stale=stale)

@@ -54,7 +54,8 @@ class Console:
     ``reports_dir``: where the daemon writes its reports (read only, `monitor.console.reports`)."""
 
     config: SiteConfig
-    db: Path
+    db: Path | str
+    """The daemon's SQLite file, or the county hub's database URL (``--database``: every site, read only)."""
     reports_dir: Path
     users: UserStore
     sessions: Sessions
@@ -67,8 +68,10 @@ class Console:
 
 def create_app(*, config: SiteConfig, users_path: Path, secure_cookies: bool = False,
                session_lifetime: float = DEFAULT_LIFETIME, poll_interval: float = 0.1,
-               action_wait: float = 5.0, limiter: LoginLimiter | None = None) -> FastAPI:
-    """The console app for ``config``'s daemon file. ``users_path`` is the users file (`users`)."""
+               action_wait: float = 5.0, limiter: LoginLimiter | None = None, database: str | None = None
+               ) -> FastAPI:
+    """The console app for ``config``'s daemon file, or (``database``, a ``postgresql://`` URL) for the county
+    hub's database, whose sites ``config`` states. ``users_path`` is the users file (`users`)."""
     from monitor.console import (  # routes import FastAPI machinery: only when an app is built
         api,
         calibration,
@@ -78,7 +81,7 @@ def create_app(*, config: SiteConfig, users_path: Path, secure_cookies: bool = F
     )
     from monitor.reports.schedule import reports_dir
 
-    db = config.daemon.historian
+    db: Path | str = database if database is not None else config.daemon.historian
     limiter = limiter if limiter is not None else LoginLimiter()  # (an empty limiter is falsy: it has a len)
     console = Console(config=config, db=db, reports_dir=reports_dir(config), users=UserStore(path=users_path),
                       sessions=Sessions(lifetime=session_lifetime), limiter=limiter,

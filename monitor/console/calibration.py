@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from monitor.calibration import logs, statuses
 from monitor.calibration_cli import entry_from
 from monitor.checks.events import iso_utc
-from monitor.console.requests import allowed_sites, check_csrf, console_of, session_of, site_for
+from monitor.console.requests import allowed_sites, check_csrf, console_of, session_of, site_for, writable_record
 from monitor.console.users import Role
 from monitor.read.times import UsageError
 from monitor.stores.calibration import METHODS, CalibrationError, add
@@ -34,7 +34,7 @@ def calibration_list(request: Request) -> dict[str, Any]:
     c, s = console_of(request), session_of(request)
     sites = allowed_sites(c, s)
     now = time.time()
-    found = logs(c.db)
+    found = logs(writable_record(c))
     units = {(x.id, ch.id): (ch.kind.value, ch.unit) for x in c.config.sites for ch in x.channels}
     rows = []
     for site, channel, st in statuses(c.config, now):
@@ -75,7 +75,7 @@ async def calibration_add(request: Request) -> JSONResponse:
                                  method=str(values["method"] or ""), found=[str(x) for x in found],
                                  left=[str(x) for x in left], next_due=str(values["next_due"] or "") or None,
                                  note=f"{note} [entered in the console by {s.user.name}]".strip(), now=time.time())
-        seq = add(c.db, entry, kind)
+        seq = add(writable_record(c), entry, kind)
     except (UsageError, CalibrationError) as exc:
         raise HTTPException(400, str(exc)) from exc
     return JSONResponse({"recorded": entry.to_dict(), "journal_seq": seq})

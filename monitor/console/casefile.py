@@ -34,6 +34,7 @@ from monitor.console import queries
 from monitor.console.api import allowed_sites, check_csrf, console_of, session_of, site_for
 from monitor.console.app import Console
 from monitor.console.auth import Session
+from monitor.console.requests import writable_record
 from monitor.console.users import Role
 from monitor.reports.annotations import AnnotationError, annotate, episode_annotations
 from monitor.stores import casefile as store
@@ -164,7 +165,7 @@ async def fulfil(request: Request, obligation_id: int) -> dict[str, Any]:
     now = clock.wall()
     ob = found[0]
     report = str(body.get("report") or "").strip() or None
-    cf = CaseFile.open(c.db, {x.id: x.timezone for x in c.config.sites})
+    cf = CaseFile.open(writable_record(c), {x.id: x.timezone for x in c.config.sites})
     try:
         cf.fulfil(obligation_id, done_at=_when(body.get("done_at"), c.config.site(ob.site).timezone, now),
                   how=str(body.get("how") or ""), recipient=str(body.get("to") or ""), note=str(body.get("note") or ""),
@@ -199,8 +200,8 @@ async def annotation(request: Request, event_id: int) -> dict[str, Any]:
     if len(cause) > store.MAX_TEXT or len(action) > store.MAX_TEXT:
         raise HTTPException(400, f"cause and corrective action are limited to {store.MAX_TEXT} characters each")
     try:
-        a = annotate(c.db, episode=episode, cause=cause, action=action, user=s.user.name, now=clock.wall(),
-                     attachments=attachments)
+        a = annotate(writable_record(c), episode=episode, cause=cause, action=action, user=s.user.name,
+                     now=clock.wall(), attachments=attachments)
     except AnnotationError as exc:
         raise HTTPException(400, str(exc)) from exc
     return {"episode": episode, "cause": a.cause, "action": a.action, "user": a.user, "time": a.time,
@@ -218,7 +219,7 @@ async def invalidate(request: Request, event_id: int) -> dict[str, Any]:
         episode, site = _episode_of(c, s, conn, event_id)
     finally:
         conn.close()
-    cf = CaseFile.open(c.db, {x.id: x.timezone for x in c.config.sites})
+    cf = CaseFile.open(writable_record(c), {x.id: x.timezone for x in c.config.sites})
     try:
         inv = cf.invalidate(episode, site=site, reason=str(body.get("reason") or ""), user=s.user.name,
                             now=clock.wall())
@@ -237,7 +238,7 @@ async def upload(request: Request, name: str = "upload.pdf") -> dict[str, Any]:
     check_csrf(request, s)
     _need(s, Role.INDUSTRY, "upload reports and attachments")
     data = await request.body()
-    cf = CaseFile.open(c.db, {x.id: x.timezone for x in c.config.sites})
+    cf = CaseFile.open(writable_record(c), {x.id: x.timezone for x in c.config.sites})
     try:
         f = cf.store_file(data, name=name, user=s.user.name, now=clock.wall(), media=UPLOAD_MEDIA)
     except CaseFileError as exc:
@@ -259,7 +260,7 @@ def download(request: Request, sha256: str) -> FileResponse:
         conn.close()
     if info is None or not visible:
         raise HTTPException(403 if s.user.role is Role.INDUSTRY else 404, f"no file {sha256}")
-    return FileResponse(store.file_path(c.db, sha256), media_type=info.media, filename=info.name,
+    return FileResponse(store.file_path(writable_record(c), sha256), media_type=info.media, filename=info.name,
                         content_disposition_type="inline" if info.media == "application/pdf" else "attachment")
 
 

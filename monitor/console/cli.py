@@ -1,7 +1,7 @@
 """`pretreat console` (serve the operator console) and `pretreat user add|list|remove` (its users).
 
-    pretreat console --config FILE [--host 127.0.0.1] [--port 8080] [--users FILE] [--secure-cookies]
-                     [--trusted-proxy ADDR]
+    pretreat console --config FILE [--database postgresql://…] [--host 127.0.0.1] [--port 8080] [--users FILE]
+                     [--secure-cookies] [--trusted-proxy ADDR]
     pretreat user add --config FILE --name N --role operator|industry|enforcement [--company C]
                       [--password-stdin] [--users FILE]
     pretreat user list|remove --config FILE [--name N] [--users FILE]
@@ -10,6 +10,11 @@
 is asked for twice on the terminal, or read as one line from standard input with ``--password-stdin``
 (for provisioning scripts); it is never a command-line argument, which other users could see in ``ps``.
 An industry user's ``--company`` must be the ``company`` of at least one ``[[site]]`` of the site file.
+
+``--database`` serves the county hub's PostgreSQL database instead of the daemon's file: every site the
+site file states (a county file whose ``[[site]]`` tables are the edges' sites: names, time zones, companies,
+channels and rules, which the hub's database does not hold), with the same roles; actions that write into a
+site's record (acknowledge, calibrate, case file) stay with the edge's own console (409 here).
 
 This module imports no web framework: `pretreat user` stays light; the app is imported by `pretreat
 console` only. Exit codes: 0 done, 1 the server or the users file failed, 2 bad usage or configuration.
@@ -21,6 +26,7 @@ import argparse
 import getpass
 import ipaddress
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -38,12 +44,15 @@ from monitor.console.users import (
     load_users,
     save_users,
 )
+from monitor.stores.hub_record import is_database_url
 
 log = logging.getLogger(__name__)
 
 
 def add_console(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, metavar="FILE", help="the site file the daemon runs")
+    p.add_argument("--database", metavar="URL",
+                   help="serve the county hub's PostgreSQL database (postgresql://…) for the site file's sites")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: loopback only)")
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--users", metavar="FILE", help="users file (default: <site file>.users.toml)")
@@ -168,6 +177,9 @@ def _serve(args: argparse.Namespace) -> int:
     if isinstance(loaded, int):
         return loaded
     config, users = loaded
+    database = getattr(args, "database", None)
+    if database is not None and not is_database_url(database):
+        return _fail(args, f"--database {database!r}: expected a postgresql:// URL (the hub's database)", 2)
     try:
         count = len(load_users(users))
     except UsersError as exc:
@@ -181,11 +193,19 @@ def _serve(args: argparse.Namespace) -> int:
     from monitor.console.app import ConsoleServer, create_app
 
     app = create_app(config=config, users_path=users, secure_cookies=args.secure_cookies,
-                     session_lifetime=args.session_hours * 3600.0)
+                     session_lifetime=args.session_hours * 3600.0, database=database)
     server = ConsoleServer(app, host=args.host, port=args.port, log_level="info", trusted_proxy=args.trusted_proxy)
-    log.info("console for %s on http://%s:%d/ (users: %s)", config.daemon.historian, args.host, args.port, users)
+    log.info("console for %s on http://%s:%d/ (users: %s)", _shown(database) or config.daemon.historian, args.host,
+             args.port, users)
     server.run()
     return 0 if server.started else 1
+
+
+def _shown(url: str | None) -> str:
+    """The database URL without its password, for the log."""
+    if not url:
+        return ""
+    return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
 
 
 def _loopback(host: str) -> bool:

@@ -78,7 +78,7 @@ class _Changes:
 class Hub:
     """The follower and its subscribers. Start `run` as a task; set `closing` to end every stream."""
 
-    def __init__(self, *, db: Path, config: SiteConfig, interval: float = 0.1) -> None:
+    def __init__(self, *, db: Path | str, config: SiteConfig, interval: float = 0.1) -> None:
         self.db = db
         self.config = config
         self.interval = interval

@@ -22,7 +22,7 @@ from config.schema import SiteConfig
 from monitor.console import alarm_view, remarks
 from monitor.logtext import local_time
 from monitor.read.alarms import alarm_rows, journal_records
-from monitor.stores.readonly import connect_readonly
+from monitor.stores.readonly import connect_readonly, connect_record
 
 # How far an alarm needs the operator: 0 active and unacknowledged, 1 other unacknowledged (returned to
 # normal or latched), 2 acknowledged but still active or latched, 3 suppressed (shelved, out of service),
@@ -34,9 +34,11 @@ TIER: dict[str, int] = {
 }
 
 
-def connect(db: Path) -> sqlite3.Connection | None:
+def connect(db: Path | str) -> sqlite3.Connection | None:
     """A read-only connection to the daemon's file (usable from the server's worker threads), or None if the
-    daemon has not created it yet."""
+    daemon has not created it yet; or to the county hub's database (a URL: `monitor.stores.hub_record`)."""
+    if isinstance(db, str):
+        return connect_record(db)
     if not db.is_file():
         return None
     return connect_readonly(db, check_same_thread=False)

@@ -36,12 +36,12 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, Response
 
+from monitor.console import queries
 from monitor.console.app import Console
 from monitor.console.auth import Session
 from monitor.console.requests import allowed_sites, check_csrf, console_of, session_of, site_for
 from monitor.console.users import Role
 from monitor.reports.schedule import ReportFile, list_reports
-from monitor.stores.readonly import connect_readonly
 
 router = APIRouter(prefix="/api/reports")
 nov_router = APIRouter(prefix="/api/nov")
@@ -129,7 +129,9 @@ def _episode_id(c: Console, event_id: int) -> str:
     from monitor.checks.events import iso_utc
 
     try:
-        conn = connect_readonly(c.db)
+        conn = queries.connect(c.db)
+        if conn is None:
+            raise sqlite3.OperationalError("no database yet")
         try:
             row = conn.execute("SELECT site, channel, rule, time, event FROM episode_events WHERE id = ?",
                                (event_id,)).fetchone()

@@ -6,6 +6,7 @@ pages all take them from here, so the access rules are written once (`monitor.co
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 from fastapi import HTTPException, Request
 
@@ -14,6 +15,7 @@ from monitor.console import queries
 from monitor.console.app import Console
 from monitor.console.auth import SESSION_COOKIE, Session, site_ids, visible_sites
 from monitor.console.users import Role
+from monitor.stores.readonly import RECORD_ERRORS
 
 
 def console_of(request: Request) -> Console:
@@ -57,5 +59,15 @@ def open_db(c: Console) -> sqlite3.Connection | None:
     """The daemon's file read-only, None before the daemon created it; 503 if it cannot be read."""
     try:
         return queries.connect(c.db)
-    except sqlite3.Error as exc:
+    except RECORD_ERRORS as exc:
         raise HTTPException(503, f"the daemon's database cannot be read: {exc}") from exc
+
+
+def writable_record(c: Console) -> Path:
+    """The daemon's file, for an action that writes into it (acknowledge, calibrate, annotate). The county
+    console reads the hub's database, a mirror of what the edges report: an action belongs to the edge that
+    owns the site (its own console), so it is refused here with 409 rather than lost."""
+    if isinstance(c.db, str):
+        raise HTTPException(409, "this console reads the county hub's database: act on the site's own console "
+                                 "(the edge daemon that records it)")
+    return c.db

@@ -21,6 +21,7 @@ from typing import Any
 from config.schema import Site, SiteConfig
 from monitor.read.episodes import details, find_episodes
 from monitor.read.readings import completeness, limits, series
+from monitor.stores.readonly import dialect
 
 MAX_BUCKETS = 4000
 MAX_SPAN = 31 * 86400.0  # a month: more than the zoom-out the site view offers (a week)
@@ -44,10 +45,13 @@ def trend(conn: sqlite3.Connection | None, config: SiteConfig, site: Site, chann
     interval = inst.poll_interval if inst is not None else None
     merged: dict[int, list[Any]] = {}
     ids = [cid for cid, _u in series(conn, site.id, channel)] if conn is not None else []
+    # the bucket: (time - start) / width truncated (time >= start, so toward zero is down); PostgreSQL's CAST
+    # rounds instead, so there it is floor()
+    bucket = "floor((time - ?) / ?)::bigint" if dialect(conn) == "postgresql" else "CAST((time - ?) / ? AS INTEGER)"
     for cid in ids:
         assert conn is not None
         for b, lo, hi, good, total in conn.execute(
-                "SELECT CAST((time - ?) / ? AS INTEGER) AS b, MIN(value), MAX(value), COUNT(value), COUNT(*) "
+                f"SELECT {bucket} AS b, MIN(value), MAX(value), COUNT(value), COUNT(*) "
                 "FROM readings WHERE channel_id = ? AND time >= ? AND time < ? GROUP BY b",
                 (start, width, cid, start, end)):
             m = merged.get(b)

@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 
 from monitor.hub.sparkplug import READING_COLUMNS
+from monitor.stores.hub_record import create_views
 
 SCHEMA_LOCK = 0x70726574  # advisory lock key: two hubs starting together create the schema once
 READINGS = """
@@ -114,6 +115,7 @@ class Store:
             else:
                 conn.execute(READINGS.format(partitioning=" PARTITION BY RANGE (time)"))
             conn.execute(SCHEMA)
+            create_views(conn)  # the read side's `record` views (monitor.stores.hub_record)
             conn.execute(STAGE)
         self._months.clear()
         self.conn = conn

@@ -52,7 +52,7 @@ def configured_alarms(config: SiteConfig) -> dict[str, tuple[str, str]]:
 def alarm_rows(conn: sqlite3.Connection, config: SiteConfig | None) -> list[dict[str, Any]]:
     """Every alarm: the configured ones (normal if the engine never stored a row for them) and any stored."""
     stored: dict[str, tuple[str, str, str]] = {}
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'alarm_state'").fetchone():
+    if has_table(conn, "alarm_state"):
         stored = {r[0]: (r[1], r[2], r[3]) for r in
                   conn.execute("SELECT alarm_id, state, priority, record FROM alarm_state")}
     known = configured_alarms(config) if config is not None else {}

@@ -58,7 +58,7 @@ from monitor.read.revisions import revision_lines, withdrawn_ids
 from monitor.stores.casefile import episode_key as casefile_id
 from monitor.stores.casefile import invalid_episodes
 from monitor.stores.historian_db import QUALITY_BY_CODE
-from monitor.stores.readonly import has_table
+from monitor.stores.readonly import dialect, has_table
 
 EVIDENCE_MARGIN = 3600.0  # s of readings shown before and after an episode with --evidence
 
@@ -130,7 +130,7 @@ def find_episodes(conn: sqlite3.Connection, *, now: float, site: str | None = No
     if not has_table(conn, "episode_events"):
         return []
     withdrawn = withdrawn_ids(conn)
-    where, args = ["1"], []
+    where, args = ["1 = 1"], []
     for column, value in (("site", site), ("rule", rule), ("channel", channel)):
         if value is not None:
             where.append(f"{column} = ?")
@@ -142,7 +142,7 @@ def find_episodes(conn: sqlite3.Connection, *, now: float, site: str | None = No
         if rule is None and not data_quality and k[2] in DATA_QUALITY_RULES:
             continue
         rows = conn.execute("SELECT event = 'end', time, id FROM episode_events "
-                            "WHERE site = ? AND channel = ? AND rule = ? ORDER BY event, time", k).fetchall()
+                            "WHERE site = ? AND channel = ? AND rule = ? ORDER BY event, time, id", k).fetchall()
         ends = [(t, i, True) for is_end, t, i in rows if is_end and i not in withdrawn]
         starts = [(t, i, False) for is_end, t, i in rows if not is_end and i not in withdrawn]
         out += _pair(k, heapq.merge(ends, starts), now)
@@ -176,24 +176,31 @@ def _pair(key: tuple[str, str, str], events: Iterable[tuple[float, int, bool]], 
 
 
 def details(conn: sqlite3.Connection, found: list[Found]) -> list[Episode]:
-    """The report rows for ``found``: values, limit, peak and citation read by id (rowid look-ups)."""
+    """The report rows for ``found``: values, limit, peak and citation read by id (rowid look-ups).
+
+    Rows are keyed by (site, id): on the hub's database an id is the edge's episode store row id, unique per
+    edge node only, and a site's events all come from its edge."""
     if not found:
         return []
     ids = [i for f in found for i in (f[5], f[6]) if i is not None]
-    columns = "e.id, e.value, e.limit_value, e.peak, e.citation, " + _coverage_columns(conn)
+    columns = "e.site, e.id, e.value, e.limit_value, e.peak, e.citation, " + _coverage_columns(conn)
     stored = conn.execute("SELECT MAX(id) FROM episode_events").fetchone()[0] or 0
-    if len(ids) * 4 >= stored:  # a large share: one sequential scan beats a look-up per row
-        rows = {r[0]: r for r in conn.execute(f"SELECT {columns} FROM episode_events e")}
+    if dialect(conn) == "postgresql":  # no temporary tables in a read-only transaction: an array instead
+        sites = sorted({f[1] for f in found})
+        rows = {(r[0], r[1]): r[1:] for r in conn.execute(
+            f"SELECT {columns} FROM episode_events e WHERE e.id = ANY(?) AND e.site = ANY(?)", (ids, sites))}
+    elif len(ids) * 4 >= stored:  # a large share: one sequential scan beats a look-up per row
+        rows = {(r[0], r[1]): r[1:] for r in conn.execute(f"SELECT {columns} FROM episode_events e")}
     else:
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS exceedance_ids (id INTEGER PRIMARY KEY)")
         conn.execute("DELETE FROM temp.exceedance_ids")
         conn.executemany("INSERT OR IGNORE INTO temp.exceedance_ids VALUES (?)", ((i,) for i in ids))
-        rows = {r[0]: r for r in conn.execute(
+        rows = {(r[0], r[1]): r[1:] for r in conn.execute(
             f"SELECT {columns} FROM temp.exceedance_ids x JOIN episode_events e ON e.id = x.id")}
     out = []
     for _at, site, channel, rule, status, sid, eid, st, et, until in found:
-        s = rows.get(sid) if sid is not None else None
-        e = rows.get(eid) if eid is not None else None
+        s = rows.get((site, sid)) if sid is not None else None
+        e = rows.get((site, eid)) if eid is not None else None
         limit = s[2] if s is not None and s[2] is not None else (e[2] if e is not None else None)
         ep = Episode(site, channel, rule, status, st, et, until, s[1] if s else None, e[1] if e else None,
                      limit, e[3] if e else None, (s or e or (0, 0, 0, 0, ""))[4])
@@ -312,16 +319,26 @@ def _range_counts(conn: sqlite3.Connection, todo: list[tuple[int, int, int, floa
                   ) -> dict[tuple[int, int], tuple[int, Any, Any]]:
     if not todo or not has_table(conn, "readings"):
         return {}
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS exceedance_ranges "
-                 "(n INTEGER, part INTEGER, cid INTEGER, lo REAL, hi REAL, want_peak INTEGER)")
-    conn.execute("DELETE FROM temp.exceedance_ranges")
-    conn.executemany("INSERT INTO temp.exceedance_ranges VALUES (?,?,?,?,?,?)", todo)
     sub = "FROM readings r WHERE r.channel_id = e.cid AND r.time >= e.lo AND r.time <= e.hi"
-    rows = conn.execute(
-        f"SELECT n, part, SUM((SELECT COUNT(r.value) {sub})), "
-        f"MIN(CASE WHEN want_peak THEN (SELECT MIN(r.value) {sub}) END), "
-        f"MAX(CASE WHEN want_peak THEN (SELECT MAX(r.value) {sub}) END) "
-        "FROM temp.exceedance_ranges e GROUP BY n, part").fetchall()
+    counts = (f"SELECT n, part, SUM((SELECT COUNT(r.value) {sub})), "
+              f"MIN(CASE WHEN want_peak = 1 THEN (SELECT MIN(r.value) {sub}) END), "
+              f"MAX(CASE WHEN want_peak = 1 THEN (SELECT MAX(r.value) {sub}) END) ")
+    if dialect(conn) == "postgresql":
+        # the hub keeps reading times in ms (the Sparkplug timestamp, rounded as the edge rounds it): the
+        # bounds are rounded the same way, so the reading that opened an episode is inside it here too; and
+        # the ranges go as arrays, since a read-only transaction makes no temporary table
+        cols = list(zip(*todo, strict=True))
+        lo, hi = ([round(t * 1000) / 1000 for t in ts] for ts in (cols[3], cols[4]))
+        rows = conn.execute(
+            "WITH e (n, part, cid, lo, hi, want_peak) AS (SELECT * FROM unnest(?::int[], ?::int[], ?::bigint[], "
+            f"?::float8[], ?::float8[], ?::int[])) {counts} FROM e GROUP BY n, part",
+            (list(cols[0]), list(cols[1]), list(cols[2]), lo, hi, list(cols[5]))).fetchall()
+    else:
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS exceedance_ranges "
+                     "(n INTEGER, part INTEGER, cid INTEGER, lo REAL, hi REAL, want_peak INTEGER)")
+        conn.execute("DELETE FROM temp.exceedance_ranges")
+        conn.executemany("INSERT INTO temp.exceedance_ranges VALUES (?,?,?,?,?,?)", todo)
+        rows = conn.execute(f"{counts} FROM temp.exceedance_ranges e GROUP BY n, part").fetchall()
     return {(n, part): (int(good or 0), lo, hi) for n, part, good, lo, hi in rows}
 
 

@@ -47,7 +47,7 @@ def latest_good_row(conn: sqlite3.Connection, ids: list[int], lookback: int = GO
     best: tuple[Any, ...] | None = None
     for cid in ids:
         row = conn.execute("SELECT time, value, quality, reason FROM (SELECT time, seq, value, quality, reason "
-                           "FROM readings WHERE channel_id = ? ORDER BY time DESC, seq DESC LIMIT ?) "
+                           "FROM readings WHERE channel_id = ? ORDER BY time DESC, seq DESC LIMIT ?) AS latest "
                            "WHERE quality = 0 ORDER BY time DESC, seq DESC LIMIT 1", (cid, lookback)).fetchone()
         if row is not None and (best is None or row[0] > best[0]):
             best = row

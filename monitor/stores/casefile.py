@@ -39,6 +39,7 @@ from alarms.journal import Entry, Journal
 from config.obligations import ObligationRule, obligations_of, obliges
 from config.schema import Site
 from monitor.checks.events import START, EpisodeEvent, iso_utc
+from monitor.stores.readonly import has_table
 
 MAX_FILE = 10 * 1024 * 1024  # bytes: a written report or a photo; more belongs in the program's document system
 MEDIA = {b"%PDF-": "application/pdf", b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg"}
@@ -184,8 +185,7 @@ def file_path(historian: Path, sha256: str) -> Path:
 # ---- reading ---------------------------------------------------------------------------------------------
 
 def _has(conn: sqlite3.Connection, table: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone() \
-        is not None
+    return has_table(conn, table)  # the hub's database too (`monitor.stores.readonly`)
 
 
 _OB_COLUMNS = ("id, episode, site, channel, rule, onset, aware, key, source, action, recipient, written, citation, "

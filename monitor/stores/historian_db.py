@@ -33,10 +33,11 @@ import heapq
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from monitor.sample import QUALITY_BY_CODE, QUALITY_CODES, Sample
-from monitor.stores.readonly import connect_readonly
+from monitor.stores.hub_record import HubReader, is_database_url
+from monitor.stores.readonly import connect_readonly, has_table
 
 SCHEMA_VERSION: Final = 3  # 2: quality code 8, over_range; 3: codes 9 and 10 (older files upgraded in place)
 # The quality codes stored in the readings table are `monitor.sample.QUALITY_CODES`: adding a quality needs a new
@@ -161,12 +162,16 @@ def _check_qualities(conn: sqlite3.Connection, path: Path) -> None:
                                  f"{known.value if known else 'unknown'!r} here; refusing to mix them")
 
 
-def open_for_reading(path: Path) -> sqlite3.Connection:
+def open_for_reading(path: Path | str) -> sqlite3.Connection:
     """A read-only connection; raises `HistorianError` if the file is missing or from a newer version.
 
     A file without historian tables yet (user_version 0, e.g. created by the episode store first) reads as
-    empty rather than failing: nothing has been recorded, which is a fact, not an error.
+    empty rather than failing: nothing has been recorded, which is a fact, not an error. A ``postgresql://``
+    URL opens the county hub's database through its ``record`` views (`monitor.stores.hub_record`), which
+    answer the same queries.
     """
+    if isinstance(path, str) and is_database_url(path):
+        return _open_hub(path)
     path = Path(path)
     if not path.is_file():
         raise HistorianError(f"no historian file at {path}")
@@ -180,6 +185,19 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(":memory:")
         for ddl in _SCHEMA:
             conn.execute(ddl)
+    return conn
+
+
+def _open_hub(url: str) -> Any:
+    import psycopg
+
+    try:
+        conn = HubReader(url)
+    except psycopg.Error as exc:
+        raise HistorianError(f"cannot connect to the hub's database: {exc}") from exc
+    if not has_table(conn, "record.readings"):
+        conn.close()
+        raise HistorianError("the hub's database has no record views yet: has `pretreat hub` run against it?")
     return conn
 
 

@@ -4,12 +4,23 @@ Read-only through a ``mode=ro`` URI of the resolved path, so a reader never crea
 ``--db`` stays an error instead of becoming an empty database) and can never write into the record; it reads
 beside the running daemon (WAL). ``timeout`` (s) is SQLite's busy timeout: how long a read waits for the
 writer's checkpoint before failing with "database is locked".
+
+The county hub's PostgreSQL database is the other record a read can name (``--database postgresql://…``):
+`connect_record` opens either, read-only, and `has_table`/`dialect` answer for both.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from monitor.stores.hub_record import HubReader, is_database_url
+
+RECORD_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, psycopg.Error)
+"""What reading a record raises when the record cannot be read (either kind)."""
 
 
 def connect_readonly(path: Path | str, *, timeout: float = 5.0, check_same_thread: bool = True) -> sqlite3.Connection:
@@ -19,7 +30,24 @@ def connect_readonly(path: Path | str, *, timeout: float = 5.0, check_same_threa
                            check_same_thread=check_same_thread)
 
 
-def has_table(conn: sqlite3.Connection, name: str) -> bool:
-    """Whether the file has table ``name`` yet (the daemon creates each store's tables when it first runs)."""
+def connect_record(location: Path | str, *, timeout: float = 5.0, check_same_thread: bool = True) -> Any:
+    """A read-only connection to a record: the daemon's SQLite file, or (a ``postgresql://`` URL) the county
+    hub's database, read through its ``record`` views (`monitor.stores.hub_record.HubReader`). Both take the
+    read side's SQL with ``?`` parameters; `dialect` tells them apart where the SQL must differ."""
+    if isinstance(location, str) and is_database_url(location):
+        return HubReader(location, timeout=timeout)
+    return connect_readonly(location, timeout=timeout, check_same_thread=check_same_thread)
+
+
+def dialect(conn: Any) -> str:
+    """"sqlite" or "postgresql": which SQL the connection speaks where the two differ."""
+    return str(getattr(conn, "dialect", "sqlite"))
+
+
+def has_table(conn: Any, name: str) -> bool:
+    """Whether the record has table ``name`` yet (the daemon creates each store's tables when it first runs;
+    on the hub's database, whether the ``record`` schema or the hub's own has that table or view)."""
+    if dialect(conn) == "postgresql":
+        return bool(conn.execute("SELECT to_regclass(?) IS NOT NULL", (name,)).fetchone()[0])
     return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
                         (name,)).fetchone() is not None

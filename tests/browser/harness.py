@@ -357,6 +357,17 @@ def console(config: SiteConfig, users: Path, **options: Any) -> Iterator[tuple[s
         server.stop_thread()
 
 
+def browser_login(browser: Any, base: str, user: str, viewport: dict[str, int]) -> Any:
+    """A Chromium page logged in as ``user`` through the login form (the page the login lands on)."""
+    page = browser.new_page(viewport=viewport)
+    page.goto(base + "/")
+    page.fill("#username", user)
+    page.fill("#password", PASSWORD)
+    page.click("#login-submit")
+    page.wait_for_load_state()
+    return page
+
+
 def login(base: str, name: str, password: str = PASSWORD) -> httpx.Client:
     """An httpx client logged in through the real login form (CSRF cookie and field, session cookie)."""
     client = httpx.Client(base_url=base, timeout=10.0)

@@ -1,0 +1,130 @@
+"""The read side on the county hub's database: an edge daemon (`pretreat run` with ``[uplink]``, our Modbus
+simulator) publishes to a real mosquitto, a `pretreat hub` writes into a PostgreSQL cluster the fixture made,
+and `pretreat exceedances` and `pretreat readings` with ``--database`` must answer exactly as they answer on the
+edge's own SQLite file for that site: the same episodes, values, completeness, evidence and readings, byte for
+byte."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import tests.integration.test_hub as hub_tests
+import tests.integration.test_uplink as uplink_tests
+from config.loader import load_config
+from monitor.cli import main
+from monitor.exceedances import add_arguments as exceedance_arguments
+from monitor.exceedances import run as exceedances
+from monitor.stores.readonly import connect_readonly
+from simulators.runner import SiteSimulator
+from tests.faults.harness import SITE, DaemonProcess, SimThread
+from tests.support import Mosquitto, PostgreSQL, wait_until
+
+
+def _counts_sqlite(path: Path) -> tuple[int, int]:
+    conn = connect_readonly(path, timeout=10)
+    try:
+        return (conn.execute("SELECT count(*) FROM readings").fetchone()[0],
+                conn.execute("SELECT count(*) FROM episode_events").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _ended(path: Path) -> int:
+    conn = connect_readonly(path, timeout=10)
+    try:
+        return int(conn.execute("SELECT count(*) FROM episode_events WHERE event = 'end'").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _counts_hub(db: PostgreSQL) -> tuple[int, int]:
+    with psycopg.connect(db.url) as conn:
+        return (conn.execute("SELECT count(*) FROM readings").fetchone()[0],  # type: ignore[index]
+                conn.execute("SELECT count(*) FROM events WHERE type = 'episode'").fetchone()[0])  # type: ignore[index]
+
+
+def _exceedances(argv: list[str], now: float) -> str:
+    p = argparse.ArgumentParser()
+    exceedance_arguments(p)
+    out = io.StringIO()
+    assert exceedances(p.parse_args(argv), out=out, now=now) == 0
+    return out.getvalue()
+
+
+@pytest.fixture
+def county(tmp_path: Path, mosquitto: Mosquitto, postgres: PostgreSQL) -> Any:
+    """One edge daemon (a served pH and flow meter, a pH meter nobody serves) and one hub, run until the edge
+    has recorded episodes and the hub has stored every reading and episode event of it; the daemon stopped."""
+    path, sim = uplink_tests.uplink_site(tmp_path, mosquitto.port)
+    config = load_config(path)
+    hub = hub_tests.HubProcess(tmp_path, "hub-a", mosquitto, postgres)
+    daemon = DaemonProcess(path, tmp_path / "daemon.log")
+    try:
+        hub.start()
+        db = config.daemon.historian
+        with SimThread(lambda: SiteSimulator(config=sim)):
+            daemon.start()
+            daemon.wait_ready()
+            assert wait_until(lambda: db.exists() and _counts_sqlite(db)[0] > 300, 60, 0.2), daemon.output()[-2000:]
+        # the simulator away for a while: the served channels go stale, then come back (closed episodes with
+        # good readings inside their span, which completeness counts)
+        assert wait_until(lambda: _ended(db) == 0 and _counts_sqlite(db)[1] >= 3, 60, 0.2), daemon.output()[-2000:]
+        with SimThread(lambda: SiteSimulator(config=sim)):
+            assert wait_until(lambda: _ended(db) >= 2, 60, 0.2), daemon.output()[-2000:]
+            before = _counts_sqlite(db)[0]
+            assert wait_until(lambda: _counts_sqlite(db)[0] > before + 100, 60, 0.2)
+            assert daemon.stop() == 0
+        want = _counts_sqlite(db)
+        assert wait_until(lambda: _counts_hub(postgres) == want, 60, 0.2), (_counts_hub(postgres), want,
+                                                                           hub.log.read_text()[-2000:])
+        yield path, postgres.url
+    finally:
+        daemon.kill()
+        hub.stop()
+
+
+def test_exceedances_on_the_hub_database_equal_the_edges_file(county: Any) -> None:
+    path, url = county
+    now = time.time()
+    for fmt in ("csv", "json", "table"):
+        base = ["--config", str(path), "--data-quality", "--format", fmt]
+        edge = _exceedances(base, now)
+        hub = _exceedances([*base, "--database", url], now)
+        assert hub == edge, f"{fmt} differs:\nedge:\n{edge[:1500]}\nhub:\n{hub[:1500]}"
+    rows = [json.loads(line) for line in edge_json(path, now).splitlines()]
+    assert rows and any(r["readings_good"] for r in rows), json.dumps(rows)  # the test compares counted readings
+    # with the evidence (every reading from an hour before to an hour after each episode, good and bad)
+    base = ["--config", str(path), "--data-quality", "--format", "json", "--evidence", "--site", SITE]
+    edge = _exceedances(base, now)
+    assert '"evidence": [{' in edge or '"evidence":[{' in edge
+    assert _exceedances([*base, "--database", url], now) == edge
+
+
+def edge_json(path: Path, now: float) -> str:
+    return _exceedances(["--config", str(path), "--data-quality", "--format", "json"], now)
+
+
+def test_readings_on_the_hub_database_equal_the_edges_file(county: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    path, url = county
+    for channel in ("ph", "flow", "ph2"):
+        for fmt in ("csv", "json"):
+            args = ["readings", "--config", str(path), "--site", SITE, "--channel", channel, "--format", fmt]
+            assert main(args) == 0
+            edge = capsys.readouterr().out
+            assert main([*args, "--database", url]) == 0
+            hub = capsys.readouterr().out
+            assert edge.count("\n") > 50 and hub == edge, (channel, fmt, edge[:500], hub[:500])
+    # the hub's database alone (no site file): the same rows but the calibration column, which needs the file
+    assert main(["readings", "--database", url, "--site", SITE, "--channel", "ph2"]) == 0
+    alone = capsys.readouterr().out
+    assert "comm_failure" in alone and alone.count("\n") > 50
+    assert main(["readings", "--database", url, "--site", SITE, "--channel", "nope"]) == 2
+    assert "its channels: flow, ph, ph2" in capsys.readouterr().err
