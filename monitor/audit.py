@@ -1,6 +1,6 @@
 """`pretreat audit`: check the recorded episodes against a replay of the stored readings.
 
-    pretreat audit --config FILE [--from T] [--to T]
+    pretreat audit --config FILE [--database postgresql://…] [--from T] [--to T]
 
 The invariant the daemon keeps (README, "Rules"): the episodes recorded live, after the corrections late
 readings caused, are exactly the episodes a replay of the stored readings sorted by time finds. This is how an
@@ -22,6 +22,10 @@ Speed: channels that no rule reads together with another are replayed one after 
 SQLite cursor over the clustered (channel, time) key into the engine's quiet-band test (`Processor`), the
 same inlined fast path `pretreat replay` uses; channels joined by a rule (mass-loading slug, sampler pacing)
 are merged in (time, channel order) first, as the daemon judges them.
+
+``--database`` audits the county hub's copy of the site file's sites instead (`monitor.stores.hub_record`): the
+same replay over the readings the edges sent. The hub keeps reading times in milliseconds, so the recorded
+episode times are compared rounded to the millisecond there, as the readings that started and ended them are.
 """
 
 from __future__ import annotations
@@ -44,7 +48,9 @@ from monitor.checks.events import END, START, EpisodeEvent, iso_utc
 from monitor.progress import Progress
 from monitor.read.times import UsageError, parse_time
 from monitor.sample import Quality
-from monitor.stores.historian_db import QUALITY_BY_CODE, QUALITY_CODES, open_for_reading
+from monitor.stores.historian_db import QUALITY_BY_CODE, QUALITY_CODES, HistorianError, open_for_reading
+from monitor.stores.hub_record import is_database_url
+from monitor.stores.readonly import RECORD_ERRORS, connect_record, dialect, has_table
 from monitor.warmup import window_start
 
 _EXIT_MISMATCH, _EXIT_USAGE = 1, 2
@@ -52,8 +58,13 @@ _OVER_RANGE = QUALITY_CODES[Quality.OVER_RANGE]  # judged with its number, as `C
 Key = tuple[str, str, str]
 
 
+_UNREADABLE: tuple[type[Exception], ...] = (*RECORD_ERRORS, HistorianError, OSError)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, metavar="SITE.toml", help="the daemon's site file")
+    p.add_argument("--database", metavar="URL",
+                   help="audit the county hub's PostgreSQL database (postgresql://…) instead of the daemon's file")
     p.add_argument("--from", dest="start", metavar="T", help="first episode start compared (ISO 8601)")
     p.add_argument("--to", dest="end", metavar="T", help="end of the period, exclusive (ISO 8601)")
     p.set_defaults(func=run)
@@ -69,13 +80,17 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         end = parse_time(args.end) if args.end else None
         if start is not None and end is not None and start >= end:
             raise UsageError("--from must be before --to")
+        database = getattr(args, "database", None)
+        if database is not None and not is_database_url(database):
+            raise UsageError(f"--database {database!r}: expected a postgresql:// URL (the hub's database)")
     except UsageError as exc:
         print(f"pretreat audit: {exc}", file=sys.stderr)
         return _EXIT_USAGE
     try:
-        result = audit(config, start=start, end=end)
-    except (sqlite3.Error, OSError) as exc:
-        print(f"pretreat audit: cannot read {config.daemon.historian}: {exc}", file=sys.stderr)
+        result = audit(config, start=start, end=end, database=database)
+    except _UNREADABLE as exc:
+        where = "the hub's database" if database else config.daemon.historian
+        print(f"pretreat audit: cannot read {where}: {exc}", file=sys.stderr)
         return _EXIT_MISMATCH
     for line in result.mismatches:
         out.write(line + "\n")
@@ -106,9 +121,11 @@ class AuditResult:
                 f"{self.recorded} episodes recorded, {self.replayed} found by the replay; {verdict}")
 
 
-def audit(config: SiteConfig, *, start: float | None = None, end: float | None = None) -> AuditResult:
-    """Replay the stored readings of the period and compare the episodes (see the module doc)."""
-    db = Path(config.daemon.historian)
+def audit(config: SiteConfig, *, start: float | None = None, end: float | None = None,
+          database: str | None = None) -> AuditResult:
+    """Replay the stored readings of the period and compare the episodes (see the module doc); ``database``:
+    the hub's PostgreSQL URL instead of the site file's historian."""
+    db: Path | str = database if database is not None else Path(config.daemon.historian)
     began = time.perf_counter()
     engine = CheckEngine.for_config(config)
     events: list[EpisodeEvent] = []
@@ -209,6 +226,7 @@ _NEXT = ("SELECT time, seq, value, quality FROM readings WHERE channel_id = ? AN
          "AND time < ? AND (quality != 0 OR value < ? OR value > ? OR time >= ?) ORDER BY time, seq LIMIT 1")
 _QUIET = ("SELECT total(value), count(*) FROM readings WHERE channel_id = ? AND (time, seq) > (?, ?) "
           "AND (time, seq) < (?, ?)")
+_QUIET_PG = _QUIET.replace("total(value)", "coalesce(sum(value), 0.0)")  # PostgreSQL has no total()
 _ROWS = ("SELECT time, seq, value, quality FROM readings WHERE channel_id = ? AND (time, seq) > (?, ?) "
          "AND time < ? ORDER BY time, seq LIMIT 256")
 
@@ -244,7 +262,8 @@ def _skip_scan(conn: sqlite3.Connection, p: Processor, cid: int, start: float | 
         acc = p.acc
         if acc is not None:
             upto = (row[0], row[1]) if row is not None else (hi_t, 2**62)
-            total, count = conn.execute(_QUIET, (cid, *pos, *upto)).fetchone()
+            quiet = _QUIET if dialect(conn) == "sqlite" else _QUIET_PG
+            total, count = conn.execute(quiet, (cid, *pos, *upto)).fetchone()
             acc.add_quiet_sum(total, count)
         if row is None:
             return n
@@ -294,16 +313,19 @@ def _feed_many(procs: list[Processor], rows: Iterable[tuple[float, float | None,
     return n
 
 
-def recorded_events(db: Path) -> list[EpisodeEvent]:
-    """The episode store's transitions, withdrawn ones left out, in time order."""
-    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+def recorded_events(db: Path | str) -> list[EpisodeEvent]:
+    """The episode store's transitions, withdrawn ones left out, in time order (on the hub's database, at the
+    millisecond its readings are kept to)."""
+    conn = connect_record(db)
     try:
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'episode_events'").fetchone() is None:
+        if not has_table(conn, "episode_events"):
             return []
         cols = {r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}
         where = " WHERE withdrawn = 0" if "withdrawn" in cols else ""
         rows = conn.execute("SELECT time, site, channel, rule, event, value, limit_value, citation, peak "
                             f"FROM episode_events{where} ORDER BY time, id").fetchall()
+        if dialect(conn) == "postgresql":
+            rows = [(round(r[0] * 1000) / 1000, *r[1:]) for r in rows]
     finally:
         conn.close()
     return [EpisodeEvent(*r) for r in rows]
