@@ -56,7 +56,8 @@ CREATE OR REPLACE VIEW record.episode_events AS
            body->>'end_reason' AS end_reason, (body->>'measured_seconds')::float8 AS measured,
            (body->>'unmeasured_seconds')::float8 AS unmeasured,
            CASE WHEN (body->>'censored')::boolean THEN 1 ELSE 0 END AS censored,
-           CASE WHEN (body->>'confirmed')::boolean THEN 1 ELSE 0 END AS confirmed, node
+           CASE jsonb_typeof(body->'confirmed') WHEN 'number' THEN (body->>'confirmed')::float8 END AS confirmed,
+           node
     FROM public.events WHERE type = 'episode';
 CREATE OR REPLACE VIEW record.alarm_state AS
     SELECT DISTINCT ON (site, body->>'alarm') body->>'alarm' AS alarm_id, body->>'state' AS state,
