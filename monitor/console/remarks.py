@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from monitor.stores.readonly import has_table
+from monitor.stores.readonly import dialect, has_table
 
 COMMENTS_KEPT = 20  # per alarm, newest: the row shows the newest, the journal panel all of them
 
@@ -40,6 +40,10 @@ _LOCK = threading.Lock()
 
 
 def _file(conn: sqlite3.Connection) -> str:
+    """Which record the digest is of: the SQLite file's path; the hub's database (it has no journal view, so its
+    digest stays empty) is keyed by its dialect."""
+    if dialect(conn) != "sqlite":
+        return dialect(conn)
     row = conn.execute("PRAGMA database_list").fetchone()
     return str(row[2]) if row is not None else ""
 
