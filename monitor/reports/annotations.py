@@ -17,6 +17,7 @@ from pathlib import Path
 
 from monitor.checks.events import iso_utc, parse_iso
 from monitor.stores.episodes import Episode, EpisodeStore
+from monitor.stores.readonly import has_table
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS report_annotations (
     id INTEGER PRIMARY KEY,
@@ -102,8 +103,7 @@ def annotate(path: Path, *, episode: str, cause: str, action: str, user: str, no
 
 def latest_annotations(conn: sqlite3.Connection, site: str) -> dict[str, Annotation]:
     """The newest annotation of each episode of ``site``."""
-    have = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'report_annotations'")
-    if have.fetchone() is None:
+    if not has_table(conn, "report_annotations"):  # (either record: the hub's database has none)
         return {}
     rows = conn.execute("SELECT episode, cause, action, user, time FROM report_annotations WHERE site = ? "
                         "ORDER BY time, id", (site,))
@@ -112,8 +112,7 @@ def latest_annotations(conn: sqlite3.Connection, site: str) -> dict[str, Annotat
 
 def episode_annotations(conn: sqlite3.Connection, episode: str) -> list[Annotation]:
     """Every annotation of one episode, oldest first (the latest is the one in force), with attachments."""
-    have = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'report_annotations'")
-    if have.fetchone() is None:
+    if not has_table(conn, "report_annotations"):
         return []
     cols = {r[1] for r in conn.execute("PRAGMA table_info(report_annotations)")}
     extra = ", attachments" if "attachments" in cols else ", '[]'"
