@@ -43,7 +43,7 @@
         r.corrective_action, el("br"), el("span", { class: "hint" }, `${r.annotated.user}, ${r.annotated.time_text}`)) : el("span", { class: "hint" }, "none entered");
       // a duration rule starts at its onset; `confirmed` is when the duration was exceeded (the alarm fired)
       const confirmed = r.confirmed ? ` (confirmed ${time(Date.parse(r.confirmed) / 1000, r.timezone)})` : "";
-      (r.permitted ? permitted : frag).append(el("tr", { "data-rule": r.rule, "data-episode": r.episode_id, class: r.invalid ? "struck" : null, title: r.invalid || null },
+      (r.permitted ? permitted : frag).append(el("tr", { "data-site": r.site, "data-rule": r.rule, "data-episode": r.episode_id, class: r.invalid ? "struck" : null, title: r.invalid || null },
         el("td", { class: "eid", "data-label": "Episode" }, id),
         el("td", { "data-label": "Site" }, r.site_name || r.site), el("td", { "data-label": "Channel" }, r.channel),
         el("td", { "data-label": "Rule", title: r.rule }, r.rule_label || r.rule), el("td", { "data-label": "Status" }, r.status),
