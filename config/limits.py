@@ -58,6 +58,7 @@ _TEXT_KEYS = {
     "line",
     "line_end",
     "quote",
+    "clause",
     "wording",
     "note",
     "operator",
@@ -104,6 +105,9 @@ class Limit:
     line: int = 0  # seed line (profiles), for the record and the seed-text tests
     line_end: int = 0
     quote: str = ""
+    # the whole sentence (or list item) the quote stands in, omissions marked "…": what a notice quotes as the
+    # words violated, so that no fragment is presented as the ordinance's text
+    clause: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +279,7 @@ def _record(raw: dict[str, Any], key: str, p: str, reader: Reader, default_cite:
         line=reader.integer(raw, "line", p, default=0, minimum=0),
         line_end=reader.integer(raw, "line_end", p, default=0, minimum=0),
         quote=reader.text(raw, "quote", p, default=""),
+        clause=reader.text(raw, "clause", p, default=""),
         at_all_times=_bool(raw, "at_all_times", p, reader, default=False),
     )
 

@@ -147,6 +147,7 @@ class Words(TypedDict, total=False):
     """`RuleParams`' words, as keyword arguments of a parameter class."""
 
     quote: str
+    clause: str
     reading: str
     looser: str
     wording: str
@@ -157,6 +158,8 @@ def _extra(lim: Limit, looser: str, reading: str = "") -> Words:
     """The words kept beside the numbers for `pretreat rules` and the report: the reading of ambiguous law in
     force and a looser permit figure set aside (engines ignore them)."""
     out: Words = {"quote": lim.quote} if lim.quote else {}
+    if lim.clause:
+        out["clause"] = lim.clause
     if reading or lim.reading:
         out["reading"] = reading or lim.reading
     if looser:
@@ -296,6 +299,7 @@ def bind_sampler_temperature(ctx: Context, ch: Channel, s: Settings) -> Result:
         "sampler_temperature", ch, "; ".join(cites), BandParams(
             low=low, high=high, looser=looser,
             quote="; ".join(dict.fromkeys(b[3].quote for b in bands if (b[0] == low or b[1] == high) and b[3].quote)),
+            clause=" ".join(dict.fromkeys(b[3].clause for b in bands if (b[0] == low or b[1] == high) and b[3].clause)),
             reading="the sampler's refrigerator temperature: it measures the fridge, not the composited sample"),
     )
 

@@ -26,6 +26,7 @@ def _slug_params(lim: Limit, s: Settings, ctx: Context, *, baseline: float | Non
         timezone=ctx.timezone, multiplier=lim.numbers["multiplier"], operator=lim.operator, duration=duration,
         duration_operator=duration_operator, baseline_days=int(s.options.get("baseline_days", BASELINE_DAYS)),
         baseline=baseline, reading=reading, wording=lim.wording, looser=looser, quote=lim.quote,
+        clause=lim.clause,
     )
 
 

@@ -138,7 +138,7 @@ def variables(f: NoticeFacts) -> dict[str, str]:
         "authority": f.clause.authority, "date": _long_date(f.dated), "industry": s.company or s.name or s.id,
         "site_id": s.id, "site_name": s.name or s.id, "address": s.address or "(address not on file)",
         "permit": permit, "rule_label": f.rule_label, "onset_local": f.local(f.episode.start, "%Y-%m-%d %H:%M %Z"),
-        "episode_id": f.episode_id, "section": f.section, "quote": f.quote or "(no quote on file)",
+        "episode_id": f.episode_id, "section": f.section, "quote": f.words_violated or "(no quote on file)",
         "notice_section": f.clause.citation or "(none on file)", "notice_quote": f.clause.quote,
         "correction_due": _long_date(due) if due else "(none stated)", "correction_text": correction_text(f),
         "channel": f.channel.id, "unit": f.channel.unit,

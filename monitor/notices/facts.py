@@ -86,6 +86,14 @@ class NoticeFacts:
         return str(self.binding.params.get("quote", "")) if self.binding else ""
 
     @property
+    def words_violated(self) -> str:
+        """The words a notice quotes as violated: the whole sentence (``clause`` in the profile), never a fragment
+        presented as the ordinance's text; where only a snippet is on file (a permit's words), the omissions
+        before and after it are marked with "…"."""
+        params = self.binding.params if self.binding else {}
+        return str(params.get("clause", "")) or elide(str(params.get("quote", "")))
+
+    @property
     def condition(self) -> str:
         return describe(self.binding, self.channel.unit) if self.binding else ""
 
@@ -96,6 +104,17 @@ class NoticeFacts:
 
     def local(self, t: float | None, fmt: str = "%Y-%m-%d %H:%M:%S %Z") -> str:
         return "—" if t is None else datetime.fromtimestamp(t, zone(self.tz_name)).strftime(fmt)
+
+
+def elide(snippet: str) -> str:
+    """A snippet marked as one: "…" before it unless it opens a sentence (a capital letter or an item mark),
+    and after it unless it closes one."""
+    s = snippet.strip()
+    if not s:
+        return ""
+    head = "" if s[0].isupper() or s[0] in "(§" else "… "
+    tail = "" if s[-1] in ".;:…" else " …"
+    return head + s + tail
 
 
 _COVERAGE = ("end_reason", "measured", "unmeasured", "maintenance")  # schema 2 (maintenance: 4); older: unknown

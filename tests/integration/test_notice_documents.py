@@ -161,7 +161,10 @@ def test_markdown_and_word_drafts_carry_the_same_facts(site: tuple[SiteConfig, P
     text = md.read_text()
     assert png.read_bytes().startswith(b"\x89PNG") and f"]({png.name})" in text
     assert "| Onset | 2026-11-10 10:00:00 EST (reading 4.20 pH) |" in text
-    assert '"Any wastewater having a pH less than 5.0 or higher than 9.0"' in text
+    # the whole clause violated, not the snippet the rule is listed by
+    assert ('"Any wastewater having a pH less than 5.0 or higher than 9.0 or wastewater having any other corrosive '
+            'property capable of causing damage or hazard to structures, equipment and/or personnel of a POTW."'
+            in text)
     pytest.importorskip("docx", reason="python-docx is in the test extras")
     docx = tmp / "nov.docx"
     write_notice(config, EPISODE, "docx", docx, now=_local(13, 0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,37 @@ def test_each_stated_limit_quotes_its_seed_line_and_contains_its_numbers(key: st
         text = normalize_quote(" ".join(lines[clause.line - 1 : (clause.line_end or clause.line)]))
         assert normalize_quote(clause.quote) in text, f"{key}.clauses.{clause.key}: quote not at line {clause.line}"
         assert "seed" not in clause.citation
+
+
+@pytest.mark.parametrize("key", PROFILES)
+def test_each_stated_limit_carries_its_whole_clause_as_the_seed_prints_it(key: str) -> None:
+    """A notice quotes the words violated: the whole sentence (or list item), omissions marked "…", never a
+    fragment that starts or ends mid-sentence ("be more than 5% nor any single reading ...")."""
+    if not SEEDS.is_dir():
+        (pytest.fail if IN_CI else pytest.skip)(f"seed ordinance texts not found at {SEEDS}")
+    profile, _ = load_profile(key)
+    assert profile is not None
+    lines = (SEEDS / profile.seed).read_text(encoding="utf-8").splitlines()
+    for limit in profile.limits.values():
+        if not (limit.quote and limit.stated):
+            continue
+        where = f"{key}.{limit.key}"
+        assert limit.clause, f"{where}: no clause (the whole sentence the quote stands in)"
+        text = normalize_quote(" ".join(lines[limit.line - 1 : (limit.line_end or limit.line)]))
+        clause = normalize_quote(limit.clause)  # NFKC: an ellipsis "…" reads as "..."
+        assert normalize_quote(limit.quote) in clause.replace(" ...", "").replace("... ", ""), where
+        parts = [p.strip() for p in clause.split("...") if p.strip()]
+        at = 0
+        for i, part in enumerate(parts):  # each part verbatim, in order
+            found = text.find(part, at)
+            assert found >= 0, f"{where}: {part!r} not in the seed at line {limit.line}"
+            if i == 0 and not clause.startswith("..."):  # opens a sentence or a list item
+                before = text[:found].rstrip()
+                assert before == "" or before[-1] in ".;:" or re.search(r"\(\w{1,3}\)$|\b\d{1,2}\.$", before), (
+                    f"{where}: the clause starts mid-sentence: ...{before[-40:]!r}")
+            at = found + len(part)
+        assert clause.endswith("...") or (clause.endswith(".") and text[at - 1] == "."), (
+            f"{where}: the clause ends mid-sentence")
 
 
 ENABLED = {
