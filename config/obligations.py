@@ -38,6 +38,16 @@ from config.schema import Site
 FROM = ("occurrence", "awareness", "date_of_occurrence")
 OBLIGATION_CHANNEL = "obligations"  # the overdue alarm's id: <site>/obligations/obligation_overdue (no instrument)
 OBLIGATION_OVERDUE = "obligation_overdue"
+IMMEDIATELY = "immediately (no period stated)"
+
+
+def is_immediate(due_text: str) -> bool:
+    """An "immediately" duty states no period: its due time is the confirmation itself, so no judgement of
+    lateness is made against it (a zero-second deadline would call every call "late"); it is *outstanding*
+    until a fulfilment is recorded. Files from before this wording say just "immediately"."""
+    return due_text.startswith("immediately")
+
+
 _KEYS = {"action", "to", "written", "within_hours", "within_days", "from", "cite", "line", "quote"}
 
 
@@ -71,7 +81,7 @@ class ObligationRule:
                     "awareness": f"within {self.within_days} days after becoming aware",
                     "date_of_occurrence": f"within {self.within_days} days of the date of the occurrence",
                     }[self.counted_from]
-        return "immediately"
+        return IMMEDIATELY
 
     def due(self, *, onset: float, aware: float, timezone: str) -> float:
         """The deadline (epoch s UTC) of this obligation for an episode that started at ``onset`` and was

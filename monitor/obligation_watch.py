@@ -103,7 +103,11 @@ def overdue_text(late: Sequence[Obligation], zone: ZoneInfo) -> str:
     if not late:
         return "no obligation overdue (each one met, or closed when its episode was invalidated)"
     first = late[0]
-    more = f"; {len(late) - 1} more overdue" if len(late) > 1 else ""
+    more = f"; {len(late) - 1} more outstanding or overdue" if len(late) > 1 else ""
+    if first.immediate:  # no period stated: outstanding since confirmation, not "overdue" by zero seconds
+        return (f"obligation #{first.id} notice outstanding: {first.action} to {first.recipient} "
+                f"({first.due_text}), since {local_time(first.aware, zone)}; {first.citation}; "
+                f"episode {first.episode}{more}")
     return (f"obligation #{first.id} overdue: {first.action} to {first.recipient} ({first.due_text}), due "
             f"{local_time(first.due, zone)}; {first.citation}; episode {first.episode}{more}")
 

@@ -31,7 +31,7 @@ from monitor.cli_auth import AuthError, acting_person, add_auth_options
 from monitor.console.queries import connect
 from monitor.stores.casefile import CaseFile, CaseFileError, Obligation, obligations
 
-STATUSES = ("open", "overdue", "done", "all")
+STATUSES = ("open", "outstanding", "overdue", "done", "all")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -40,7 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     ls.add_argument("--config", required=True, metavar="FILE", help="site file (TOML)")
     ls.add_argument("--site", help="one site only")
     ls.add_argument("--status", choices=STATUSES, default="all",
-                    help="open (not done, due time not passed), overdue, done (on time or late), or all")
+                    help="open (not done, due time not passed), outstanding (an 'immediately' duty not yet met), "
+                         "overdue, done (on time or late), or all")
     ls.add_argument("--utc", action="store_true", help="times in UTC instead of the site's local time")
     ls.add_argument("--json", action="store_true", help="one JSON object a line")
     ls.set_defaults(func=_list)

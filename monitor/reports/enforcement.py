@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from config.obligations import is_immediate
+
 NONE_RECORDED = "None recorded."
 
 
@@ -41,11 +43,14 @@ class ObligationLine:
     def status(self, now: float) -> str:
         """``done`` (at or before the due time), ``done late``, ``not required`` (its episode was invalidated
         before it was met), ``overdue`` or ``open``."""
+        immediate = is_immediate(self.due_text)
         if self.fulfilled is not None:
-            late = self.due is not None and self.fulfilled > self.due
+            late = self.due is not None and self.fulfilled > self.due and not immediate
             return "done late" if late else "done"
         if self.closed:
             return "not required"
+        if immediate:
+            return "outstanding"
         return "overdue" if self.due is not None and now > self.due else "open"
 
 

@@ -36,7 +36,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from alarms.journal import Entry, Journal
-from config.obligations import ObligationRule, obligations_of, obliges
+from config.obligations import ObligationRule, is_immediate, obligations_of, obliges
 from config.schema import Site
 from monitor.checks.events import START, EpisodeEvent, iso_utc
 from monitor.stores.readonly import has_table
@@ -114,13 +114,21 @@ class Obligation:
     later: tuple[Fulfilment, ...] = ()  # further fulfilments a file from before the one-fulfilment rule holds
     closed: str | None = None  # "not required: episode invalidated (...)": its episode was invalidated, unmet
 
+    @property
+    def immediate(self) -> bool:
+        """An "immediately" duty (no period stated): never judged late or overdue, outstanding until met."""
+        return is_immediate(self.due_text)
+
     def status(self, now: float) -> str:
         """``done`` (on time: at or before the due time), ``done late``, ``not required`` (its episode was
-        invalidated before it was met), ``overdue`` or ``open``."""
+        invalidated before it was met), ``overdue`` or ``open``; an "immediately" duty is ``done`` once met
+        and ``outstanding`` until then (`config.obligations.is_immediate`)."""
         if self.done is not None:
-            return "done" if self.done.done_at <= self.due else "done late"
+            return "done" if self.immediate or self.done.done_at <= self.due else "done late"
         if self.closed is not None:
             return "not required"
+        if self.immediate:
+            return "outstanding"
         return "overdue" if now > self.due else "open"
 
     def to_json(self, now: float) -> dict[str, Any]:
@@ -279,7 +287,8 @@ def file_info(conn: sqlite3.Connection, sha256: str) -> StoredFile | None:
 
 def overdue_sites(conn: sqlite3.Connection, now: float) -> dict[str, list[Obligation]]:
     """The sites with obligations past due, not fulfilled and not closed by an invalidation of their episode,
-    and those obligations (by due time)."""
+    and those obligations (by due time); "immediately" duties not yet met (``outstanding``) among them, the
+    alarm naming them "notice outstanding" rather than overdue."""
     if not _has(conn, "obligations"):
         return {}
     out: dict[str, list[Obligation]] = {}
@@ -287,7 +296,7 @@ def overdue_sites(conn: sqlite3.Connection, now: float) -> dict[str, list[Obliga
         "SELECT id FROM obligations WHERE due < ? AND id NOT IN (SELECT obligation FROM obligation_fulfilments)",
         (now,))]
     for o in obligations(conn, ids=ids) if ids else []:
-        if o.status(now) == "overdue":
+        if o.status(now) in ("overdue", "outstanding"):
             out.setdefault(o.site, []).append(o)
     return out
 

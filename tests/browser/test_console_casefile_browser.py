@@ -93,8 +93,8 @@ def test_1_industry_records_fulfilment_with_its_report_and_the_cause(browser: An
     page.screenshot(path=str(artifacts / "casefile-overview.png"), full_page=True)
     _episode(page, env)
     assert page.locator("#cf-obligations tbody tr").count() == 3
-    tel = _row(page, "Telephone and notify the POTW")
-    assert "Town of Southeast § 112-5H" in tel.inner_text() and "overdue" in tel.inner_text()
+    tel = _row(page, "telephone and notify the POTW")
+    assert "Town of Southeast § 112-5H" in tel.inner_text() and "outstanding" in tel.inner_text()
     assert page.locator("#cf-invalidate-form").is_hidden()  # the industry has no invalidation form ...
     ep = env["episode"]
     assert _post_from_page(page, f"/api/episodes/{ep}/invalidate", {"reason": "ours"}) == 403  # ... nor the right
@@ -109,7 +109,7 @@ def test_1_industry_records_fulfilment_with_its_report_and_the_cause(browser: An
     page.click("#cf-done-submit")
     page.wait_for_selector("#cf-message:has-text('Recorded')")
     # the table is fetched again after the message: wait for the row to say so (a loaded machine is slower)
-    page.wait_for_selector("#cf-obligations tbody tr:has-text('Telephone and notify the POTW'):has-text('done late')")
+    page.wait_for_selector("#cf-obligations tbody tr:has-text('telephone and notify the POTW'):has-text('done')")
 
     rep = _row(page, "Repeat the sampling")
     rep.locator("button.cf-record").click()

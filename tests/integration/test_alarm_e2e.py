@@ -135,12 +135,12 @@ def test_ph_alarm_reaches_scada_and_email_and_acks_are_journaled(
                              cwd=ROOT, capture_output=True, text=True, timeout=30)
         assert out.returncode == 0, out.stdout + out.stderr
 
-        # the episode opened its obligations; the telephone notice of § 112-5H is due "immediately", so the
-        # overdue-obligation alarm rises on the site's routes, and clears once the industry records it done
+        # the episode opened its obligations; the telephone notice of § 112-5H is due "immediately" (no period
+        # stated: outstanding, never late), so the obligation alarm rises ("notice outstanding") on the site's routes, and clears once the industry records it done
         assert wait_until(lambda: (OVERDUE, "raise") in {(a, k) for a, k, _ in kinds(probe)}), log.read_text()[-3000:]
         assert any("112-5H" in m.get_content() for m in smtp_server.wait_for(2)), "the overdue alarm by email"
         listed = subprocess.run([sys.executable, "-m", "monitor.cli", "obligations", "list", "--config", str(site),
-                                 "--status", "overdue", "--json"], cwd=ROOT, capture_output=True, text=True,
+                                 "--status", "outstanding", "--json"], cwd=ROOT, capture_output=True, text=True,
                                 timeout=30)
         overdue = [json.loads(x) for x in listed.stdout.splitlines()]
         assert [o["key"] for o in overdue] == ["telephone_notice"], listed.stdout + listed.stderr

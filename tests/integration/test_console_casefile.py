@@ -52,7 +52,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     with Plant(config, obligations=True) as plant:
         plant.feed(sorted(history(config, ACME, hours=6) + history(config, BOLT, hours=6), key=lambda s: s.time))
         assert wait_until(lambda: any(t.alarm_id == OVERDUE and t.to_state is State.ACTIVE_UNACKED
-                                      for t in plant.transitions))  # "immediately" passed long ago
+                                      for t in plant.transitions))  # "immediately": notice outstanding
         with console(config, users) as (base, _app):
             clients = {name: login(base, name) for name in ("op", "acme", "bolt", "enf")}
             yield {"db": db, "plant": plant, "acme_ep": episode_id(db, ACME), **clients}
@@ -76,7 +76,7 @@ def test_a_confirmed_episode_opens_its_cited_obligations_visible_to_every_role(e
         assert r.status_code == 200, (name, r.text)
         d = r.json()
         assert [(o["key"], o["citation"], o["due_text"]) for o in d["obligations"]] == [
-            ("telephone_notice", "Town of Southeast § 112-5H", "immediately"),
+            ("telephone_notice", "Town of Southeast § 112-5H", "immediately (no period stated)"),
             ("notice_24h", "40 CFR 403.12(g)(2)", "within 24 hours of becoming aware"),
             ("repeat_sampling", "40 CFR 403.12(g)(2)", "within 30 days after becoming aware")]
         assert d["may"] == {"fulfil": name == "acme", "annotate": name == "acme", "invalidate": name == "enf"}
@@ -120,7 +120,7 @@ def test_uploads_are_limited_by_type_and_size(env: dict[str, Any]) -> None:
 def test_fulfilment_clears_the_overdue_alarm_and_is_journaled_with_the_user(env: dict[str, Any]) -> None:
     ep, acme, db = env["acme_ep"], env["acme"], env["db"]
     obs = {o["key"]: o for o in acme.get(f"/api/episodes/{ep}/casefile").json()["obligations"]}
-    assert obs["telephone_notice"]["status"] == "overdue"
+    assert obs["telephone_notice"]["status"] == "outstanding"  # "immediately": no period stated
     assert obs["notice_24h"]["status"] == "open"
     r = post(acme, f"/api/obligations/{obs['repeat_sampling']['id']}/done", {"how": "lab report", "to": "CA"})
     assert r.status_code == 400 and "written report" in r.json()["detail"]  # a written report needs its PDF
@@ -133,7 +133,7 @@ def test_fulfilment_clears_the_overdue_alarm_and_is_journaled_with_the_user(env:
     assert r.status_code == 400 and "before the episode started" in r.json()["detail"]
     r = post(acme, f"/api/obligations/{obs['telephone_notice']['id']}/done",
              {"how": "telephone", "to": "POTW duty operator", "note": "volume about 200 gal"})  # now: late
-    assert r.status_code == 200 and r.json()["status"] == "done late" and r.json()["done"]["user"] == "acme"
+    assert r.status_code == 200 and r.json()["status"] == "done" and r.json()["done"]["user"] == "acme"
     again = post(acme, f"/api/obligations/{obs['telephone_notice']['id']}/done", {"how": "e-mail", "to": "POTW"})
     assert again.status_code == 409 and "already recorded as done" in again.json()["detail"]  # the first stands
     assert "telephone to POTW duty operator" in again.json()["detail"]
@@ -163,7 +163,7 @@ def test_annotation_and_invalidation_with_who_and_when(env: dict[str, Any]) -> N
     statuses = {o["key"]: (o["status"], o["closed"]) for o in
                 env["op"].get(f"/api/episodes/{ep}/casefile").json()["obligations"]}
     closed = "not required: episode invalidated (Test discharge agreed in advance (letter 12))"
-    assert statuses["telephone_notice"] == ("done late", None)  # met before: stays as met
+    assert statuses["telephone_notice"] == ("done", None)  # met before: stays as met
     assert statuses["notice_24h"] == ("not required", closed)  # open: closed with the invalidation
     assert journal(db, "obligation_closed")
     assert post(env["enf"], f"/api/episodes/{ep}/invalidate", {"reason": "again"}).status_code == 409

@@ -55,7 +55,8 @@ def test_a_confirmed_violation_opens_its_obligations_once_each_journaled(site_an
     assert {o.episode for o in found} == {"acme/ph/ph_low@2026-03-07T20:00:00Z"}
     assert _kinds(cf) == ["obligation"] * 4
     assert cf.journal.verify().ok
-    assert all(o.status(T0 + 2) == "open" for o in found[1:]) and found[0].status(T0 + 2) == "overdue"
+    assert all(o.status(T0 + 2) == "open" for o in found[1:]) and found[0].status(T0 + 2) == "outstanding"
+    assert found[0].due_text == "immediately (no period stated)"  # no zero-second deadline to be late against
 
 
 def test_awareness_is_the_confirmation_of_a_duration_rule(site_and_file: tuple[Site, CaseFile]) -> None:
@@ -83,8 +84,8 @@ def test_fulfilment_how_to_whom_when_and_the_written_report(site_and_file: tuple
               user="acme", now=T0 + 86400, report=report.sha256)
     now = T0 + 2 * 86400
     status = {o.key: o.status(now) for o in store.obligations(cf.journal.connection)}
-    assert status == {"immediate_notice": "done late", "written_statement": "done", "notice_24h": "overdue",
-                      "repeat_sampling": "open"}  # the notice was 10 min after "immediately": late, and says so
+    assert status == {"immediate_notice": "done", "written_statement": "done", "notice_24h": "overdue",
+                      "repeat_sampling": "open"}  # "immediately" states no period: met, never "done late"
     assert _kinds(cf)[-3:] == ["fulfilment", "file", "fulfilment"]
     assert cf.journal.verify().ok
 
@@ -133,11 +134,12 @@ def test_the_overdue_alarm_rises_when_a_deadline_passes_and_clears_when_done(
     assert len(made) == 4
     first = watch.inputs(T0, lambda _id: state["on"])
     assert first == []  # due at the confirmation itself: not yet past it
-    # "immediately" was due at the confirmation: a second later it is overdue
+    # "immediately" states no period: from the confirmation on the notice is outstanding, and the alarm says so
     raised = watch.inputs(T0 + 1, lambda _id: state["on"], force=True)
     assert [(i.site, i.channel, i.rule, i.active) for i in raised] == [("acme", "obligations", OBLIGATION_OVERDUE,
                                                                         True)]
     assert "Town of Wilson § 105-7E(8)" in raised[0].citation
+    assert "notice outstanding" in raised[0].citation and "overdue" not in raised[0].citation
     state["on"] = True
     assert watch.inputs(T0 + 2, lambda _id: state["on"], force=True) == []  # unchanged: nothing to say
     ob = {o.key: o for o in store.obligations(cf.journal.connection)}
@@ -253,9 +255,10 @@ def test_the_overdue_alarm_names_the_obligation_due_time_and_citation_and_follow
     now = T0 + 86400 + 60  # the immediate notice and the 24-hour notice are both overdue
     [raised] = watch.inputs(now, lambda _id: False, force=True)
     first = raised.citation
-    assert first.startswith(f"obligation #{ob['immediate_notice'].id} overdue: ")
-    assert "due 2026-03-07 15:00:00 EST" in first and "Town of Wilson § 105-7E(8)" in first
-    assert "1 more overdue" in first
+    assert first.startswith(f"obligation #{ob['immediate_notice'].id} notice outstanding: ")
+    assert "since 2026-03-07 15:00:00 EST" in first and "Town of Wilson § 105-7E(8)" in first
+    assert "(immediately (no period stated))" in first and "accidental" in first
+    assert "1 more outstanding or overdue" in first
     t = Transition(time=now, alarm_id=f"acme/obligations/{OBLIGATION_OVERDUE}", kind=Kind.RAISE,
                    from_state=State.NORMAL, to_state=State.ACTIVE_UNACKED, priority=Priority.HIGH, who="system",
                    why="", value=None, limit=None, citation=first, seq=7)

@@ -54,12 +54,13 @@ def test_list_shows_each_obligation_with_its_status_due_time_and_citation(
         site_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["obligations", "list", "--config", str(site_file)]) == 0
     out = capsys.readouterr().out
-    assert out.count("OVERDUE") == 2 and out.count("OPEN") == 2  # the immediate and 24-hour notices are late
+    # the 24-hour notice is late; the immediate notice states no period: outstanding, not overdue
+    assert out.count("OVERDUE") == 1 and out.count("OUTSTANDING") == 1 and out.count("OPEN") == 2
     assert "Town of Vestal § 18-76(j) [section number inferred]" in out and "40 CFR 403.12(g)(2)" in out
     assert " EST" in out or " EDT" in out  # the site's local time, zone shown
     assert cli.main(["obligations", "list", "--config", str(site_file), "--status", "overdue", "--utc"]) == 0
     out = capsys.readouterr().out
-    assert out.count("OVERDUE") == 2 and "OPEN" not in out and " UTC" in out
+    assert out.count("OVERDUE") == 1 and "OPEN" not in out and "OUTSTANDING" not in out and " UTC" in out
 
 
 def test_done_records_the_fulfilment_and_a_written_report_needs_its_pdf(
@@ -82,7 +83,7 @@ def test_done_records_the_fulfilment_and_a_written_report_needs_its_pdf(
     journal = Journal(path=db)
     try:
         done = {o.key: o.status(time.time()) for o in store.obligations(journal.connection)}
-        assert done["immediate_notice"] == "done late" and done["written_report"] == "done"
+        assert done["immediate_notice"] == "done" and done["written_report"] == "done"  # "immediately": never late
         kinds = [r.kind for r in journal.records()]
         assert kinds.count("fulfilment") == 2 and "file" in kinds and journal.verify().ok
     finally:
@@ -102,7 +103,8 @@ def test_rules_names_the_obligations_or_says_the_ordinance_states_none(tmp_path:
     southeast.write_text(site_toml(channel("ph"), jurisdiction="southeast", timezone=NY), encoding="utf-8")
     assert cli.main(["rules", "--config", str(southeast)]) == 0
     out = capsys.readouterr().out
-    assert "Telephone and notify the POTW" in out and "immediately (Town of Southeast § 112-5H" in out
+    assert "telephone and notify the POTW" in out and "immediately (no period stated) (Town of Southeast § 112-5H" in out
+    assert "If the discharge was accidental" in out  # the duty is the ordinance's for an accidental discharge
 
 
 def _ids(site_file: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, int]:

@@ -32,7 +32,7 @@
       const later = (o.later || []).map((f) => el("div", { class: "also" }, `also recorded: ${f.how} to ${f.recipient}, ${time(f.done_at, zone)} (entered by ${f.user}, ${time(f.recorded, zone)})`));
       const act = d.may.fulfil && !o.done && !o.closed ? el("button", { type: "button", class: "cf-record", "data-obligation": o.id,
         onclick: () => openDone(o) }, "Record as done") : "";
-      return el("tr", { "data-obligation": o.id, class: o.status === "overdue" ? "overdue" : "" },
+      return el("tr", { "data-obligation": o.id, class: o.status === "overdue" || o.status === "outstanding" ? "overdue" : "" },
         el("td", {}, o.action), el("td", {}, o.recipient), el("td", {}, `${o.due_text}: ${time(o.due, zone)}`),
         el("td", { title: o.quote }, o.citation), el("td", { class: "status" }, o.status), el("td", {}, done, ...later), el("td", {}, act));
     });

@@ -8,7 +8,7 @@
     const resp = await api("/api/obligations");
     if (!resp.ok) return;
     const zones = Object.fromEntries((await api("/api/sites")).data.map((s) => [s.id, s.timezone]));
-    const pending = resp.data.filter((o) => o.status === "open" || o.status === "overdue")
+    const pending = resp.data.filter((o) => o.status === "open" || o.status === "outstanding" || o.status === "overdue")
       .sort((a, b) => (a.status === "overdue" ? 0 : 1) - (b.status === "overdue" ? 0 : 1) || a.due - b.due);
     document.getElementById("ob-rows").replaceChildren(...pending.map((o) => el("tr", { class: o.status, "data-obligation": o.id },
       el("td", { class: "status" }, o.status), el("td", {}, `${time(o.due, zones[o.site])} (${o.due_text})`), el("td", {}, o.site),
