@@ -21,7 +21,8 @@ from typing import TypeVar
 class RuleParams(Mapping[str, "float | str"]):
     """The words every rule may carry beside its numbers (engines ignore them), and the mapping view.
 
-    ``quote``: the ordinance's words; ``clause``: the whole sentence they stand in (a notice quotes it); ``reading``: the reading of ambiguous law in force; ``looser``: a permit
+    ``quote``: the ordinance's words; ``clause``: the whole sentence they stand in (a notice quotes it);
+    ``reading``: the reading of ambiguous law in force; ``looser``: a permit
     figure set aside as looser than the ordinance's (40 CFR 403.5(d)); ``wording``: how the limit is worded;
     ``permitted``: the federal rule under which excursions are permitted (40 CFR 401.17), when adopted.
     A rule without numbers (``stale``, ``sensor_fault``) binds this class itself."""

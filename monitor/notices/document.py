@@ -14,11 +14,12 @@ import string
 from dataclasses import dataclass, field
 from datetime import date
 
+from config.obligations import is_immediate
 from monitor.notices.facts import NoticeFacts
 from monitor.reports.compliance import fmt_minutes
 from monitor.reports.enforcement import NONE_RECORDED
 
-BLOCKS = ("facts", "violation", "obligations", "invalidation", "chart")
+BLOCKS = ("facts", "violation", "obligations", "annotations", "invalidation", "chart")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +85,8 @@ def _value_reading(f: NoticeFacts, x: float | None) -> str:
 
 
 def _obligation_rows(f: NoticeFacts) -> tuple[tuple[str, ...], ...]:
-    return tuple((o.duty, o.citation, (f.local(o.due, "%Y-%m-%d %H:%M %Z") if o.due is not None else "—")
+    return tuple((o.duty, o.citation, o.due_text if is_immediate(o.due_text) else
+                  (f.local(o.due, "%Y-%m-%d %H:%M %Z") if o.due is not None else "—")
                   + (f" ({o.due_text})" if o.due_text else ""),
                   o.status(f.now), f.local(o.fulfilled, "%Y-%m-%d %H:%M %Z") if o.fulfilled is not None else "—",
                   o.how or "—") for o in f.obligations)
@@ -107,6 +109,12 @@ def _block(name: str, f: NoticeFacts) -> list[Block]:
             return [Block("p", NONE_RECORDED + why)]
         return [Block("table", columns=("Obligation", "Citation", "Due", "Status", "Met at", "How / to whom"),
                       rows=_obligation_rows(f))]
+    if name == "annotations":
+        if not f.annotations:
+            return [Block("p", "None recorded by the user.")]
+        return [Block("table", columns=("Entered", "By", "Cause", "Corrective action"),
+                      rows=tuple((f.local(a.time, "%Y-%m-%d %H:%M %Z"), a.user, a.cause, a.action)
+                                 for a in f.annotations))]
     if name == "invalidation" and f.invalidation is not None:
         i = f.invalidation
         return [Block("p", f"**Note: this episode was marked invalid** by {i.user} on "

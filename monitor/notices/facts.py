@@ -25,7 +25,7 @@ from config.notice import NoticeClause, notice_clause
 from config.rule_catalogue import DURATION_RULES, label
 from config.rules import RuleBinding, is_data_quality
 from config.schema import Channel, Site, SiteConfig
-from monitor.reports.annotations import AnnotationError, episode_id, parse_episode_id
+from monitor.reports.annotations import Annotation, AnnotationError, episode_annotations, episode_id, parse_episode_id
 from monitor.reports.compliance import describe
 from monitor.reports.days import zone
 from monitor.reports.enforcement import InvalidationLine, ObligationLine, open_record
@@ -63,6 +63,7 @@ class NoticeFacts:
     obligations_available: bool
     invalidation: InvalidationLine | None
     now: float
+    annotations: tuple[Annotation, ...] = ()  # every cause/corrective-action entry, oldest first
 
     @property
     def tz_name(self) -> str:
@@ -203,4 +204,16 @@ def gather(config: SiteConfig, ident: str, *, now: float, dated: date | None = N
         dated=dated or datetime.fromtimestamp(now, zone(site.timezone)).date(),
         confirmed=_confirmed(e, binding, readings), readings=readings,
         obligations=tuple(record.obligations([eid])), obligations_available=record.available,
-        invalidation=invalid[0] if invalid else None, now=now)
+        invalidation=invalid[0] if invalid else None, now=now, annotations=_annotations(db, eid))
+
+
+def _annotations(db: Path, eid: str) -> tuple[Annotation, ...]:
+    """Every cause/corrective-action entry of the episode, oldest first (none where the file has none)."""
+    try:
+        conn = connect_readonly(db)
+    except sqlite3.Error:
+        return ()
+    try:
+        return tuple(episode_annotations(conn, eid))
+    finally:
+        conn.close()

@@ -110,6 +110,19 @@ def latest_annotations(conn: sqlite3.Connection, site: str) -> dict[str, Annotat
     return {r[0]: Annotation(*r) for r in rows}
 
 
+def all_annotations(conn: sqlite3.Connection, site: str) -> dict[str, tuple[Annotation, ...]]:
+    """Every annotation of each episode of ``site``, oldest first: the report shows each entry with who and
+    when, so a later one never hides an earlier one."""
+    have = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'report_annotations'")
+    if have.fetchone() is None:
+        return {}
+    out: dict[str, list[Annotation]] = {}
+    for r in conn.execute("SELECT episode, cause, action, user, time FROM report_annotations WHERE site = ? "
+                          "ORDER BY time, id", (site,)):
+        out.setdefault(r[0], []).append(Annotation(*r))
+    return {k: tuple(v) for k, v in out.items()}
+
+
 def episode_annotations(conn: sqlite3.Connection, episode: str) -> list[Annotation]:
     """Every annotation of one episode, oldest first (the latest is the one in force), with attachments."""
     if not has_table(conn, "report_annotations"):

@@ -31,7 +31,7 @@ from monitor.checks.events import iso_utc
 from monitor.checks.slug_labs import LabSlug
 from monitor.checks.slug_labs import screen as lab_slug_screen
 from monitor.reports.aggregates_db import connect
-from monitor.reports.annotations import Annotation, episode_id, latest_annotations
+from monitor.reports.annotations import Annotation, all_annotations, episode_id
 from monitor.reports.daily import DailySummary, summarize
 from monitor.reports.days import day_bounds, zone
 from monitor.reports.enforcement import ObligationLine, open_record
@@ -63,11 +63,12 @@ class EpisodeLine:
     limit: float | None
     citation: str
     data_quality: bool
-    annotation: Annotation | None
+    annotation: Annotation | None  # the latest entry
     permitted: bool = False  # a pH excursion within 40 CFR 401.17's allowances, where the permit adopts it
     invalid: Invalidation | None = None  # marked invalid by enforcement (`monitor.stores.casefile`): no violation
     calibration: str = ""  # the instrument's calibration status during the episode (monitor.calibration)
     confirmed: float | None = None  # duration rules: when the duration was exceeded (start is the onset)
+    annotations: tuple[Annotation, ...] = ()  # every cause/corrective-action entry, oldest first
 
     @property
     def duration(self) -> float | None:
@@ -260,14 +261,16 @@ def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Si
         store.close()
     days = summarize(conn, site, plans, period.first, period.last, episodes=episodes, now=now)
     notes = _notes(site, days)
-    annotations = latest_annotations(conn, site.id)
+    annotations = all_annotations(conn, site.id)
     permitted = {(b.channel, b.rule) for b in site.checks if b.params.get("permitted")}
     record = open_record(path)
     invalid = invalid_episodes(conn, site=site.id)
     calibrations = logs(path, site.id)
     lines = tuple(EpisodeLine(id=episode_id(e), channel=e.channel, rule=e.rule, start=e.start, end=e.end,
                               peak=e.peak, limit=e.limit, citation=e.citation,
-                              data_quality=e.rule in DATA_QUALITY_RULES, annotation=annotations.get(episode_id(e)),
+                              data_quality=e.rule in DATA_QUALITY_RULES,
+                              annotation=(annotations.get(episode_id(e)) or (None,))[-1],
+                              annotations=annotations.get(episode_id(e), ()),
                               permitted=(e.channel, e.rule) in permitted, invalid=invalid.get(episode_id(e)),
                               calibration=episode_calibration(site, calibrations, e.channel, e.start, e.end),
                               confirmed=e.confirmed)

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from config.rule_catalogue import DATA_QUALITY_RULES, DURATION_RULES, label
 from config.schema import ChannelKind
+from monitor.reports.annotations import Annotation
 from monitor.reports.compliance import ComplianceReport, EpisodeLine, fmt_minutes
 from monitor.reports.daily import DailySummary
 from monitor.reports.days import zone
@@ -88,11 +89,24 @@ def _episode_rows(eps: Sequence[EpisodeLine], clock: Clock, units: dict[str, str
         limit = fmt_minutes(e.limit) if timed else num(e.limit, 2)
         unit = "" if timed else units.get(e.channel, "")
         start = clock(e.start) + (f" (confirmed {clock(e.confirmed)})" if e.confirmed not in (None, e.start) else "")
-        rows.append((e.id, label(e.rule), start, duration, peak, limit, unit, e.citation,
-                     a.cause if a else "(to be completed by the industry)",
-                     a.action if a else "(to be completed by the industry)",
-                     f"{a.user}, {clock(a.time, '%Y-%m-%d')}" if a else "", e.calibration))
+        cause, action, by = annotation_cells(e.annotations or ((a,) if a else ()), clock)
+        rows.append((e.id, label(e.rule), start, duration, peak, limit, unit, e.citation, cause, action, by,
+                     e.calibration))
     return rows
+
+
+def annotation_cells(entries: Sequence[Annotation], clock: Clock) -> tuple[str, str, str]:
+    """Cause, corrective action and who/when of every entry, oldest first, numbered where there are several
+    (a later entry never hides an earlier one); who/when in the site's zone, with the zone."""
+    if not entries:
+        todo = "(to be completed by the industry)"
+        return todo, todo, ""
+    if len(entries) == 1:
+        a = entries[0]
+        return a.cause, a.action, f"{a.user}, {clock(a.time)}"
+    return ("; ".join(f"({i}) {a.cause}" for i, a in enumerate(entries, 1)),
+            "; ".join(f"({i}) {a.action}" for i, a in enumerate(entries, 1)),
+            "; ".join(f"({i}) {a.user}, {clock(a.time)}" for i, a in enumerate(entries, 1)))
 
 
 def _invalid_figures(e: EpisodeLine, clock: Clock, units: dict[str, str]) -> tuple[str, ...]:

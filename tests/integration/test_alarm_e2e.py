@@ -136,7 +136,8 @@ def test_ph_alarm_reaches_scada_and_email_and_acks_are_journaled(
         assert out.returncode == 0, out.stdout + out.stderr
 
         # the episode opened its obligations; the telephone notice of § 112-5H is due "immediately" (no period
-        # stated: outstanding, never late), so the obligation alarm rises ("notice outstanding") on the site's routes, and clears once the industry records it done
+        # stated: outstanding, never late), so the obligation alarm rises ("notice outstanding") on the site's
+        # routes, and clears once the industry records it done
         assert wait_until(lambda: (OVERDUE, "raise") in {(a, k) for a, k, _ in kinds(probe)}), log.read_text()[-3000:]
         assert any("112-5H" in m.get_content() for m in smtp_server.wait_for(2)), "the overdue alarm by email"
         listed = subprocess.run([sys.executable, "-m", "monitor.cli", "obligations", "list", "--config", str(site),

@@ -202,3 +202,21 @@ def test_no_notice_for_the_plants_own_influent_episode(site: tuple[SiteConfig, P
     out = tmp_path / "nov.pdf"
     assert cli.main(["nov", "--config", str(plant), "--episode", EPISODE, "--output", str(out)]) == 2
     assert "goes to an industry user" in capsys.readouterr().err and not out.exists()
+
+
+def test_every_cause_and_corrective_action_entry_with_who_and_when(site: tuple[SiteConfig, Path],
+                                                                    tmp_path: Path) -> None:
+    """A later annotation does not hide an earlier one: the notice lists each, with who and when (site zone)."""
+    from monitor.reports.annotations import annotate
+
+    config, _tmp = site
+    db = Path(config.daemon.historian)
+    annotate(db, episode=EPISODE, cause="acid tank valve left open", action="valve locked out",
+             user="j.smith", now=_local(11, 0))
+    annotate(db, episode=EPISODE, cause="valve seat worn (found on inspection)", action="valve replaced",
+             user="a.jones", now=_local(12, 15))
+    md, _png = write_notice(config, EPISODE, "md", tmp_path / "nov.md", now=_local(13, 0))
+    text = md.read_text()
+    for words in ("| 2026-11-10 11:00 EST | j.smith | acid tank valve left open | valve locked out |",
+                  "| 2026-11-10 12:15 EST | a.jones | valve seat worn (found on inspection) | valve replaced |"):
+        assert words in text, text

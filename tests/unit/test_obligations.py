@@ -21,15 +21,16 @@ SEEDS = Path(os.environ.get("PRETREAT_ORDINANCES") or Path(__file__).resolve().p
 NY = "America/New_York"
 
 # (key, citation, due_text, written, to): what each ordinance states, and nothing more
+IMMEDIATELY = "immediately (no period stated)"
 GOLDEN: dict[str, list[tuple[str, str, str, bool, str]]] = {
-    "southeast": [("telephone_notice", "Town of Southeast § 112-5H", "immediately (no period stated)", False, "the POTW")],
+    "southeast": [("telephone_notice", "Town of Southeast § 112-5H", IMMEDIATELY, False, "the POTW")],
     "wilson": [
-        ("immediate_notice", "Town of Wilson § 105-7E(8)", "immediately (no period stated)", False, "the Town"),
+        ("immediate_notice", "Town of Wilson § 105-7E(8)", IMMEDIATELY, False, "the Town"),
         ("written_statement", "Town of Wilson § 105-7E(8)", "within 15 days of the date of the occurrence", True,
          "the Town"),
     ],
     "vestal_endicott": [
-        ("immediate_notice", "Town of Vestal § 18-76(j) [section number inferred]", "immediately (no period stated)", False,
+        ("immediate_notice", "Town of Vestal § 18-76(j) [section number inferred]", IMMEDIATELY, False,
          "the town engineer and the village superintendent of public works"),
         ("written_report", "Town of Vestal § 18-76(j) [section number inferred]", "within 5 days of the occurrence",
          True, "the commissioner of public works, the village superintendent of public works and town engineer"),

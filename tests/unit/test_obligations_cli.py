@@ -103,7 +103,8 @@ def test_rules_names_the_obligations_or_says_the_ordinance_states_none(tmp_path:
     southeast.write_text(site_toml(channel("ph"), jurisdiction="southeast", timezone=NY), encoding="utf-8")
     assert cli.main(["rules", "--config", str(southeast)]) == 0
     out = capsys.readouterr().out
-    assert "telephone and notify the POTW" in out and "immediately (no period stated) (Town of Southeast § 112-5H" in out
+    assert "telephone and notify the POTW" in out
+    assert "immediately (no period stated) (Town of Southeast § 112-5H" in out
     assert "If the discharge was accidental" in out  # the duty is the ordinance's for an accidental discharge
 
 
