@@ -153,11 +153,18 @@ def silence_note(jurisdiction: str) -> str:
             "assumed); only the federal 40 CFR 403.12(g)(2) obligations apply")
 
 
+def is_monitoring_requirement(rule: str) -> bool:
+    """A sampler requirement (refrigeration band, sampling interval): a deviation of the monitoring equipment
+    from a permit or ordinance condition, not a discharge violation. It opens no obligation, and reports count
+    it in its own category (`monitor.reports.verdict`)."""
+    return rule.startswith("sampler_")
+
+
 def obliges(site: Site, channel: str, rule: str) -> bool:
     """Whether an episode of ``rule`` on ``channel`` is a violation that starts the site's obligations: a
     discharge limit, neither an instrument fault, nor a sampler requirement (no discharge), nor a pH excursion
     the permit's adoption of 40 CFR 401.17 permits."""
-    if is_data_quality(rule) or rule.startswith("sampler_"):
+    if is_data_quality(rule) or is_monitoring_requirement(rule):
         return False
     return not any(b.channel == channel and b.rule == rule and b.params.get("permitted") for b in site.checks)
 

@@ -98,10 +98,11 @@ def _block(name: str, f: NoticeFacts) -> list[Block]:
     if name == "chart":
         return [Block("chart")]
     if name == "violation":
-        out = [Block("p", f"Violation when: {f.condition}.")] if f.condition else []
+        when = "Condition not met when" if f.monitoring else "Violation when"
+        out = [Block("p", f"{when}: {f.condition}.")] if f.condition else []
         reading = f.binding.params.get("reading") if f.binding else None
         if reading:
-            out.append(Block("p", f"Reading of the ordinance's words in force: {reading}."))
+            out.append(Block("p", f"Reading of the {f.words_owner} words in force: {reading}."))
         return out
     if name == "obligations":
         if not f.obligations:
@@ -142,7 +143,11 @@ def variables(f: NoticeFacts) -> dict[str, str]:
                                       f"expires {p.expires}" if p.expires else "") if x)
         permit = p.id + (f" ({dates})" if dates else "")
     due = f.correction_due
+    name = s.name or s.id
+    finding = (f"the monitoring equipment at {name} ({f.channel.id}) did not meet the condition of" if f.monitoring
+               else f"the discharge from {name} violated")
     return {
+        "finding": finding,
         "authority": f.clause.authority, "date": _long_date(f.dated), "industry": s.company or s.name or s.id,
         "site_id": s.id, "site_name": s.name or s.id, "address": s.address or "(address not on file)",
         "permit": permit, "rule_label": f.rule_label, "onset_local": f.local(f.episode.start, "%Y-%m-%d %H:%M %Z"),

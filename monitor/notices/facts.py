@@ -22,6 +22,7 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 
 from config.notice import NoticeClause, notice_clause
+from config.obligations import is_monitoring_requirement
 from config.rule_catalogue import DURATION_RULES, label
 from config.rules import RuleBinding, is_data_quality
 from config.schema import Channel, Site, SiteConfig
@@ -85,6 +86,19 @@ class NoticeFacts:
     @property
     def quote(self) -> str:
         return str(self.binding.params.get("quote", "")) if self.binding else ""
+
+    @property
+    def monitoring(self) -> bool:
+        """A monitoring-requirement deviation (sampler), not a discharge violation
+        (`config.obligations.is_monitoring_requirement`)."""
+        return is_monitoring_requirement(self.episode.rule)
+
+    @property
+    def words_owner(self) -> str:
+        """Whose words the section is: the permit's where the binding cites the site's permit, else the
+        ordinance's."""
+        p = self.site.permit
+        return "permit's" if p is not None and p.id and p.id in self.section else "ordinance's"
 
     @property
     def words_violated(self) -> str:

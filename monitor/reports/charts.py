@@ -83,7 +83,8 @@ def series(report: ComplianceReport) -> list[Series]:
                 mean.append(_nan(cd.mean if cd else None))
             spans = tuple((datetime.fromtimestamp(e.start, tz),
                            datetime.fromtimestamp(e.end, tz) if e.end is not None else end_of_period)
-                          for e in report.exceedances if e.channel == ch.id and e.rule in _SPAN_RULES)
+                          for e in (*report.exceedances, *report.monitoring_deviations)
+                          if e.channel == ch.id and e.rule in _SPAN_RULES)
             out.append(Series(f"{title} ({ch.id}, {ch.unit})", ch.id, ch.unit, tuple(days), tuple(low),
                               tuple(high), tuple(mean), _limits(report, ch.id), spans, report.period.label))
     return out

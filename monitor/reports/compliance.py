@@ -21,6 +21,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from config.limits import load_profile
+from config.obligations import is_monitoring_requirement
 from config.pollutants import limits_for, set_aside
 from config.rule_catalogue import DATA_QUALITY_RULES, TAMPER_RULES, RuleName, label
 from config.rule_model import ThresholdParams
@@ -74,6 +75,11 @@ class EpisodeLine:
     def duration(self) -> float | None:
         return None if self.end is None else self.end - self.start
 
+    @property
+    def monitoring(self) -> bool:
+        """A monitoring-requirement deviation (sampler), not a discharge violation."""
+        return is_monitoring_requirement(self.rule)
+
 
 @dataclass(frozen=True, slots=True)
 class ChannelTotal:
@@ -113,9 +119,16 @@ class ComplianceReport:
 
     @property
     def exceedances(self) -> tuple[EpisodeLine, ...]:
-        """Violations: discharge episodes that are neither data quality, permitted excursions nor marked invalid
-        by enforcement."""
-        return tuple(e for e in self.episodes if not e.data_quality and not e.permitted and e.invalid is None)
+        """Violations: discharge episodes that are neither data quality, monitoring-requirement deviations,
+        permitted excursions nor marked invalid by enforcement."""
+        return tuple(e for e in self.episodes if not e.data_quality and not e.monitoring and not e.permitted
+                     and e.invalid is None)
+
+    @property
+    def monitoring_deviations(self) -> tuple[EpisodeLine, ...]:
+        """Episodes of the monitoring equipment outside a permit or ordinance condition (sampler refrigeration,
+        sampling interval): their own category, never discharge violations (they open no obligation either)."""
+        return tuple(e for e in self.episodes if e.monitoring and not e.data_quality and e.invalid is None)
 
     @property
     def invalidated(self) -> tuple[EpisodeLine, ...]:

@@ -232,6 +232,12 @@ def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
     out.append(_episodes_section(
         "Exceedance episodes", "episodes", "Each episode with the cause and corrective action entered by the "
         "industry (pretreat report annotate --episode ID).", r.exceedances, clock, _units(r)))
+    if r.monitoring_deviations:
+        out.append(_episodes_section(
+            "Monitoring-requirement deviations (sampler: not discharge violations)", "monitoring",
+            "The monitoring equipment outside a condition of the permit or ordinance (sampler refrigeration, "
+            "sampling interval): listed in their own category, not counted as discharge violations.",
+            r.monitoring_deviations, clock, _units(r)))
     if r.permitted_excursions:
         out.append(_episodes_section(
             "Permitted pH excursions (40 CFR 401.17, adopted by the permit: not violations)", "permitted",

@@ -91,6 +91,9 @@ def headline(r: ComplianceReport) -> str:
     apart = []
     if r.permitted_excursions:
         apart.append(f"{len(r.permitted_excursions)} permitted pH excursion(s) under 40 CFR 401.17, not violations")
+    if r.monitoring_deviations:
+        apart.append(f"{len(r.monitoring_deviations)} monitoring-requirement deviation(s) of the sampler, "
+                     "not discharge violations")
     if r.invalidated:
         apart.append(f"{len(r.invalidated)} episode(s) invalidated by the control authority, not counted")
     return text + (f" ({'; '.join(apart)}.)" if apart else "")
@@ -104,6 +107,10 @@ def verdict_rows(r: ComplianceReport) -> tuple[tuple[str, ...], ...]:
     if r.permitted_excursions:
         rows.append(("Permitted pH excursions (40 CFR 401.17, not violations)", "40 CFR 401.17",
                      str(len(r.permitted_excursions)), "—"))
+    if r.monitoring_deviations:
+        rows.append(("Monitoring-requirement deviations (sampler; not discharge violations)",
+                     "; ".join(dict.fromkeys(e.citation for e in r.monitoring_deviations)),
+                     str(len(r.monitoring_deviations)), "—"))
     if r.invalidated:
         rows.append(("Invalidated by the control authority (not counted)", "", str(len(r.invalidated)), "—"))
     return tuple(rows)

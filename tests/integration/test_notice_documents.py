@@ -58,12 +58,31 @@ valid_min = 0
 valid_max = 14
 resolution = 0.01
 
+[[site.channel]]
+id = "fridge"
+instrument = "m"
+topic = "mh1/fridge"
+payload = "number"
+kind = "sampler_temperature"
+unit = "degC"
+valid_min = -20
+valid_max = 50
+resolution = 0.1
+
 [site.permit]
 id = "SE-IU-2025-07"
 issued = 2025-04-01
 expires = 2030-03-31
 categorical = "40 CFR 433 (Metal Finishing)"
+
+[site.permit.limits.sampler_temperature]
+setpoint_c = 4.0
+tolerance_c = 2.0
+wording = "4 °C plus or minus 2 °C: 2 °C and 6 °C comply"
+cite = "Permit SE-IU-2025-07, Part III.B.2"
+quote = "The composite sampler shall keep the sample at four degrees Celsius, plus or minus two degrees Celsius"
 """
+FRIDGE = "acme/fridge/sampler_temperature@2026-11-10T16:00:00Z"  # 11:00 EST
 
 
 def _local(hh: int, mm: int) -> float:
@@ -81,6 +100,7 @@ def _samples() -> list[Sample]:
                                   reason="pH meter: no reply"))
         else:
             out.append(Sample(t, "acme", "ph", 4.2 if _local(10, 0) <= t < _local(10, 30) else 7.2, "pH"))
+        out.append(Sample(t, "acme", "fridge", 9.0 if _local(11, 0) <= t < _local(11, 40) else 4.0, "degC"))
         t += 60.0
     return out
 
@@ -220,3 +240,16 @@ def test_every_cause_and_corrective_action_entry_with_who_and_when(site: tuple[S
     for words in ("| 2026-11-10 11:00 EST | j.smith | acid tank valve left open | valve locked out |",
                   "| 2026-11-10 12:15 EST | a.jones | valve seat worn (found on inspection) | valve replaced |"):
         assert words in text, text
+
+
+def test_a_sampler_fridge_notice_speaks_of_the_monitoring_equipment_and_the_permits_words(
+        site: tuple[SiteConfig, Path], tmp_path: Path) -> None:
+    """The fridge band is a permit condition on the monitoring equipment, not a discharge limit: the notice
+    must not say that the discharge violated it, nor call the permit's words the ordinance's."""
+    config, _tmp = site
+    md, _png = write_notice(config, FRIDGE, "md", tmp_path / "fridge.md", now=_local(13, 0))
+    text = md.read_text()
+    assert ("shows that the monitoring equipment at ACME Plating Co. (fridge) did not meet the condition of "
+            "Permit SE-IU-2025-07, Part III.B.2") in text, text
+    assert "the discharge from" not in text and "ordinance's words" not in text
+    assert "Reading of the permit's words in force" in text and "Condition not met when" in text

@@ -49,3 +49,30 @@ def test_no_violations_in_part_of_the_period_states_the_measured_coverage(tmp_pa
                               "expected readings; the time not measured is not known to be in compliance.")
     full = dataclasses.replace(empty, completeness=(ChannelTotal("ph", "ph", "pH", 1440, 1440, 1440, 0.0, 0),))
     assert headline(full) == "No violations recorded in the measured time."
+
+
+def test_a_sampler_fridge_episode_is_a_monitoring_deviation_not_a_discharge_violation(tmp_path: Path) -> None:
+    """The fridge band (permit Part III.B.2) is a condition on the monitoring equipment: obligations do not treat
+    it as a violation, and neither does the verdict; it is counted in its own category."""
+    from monitor.reports.compliance import EpisodeLine
+    from monitor.reports.verdict import verdict, verdict_rows
+
+    config = site_config(tmp_path)
+    site = config.sites[0]
+    empty = build_report(config, site.id, period_of_days(site, date(2026, 3, 1), date(2026, 3, 10)),
+                         now=_at(date(2026, 4, 1)))
+    t = _at(date(2026, 3, 3))
+    fridge = EpisodeLine(id="s/fridge/sampler_temperature@x", channel="fridge", rule="sampler_temperature", start=t,
+                         end=t + 3600, peak=9.0, limit=6.0, citation="Permit P-1, Part III.B.2", data_quality=False,
+                         annotation=None)
+    ph = dataclasses.replace(fridge, id="s/ph/ph_low@x", channel="ph", rule="ph_low", peak=4.0, limit=5.0,
+                             citation="Town of Southeast § 112-5A(1)(c)")
+    r = dataclasses.replace(empty, episodes=(fridge, ph),
+                            completeness=(ChannelTotal("ph", "ph", "pH", 1440, 1440, 1440, 0.0, 0),))
+    assert r.exceedances == (ph,) and r.monitoring_deviations == (fridge,)
+    assert [v.rule for v in verdict(r)[0]] == ["ph_low"]
+    text = headline(r)
+    assert text.startswith("NOT IN COMPLIANCE: 1 violation of 1 rule")
+    assert "1 monitoring-requirement deviation(s) of the sampler, not discharge violations" in text
+    assert ("Monitoring-requirement deviations (sampler; not discharge violations)", "Permit P-1, Part III.B.2",
+            "1", "—") in verdict_rows(r)
