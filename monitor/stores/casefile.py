@@ -14,7 +14,8 @@ Invalidation is enforcement's decision (the console and this module's callers ch
 episode stays in the record, shown struck through with the reason, and is left out of violation counts
 (`invalid_episodes`); its obligations not met by then are closed as "not required: episode invalidated
 (<justification>)" (`Obligation.closed`), so they are never overdue. A justification has at least
-`MIN_JUSTIFICATION` characters: a reason a reader can check, not a mark.
+`MIN_JUSTIFICATION` characters and three words of two letters or more (`justification_problem`): a reason a
+reader can check, not a mark.
 
 Uploaded files (a written report as PDF, attachments) are stored content-addressed under
 ``<historian>.files/<first two hex digits>/<sha256>``, at most `MAX_FILE` bytes, with their name and media type
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -45,6 +47,24 @@ MAX_FILE = 10 * 1024 * 1024  # bytes: a written report or a photo; more belongs 
 MEDIA = {b"%PDF-": "application/pdf", b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg"}
 MAX_TEXT = 4000  # characters of a free-text field
 MIN_JUSTIFICATION = 10  # characters: "calibration failed 3 Dec" is a reason, "x" is not
+MIN_JUSTIFICATION_WORDS = 3  # words of at least two letters each: "aaaaaaaaaa" is ten characters, not a reason
+
+
+def justification_problem(reason: str) -> str | None:
+    """Why ``reason`` is no justification for a permanent invalidation, or None: it needs at least
+    `MIN_JUSTIFICATION` characters, `MIN_JUSTIFICATION_WORDS` words of at least two letters each (digits and
+    punctuation do not count as letters), and more than one repeated character."""
+    example = " (e.g. \"calibration failed 3 Dec, probe replaced\": what failed, and when)"
+    text = reason.strip()
+    if len(text) < MIN_JUSTIFICATION:
+        return f"the justification must say why in at least {MIN_JUSTIFICATION} characters{example}"
+    if len(set(re.sub(r"\s", "", text).lower())) <= 1:
+        return f"the justification is one repeated character, not a reason{example}"
+    words = re.findall(r"[^\W\d_]{2,}", text)
+    if len(words) < MIN_JUSTIFICATION_WORDS:
+        return (f"the justification must say why in at least {MIN_JUSTIFICATION_WORDS} words of at least two "
+                f"letters each (found {len(words)}){example}")
+    return None
 
 _TABLES = ("obligations", "obligation_fulfilments", "episode_invalidations", "casefile_files")
 _SCHEMA = [
@@ -391,9 +411,9 @@ class CaseFile:
         reason = _text(reason, "justification", True)
         if invalidation(self.journal.connection, episode) is not None:
             raise CaseFileError(f"episode {episode} is already marked invalid")
-        if len(reason) < MIN_JUSTIFICATION:
-            raise CaseFileError(f"the justification must say why in at least {MIN_JUSTIFICATION} characters "
-                                "(e.g. the failed calibration and its date)")
+        problem = justification_problem(reason)
+        if problem:
+            raise CaseFileError(problem)
         inv = Invalidation(episode, site, reason, user, now)
         still_open = [o for o in obligations(self.journal.connection, episode=episode) if o.done is None]
         entries = [Entry("invalidation", {"episode": episode, "site": site, "reason": reason, "user": user}, now),

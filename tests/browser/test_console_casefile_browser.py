@@ -86,8 +86,10 @@ def test_1_industry_records_fulfilment_with_its_report_and_the_cause(browser: An
                                                                      artifacts: Path) -> None:
     page = _login(browser, env["base"], "acme")
     page.wait_for_selector("body[data-obligations='loaded']")  # the overview lists what is not yet met
-    overdue = page.locator("#ob-rows tr.overdue")
+    overdue = page.locator("#ob-rows tr.outstanding")  # "immediately": outstanding, not overdue
     assert overdue.count() == 1 and "Town of Southeast § 112-5H" in overdue.inner_text()
+    assert "immediately (no period stated), since" in overdue.inner_text()
+    assert page.locator("#ob-rows tr.overdue").count() == 0
     assert page.locator("#ob-rows tr").count() == 3  # the CFR's two are open, not yet due
     assert page.locator(f"#ob-rows a[href='/episodes/{env['episode']}']").count() == 3
     page.screenshot(path=str(artifacts / "casefile-overview.png"), full_page=True)
@@ -173,6 +175,13 @@ def test_3_enforcement_marks_the_episode_invalid_and_it_is_struck_through(browse
     assert _post_from_page(page, f"/api/episodes/{env['episode']}/annotation", {"cause": "e", "action": "e"}) == 403
     reason = "pH probe failed its calibration check (record CAL-118)"
     page.fill("#cf-reason", reason)
+    said: list[str] = []
+    # a confirmation step first, stating that it cannot be undone; declined, nothing is marked
+    page.once("dialog", lambda d: (said.append(d.message), d.dismiss()))
+    page.click("#cf-invalidate-submit")
+    page.wait_for_selector("#cf-message:has-text('Not marked invalid')")
+    assert said and "cannot be undone" in said[0] and page.locator("#cf-invalid").is_hidden()
+    page.once("dialog", lambda d: d.accept())
     page.click("#cf-invalidate-submit")
     page.wait_for_selector("#cf-invalid:not([hidden])")
     banner = page.inner_text("#cf-invalid")

@@ -229,6 +229,13 @@ def test_invalidation_closes_the_open_obligations_and_the_alarm_never_names_them
     ep = "acme/ph/ph_low@2026-03-07T20:00:00Z"
     with pytest.raises(CaseFileError, match="at least 10 characters"):
         cf.invalidate(ep, site="acme", reason="x", user="enf", now=T0 + 2)
+    # the invalidation is permanent: ten characters of anything are no reason
+    for mark, why in (("aaaaaaaaaa", "one repeated character"), ("a a a a a a a a", "one repeated character"),
+                      ("calibration-failed", "at least 3 words"), ("ok ok 1234567", "at least 3 words"),
+                      ("x y z w v u t s", "at least 3 words")):
+        with pytest.raises(CaseFileError, match=why):
+            cf.invalidate(ep, site="acme", reason=mark, user="enf", now=T0 + 2)
+    assert store.invalidation(cf.journal.connection, ep) is None  # nothing was marked by the refusals
     cf.invalidate(ep, site="acme", reason="probe failed calibration 7 Mar", user="enf", now=T0 + 2)
     later = T0 + 40 * 86400  # every deadline long past
     status = {o.key: o.status(later) for o in store.obligations(cf.journal.connection)}

@@ -109,6 +109,11 @@
   });
   $("cf-invalidate-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
+    // permanent: the invalidation is journaled and can never be withdrawn, so it is confirmed first
+    const sure = window.confirm("Mark this episode invalid? This cannot be undone: the episode stays in the record "
+      + "struck through with your justification, is left out of violation counts for good, and its unmet obligations "
+      + "are closed as not required.");
+    if (!sure) { say("Not marked invalid."); return; }
     await post(`/api/episodes/${encodeURIComponent(id)}/invalidate`, { reason: $("cf-reason").value }, "Marked invalid.");
   });
   load();

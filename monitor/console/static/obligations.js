@@ -1,4 +1,4 @@
-// The overview's list of obligations not yet met (open or overdue), overdue first, each linked to its episode,
+// The overview's list of obligations not yet met (open, outstanding or overdue), outstanding and overdue first, each linked to its episode,
 // refreshed every minute (deadlines are hours or days apart; the overdue alarm itself arrives live).
 "use strict";
 (() => {
@@ -9,9 +9,9 @@
     if (!resp.ok) return;
     const zones = Object.fromEntries((await api("/api/sites")).data.map((s) => [s.id, s.timezone]));
     const pending = resp.data.filter((o) => o.status === "open" || o.status === "outstanding" || o.status === "overdue")
-      .sort((a, b) => (a.status === "overdue" ? 0 : 1) - (b.status === "overdue" ? 0 : 1) || a.due - b.due);
+      .sort((a, b) => (a.status === "open" ? 1 : 0) - (b.status === "open" ? 1 : 0) || a.due - b.due);
     document.getElementById("ob-rows").replaceChildren(...pending.map((o) => el("tr", { class: o.status, "data-obligation": o.id },
-      el("td", { class: "status" }, o.status), el("td", {}, `${time(o.due, zones[o.site])} (${o.due_text})`), el("td", {}, o.site),
+      el("td", { class: "status" }, o.status), el("td", {}, o.status === "outstanding" ? `${o.due_text}, since ${time(o.due, zones[o.site])}` : `${time(o.due, zones[o.site])} (${o.due_text})`), el("td", {}, o.site),
       el("td", {}, `${o.action}, to ${o.recipient}`), el("td", { title: o.quote }, o.citation),
       el("td", {}, o.event_id ? el("a", { href: `/episodes/${o.event_id}` }, `${o.channel} ${o.rule}`) : `${o.channel} ${o.rule}`))));
     document.getElementById("ob-table").hidden = !pending.length;
