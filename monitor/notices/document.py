@@ -130,9 +130,15 @@ def correction_text(f: NoticeFacts) -> str:
         return (f"The ordinance states no period for correction. {c.authority} sets the time for "
                 f"{c.correction or 'the correction of the violation'} in this notice: ______________.")
     ceiling = " (the ordinance allows at most this period; a shorter one may be set)" if c.correction_is_ceiling else ""
-    return (f"{c.correction[:1].upper() + c.correction[1:] if c.correction else 'Correction'} is due within "
-            f"{c.correction_days} days of the date of this notice, by **{_long_date(due)}**{ceiling} "
-            f"({c.citation}: \"{c.quote}\").")
+    # no calendar date: counted from the date of the notice as served, which a draft's date is not
+    return (f"{c.correction[:1].upper() + c.correction[1:] if c.correction else 'Correction'} is due "
+            f"**{correction_period(f)}**{ceiling} ({c.citation}: \"{c.quote}\").")
+
+
+def correction_period(f: NoticeFacts) -> str:
+    """The correction period as the ordinance counts it, from the date of the notice (as served)."""
+    days = f.clause.correction_days
+    return "(none stated)" if days is None else f"within {days} days of the date of the notice"
 
 
 def variables(f: NoticeFacts) -> dict[str, str]:
@@ -142,7 +148,6 @@ def variables(f: NoticeFacts) -> dict[str, str]:
         dates = ", ".join(x for x in (f"issued {p.issued}" if p.issued else "",
                                       f"expires {p.expires}" if p.expires else "") if x)
         permit = p.id + (f" ({dates})" if dates else "")
-    due = f.correction_due
     name = s.name or s.id
     finding = (f"the monitoring equipment at {name} ({f.channel.id}) did not meet the condition of" if f.monitoring
                else f"the discharge from {name} violated")
@@ -153,7 +158,7 @@ def variables(f: NoticeFacts) -> dict[str, str]:
         "permit": permit, "rule_label": f.rule_label, "onset_local": f.local(f.episode.start, "%Y-%m-%d %H:%M %Z"),
         "episode_id": f.episode_id, "section": f.section, "quote": f.words_violated or "(no quote on file)",
         "notice_section": f.clause.citation or "(none on file)", "notice_quote": f.clause.quote,
-        "correction_due": _long_date(due) if due else "(none stated)", "correction_text": correction_text(f),
+        "correction_due": correction_period(f), "correction_text": correction_text(f),
         "channel": f.channel.id, "unit": f.channel.unit,
     }
 

@@ -169,7 +169,7 @@ def test_pdf_draft_pages_and_words(site: tuple[SiteConfig, Path]) -> None:
                   "SE-IU-2025-07 (issued 2025-04-01, expires 2030-03-31)",
                   "Town of Southeast § 112-5A(1)(c)", "Any wastewater having a pH less than 5.0 or higher than 9.0",
                   "2026-11-10 10:00:00 EST", "2026-11-10 10:30:00 EST", "4.20 pH", "30 min",
-                  "Town of Southeast § 112-11", "December 10, 2026", "None recorded", EPISODE):
+                  "Town of Southeast § 112-11", "Within 30 days of the date of this notice", "None recorded", EPISODE):
         assert words in text, words
     assert "Unmeasured time" in text
     assert "local time from 2026-11-10 (America/New_York, EST)" in text  # the chart's axis
@@ -191,7 +191,8 @@ def test_markdown_and_word_drafts_carry_the_same_facts(site: tuple[SiteConfig, P
     with zipfile.ZipFile(docx) as z:
         body = z.read("word/document.xml").decode()
         assert any(n.startswith("word/media/") for n in z.namelist())  # the chart
-    for words in ("Town of Southeast § 112-5A(1)(c)", "December 10, 2026", "2026-11-10 10:00:00 EST"):
+    for words in ("Town of Southeast § 112-5A(1)(c)", "Within 30 days of the date of this notice",
+                  "2026-11-10 10:00:00 EST"):
         assert words in body, words
 
 
@@ -202,7 +203,9 @@ def test_cli(site: tuple[SiteConfig, Path], tmp_path: Path, capsys: pytest.Captu
     assert out.read_bytes().startswith(b"%PDF")
     today = datetime.now(TZ).date()
     due = today + timedelta(days=30)
-    assert f"{due:%B} {due.day}, {due.year}" in " ".join(_pdftext(out).split())  # 30 days from the notice's date
+    text = " ".join(_pdftext(out).split())
+    # the period runs from the notice as served, not from the draft: no date computed from the draft's
+    assert f"{due:%B} {due.day}, {due.year}" not in text and "Within 30 days of the date of this notice" in text
     assert cli.main(["nov", "--config", str(tmp / "site.toml"), "--episode", "acme/ph/nope@x",
                      "--format", "md"]) == 2
     assert "episode id" in capsys.readouterr().err

@@ -347,5 +347,6 @@ def test_notice_of_a_duration_rule_states_onset_and_confirmation(site: tuple[Sit
     md = write_notice(config, ident, "md", tmp_path / "nov.md", now=NOW)[0].read_text()
     assert "| Confirmed | 2026-03-01 21:01:00 EST |" in md and "| Onset | 2026-03-01 20:00:00 EST" in md
     assert "| Peak | 70 min |" in md and "| Limit | 60 min |" in md
-    assert "Town of Pawling sewer use chapter, item C(1)" in md and "April 19, 2026" in md
+    assert "Town of Pawling sewer use chapter, item C(1)" in md and "within 30 days of the date of the notice" in md
+    assert "April 19, 2026" not in md  # no correction date computed from the draft's date
     assert not [b for b in build("$nonsense\n", f) if "nonsense" not in b.text]  # an unknown name stays visible
