@@ -208,7 +208,8 @@ def _enforcement_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
                          "How / to whom"), widths=(2.2, 1.6, 1.8, 1.2, 0.7, 1.2, 1.8),
                 rows=tuple((o.episode, o.duty, o.citation,
                             clock(o.due, when) + (f" ({o.due_text})" if o.due_text else ""),
-                            o.status(r.generated), clock(o.fulfilled, when), o.how or "—") for o in r.obligations),
+                            o.status(r.generated), clock(o.fulfilled, when), o.how or "—")
+                           for o in sorted(r.obligations, key=lambda o: (o.due is None, o.due or 0.0, o.episode))),
                 empty=obligations_empty(r)),
     ]
 

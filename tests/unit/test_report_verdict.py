@@ -76,3 +76,21 @@ def test_a_sampler_fridge_episode_is_a_monitoring_deviation_not_a_discharge_viol
     assert "1 monitoring-requirement deviation(s) of the sampler, not discharge violations" in text
     assert ("Monitoring-requirement deviations (sampler; not discharge violations)", "Permit P-1, Part III.B.2",
             "1", "—") in verdict_rows(r)
+
+
+def test_the_obligations_timeline_is_in_due_order(tmp_path: Path) -> None:
+    from monitor.reports.enforcement import ObligationLine
+    from monitor.reports.sections import build_sections
+
+    config = site_config(tmp_path)
+    site = config.sites[0]
+    empty = build_report(config, site.id, period_of_days(site, date(2026, 3, 1), date(2026, 3, 10)),
+                         now=_at(date(2026, 4, 1)))
+    t = _at(date(2026, 3, 3))
+    lines = (ObligationLine("e2", "written report", "§ 2", t + 86400 * 5, None),
+             ObligationLine("e1", "telephone notice", "§ 1", t, None),
+             ObligationLine("e3", "no time", "§ 3", None, None),
+             ObligationLine("e1", "24-hour notice", "§ 4", t + 86400, None))
+    r = dataclasses.replace(empty, obligations=lines)
+    [section] = [s for s in build_sections(r) if s.key == "obligations"]
+    assert [row[1] for row in section.rows] == ["telephone notice", "24-hour notice", "written report", "no time"]
