@@ -14,7 +14,6 @@ from typing import Any
 import psycopg
 import pytest
 
-import tests.integration.test_hub as hub_tests
 from tests.browser.harness import (
     ACME,
     ACME_PH_HIGH,
@@ -26,6 +25,7 @@ from tests.browser.harness import (
     write_site,
     write_users,
 )
+from tests.hub_support import HubProcess
 from tests.sparkplug_load import EdgeNode
 from tests.support import Mosquitto, PostgreSQL, wait_until
 
@@ -60,7 +60,7 @@ def _feed(edge: EdgeNode, site: str, now: float, *, high: float) -> None:
 def county(tmp_path: Path, mosquitto: Mosquitto, postgres: PostgreSQL) -> Iterator[dict[str, Any]]:
     config = load(write_site(tmp_path))
     users = write_users(tmp_path / "users.toml")
-    hub = hub_tests.HubProcess(tmp_path, "hub-a", mosquitto, postgres)
+    hub = HubProcess(tmp_path, "hub-a", mosquitto, postgres)
     edges = [EdgeNode(mosquitto.port, "edge-acme", [ACME], ["ph", "lel"]),
              EdgeNode(mosquitto.port, "edge-bolt", [BOLT], ["ph", "lel"])]
     try:

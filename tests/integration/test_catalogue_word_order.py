@@ -19,8 +19,8 @@ from config.schema import DataType, RegisterPoint, Table
 from drivers.modbus import ModbusDriver, ModbusLink
 from monitor.sample import Quality
 from simulators.modbus_server import ModbusSimServer
+from tests.catalogue_maps import CATALOGUE
 from tests.support import free_port
-from tests.unit.test_register_maps import CATALOGUE
 
 VALUE = 1234.5  # float32 0x449A5000: high word 0x449A, low word 0x5000
 

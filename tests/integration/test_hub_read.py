@@ -20,8 +20,6 @@ from typing import Any
 import psycopg
 import pytest
 
-import tests.integration.test_hub as hub_tests
-import tests.integration.test_uplink as uplink_tests
 from config.loader import load_config
 from monitor.cli import main
 from monitor.exceedances import add_arguments as exceedance_arguments
@@ -29,7 +27,9 @@ from monitor.exceedances import run as exceedances
 from monitor.stores.readonly import connect_readonly
 from simulators.runner import SiteSimulator
 from tests.faults.harness import SITE, DaemonProcess, SimThread
+from tests.hub_support import HubProcess
 from tests.support import Mosquitto, PostgreSQL, wait_until
+from tests.uplink_support import uplink_site
 
 
 def _counts_sqlite(path: Path) -> tuple[int, int]:
@@ -78,9 +78,9 @@ def _exceedances(argv: list[str], now: float) -> str:
 def county(tmp_path: Path, mosquitto: Mosquitto, postgres: PostgreSQL) -> Any:
     """One edge daemon (a served pH and flow meter, a pH meter nobody serves) and one hub, run until the edge
     has recorded episodes and the hub has stored every reading and episode event of it; the daemon stopped."""
-    path, sim = uplink_tests.uplink_site(tmp_path, mosquitto.port)
+    path, sim = uplink_site(tmp_path, mosquitto.port)
     config = load_config(path)
-    hub = hub_tests.HubProcess(tmp_path, "hub-a", mosquitto, postgres)
+    hub = HubProcess(tmp_path, "hub-a", mosquitto, postgres)
     daemon = DaemonProcess(path, tmp_path / "daemon.log")
     try:
         hub.start()

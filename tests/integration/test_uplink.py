@@ -21,33 +21,9 @@ from monitor.stores.readonly import connect_readonly
 from monitor.uplink.events import seal_event
 from monitor.uplink.publisher import UplinkPublisher
 from simulators.runner import SiteSimulator
-from tests.faults.harness import SITE, DaemonProcess, Row, SimThread, channel, recorded, site_file, tcp_instrument
-from tests.support import Mosquitto, eventually, free_port, wait_until
-from tests.uplink_support import Capture, LinkProxy, Metric
-
-NODE = "edge-1"
-
-
-def uplink_site(tmp_path: Path, broker_port: int, *, batch_size: int = 50, backlog_rate: float = 5000.0,
-                dead_meter: bool = True, flush_interval: float = 0.05) -> tuple[Path, SiteConfig]:
-    """A pH and a flow meter the simulator serves at 0.1 s, and (for the daemon only) a pH meter nobody serves:
-    its readings are bad (comm_failure, with the reason) and must go out as null metrics with the reason."""
-    ph, flow = free_port(), free_port()
-    served = [tcp_instrument("ph-meter", port=ph, rmap="ph_meter", poll=0.1, timeout=0.3),
-              tcp_instrument("flow-meter", port=flow, poll=0.1, timeout=0.3)]
-    channels = [channel("ph", instrument="ph-meter", kind="ph", unit="pH", point="ph", scale=0.01, valid_min=0,
-                        valid_max=14),
-                channel("flow", instrument="flow-meter", kind="flow", unit="gpm", point="flow_rate",
-                        valid_min=0, valid_max=2000)]
-    sim = load_config(site_file(tmp_path, instruments=served, channels=channels, name="sim.toml"))
-    dead = [tcp_instrument("dead-meter", port=free_port(), rmap="ph_meter", poll=0.2, timeout=0.2)]
-    dead_ch = [channel("ph2", instrument="dead-meter", kind="ph", unit="pH", point="ph", scale=0.01)]
-    top = (f'[uplink]\nhost = "127.0.0.1"\nport = {broker_port}\nnode = "{NODE}"\nkeepalive = 5\n'
-           f"batch_size = {batch_size}\nflush_interval = {flush_interval}\nbacklog_rate = {backlog_rate}\n"
-           "max_backoff = 0.5\n")
-    path = site_file(tmp_path, instruments=served + (dead if dead_meter else []),
-                     channels=channels + (dead_ch if dead_meter else []), top=top)
-    return path, sim
+from tests.faults.harness import SITE, DaemonProcess, Row, SimThread, recorded
+from tests.support import Mosquitto, eventually, wait_until
+from tests.uplink_support import NODE, Capture, LinkProxy, Metric, uplink_site
 
 
 def hub_view(metrics: list[Metric]) -> dict[tuple[str, str, int, int], Metric]:

@@ -38,7 +38,9 @@ START = 1_764_590_400.0  # 2025-12-01T12:00:00Z
 
 
 def _site(tmp_path: Path, name: str) -> SiteConfig:
-    shutil.copy(CASES / name / "site.toml", tmp_path / "site.toml")
+    """The case's site file, with the register maps of its own folder beside it (a case may ship one)."""
+    for f in (CASES / name).glob("*.toml"):
+        shutil.copy(f, tmp_path / f.name)
     return load_config(tmp_path / "site.toml")
 
 

@@ -13,7 +13,7 @@ from config.loader import load_config
 from config.maps import MAPS_DIR, load_register_map
 from config.schema import ByteOrder, DataType
 from monitor.cli import main
-from tests.unit.test_register_maps import CATALOGUE
+from tests.catalogue_maps import CATALOGUE
 
 # the maps whose manual states the order of 32-bit words in so many words
 STATED = {"msa_ultima_x": "most significant word is located in the first register"}

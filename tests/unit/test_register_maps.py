@@ -11,9 +11,7 @@ import pytest
 from config.errors import ConfigErrors
 from config.maps import MAPS_DIR, load_register_map, same_unit, shipped_maps, unit_code
 from monitor.cli import main
-
-CATALOGUE = ["dynasonics_tfx_5000", "dynasonics_tfx_ultra", "eh_liquistation_csf22", "hach_3400sc_conductivity",
-             "hach_pc_sc_ph", "msa_ultima_x"]
+from tests.catalogue_maps import CATALOGUE
 
 
 def test_every_shipped_map_loads_and_the_catalogue_is_there() -> None:
