@@ -7,7 +7,16 @@ channel's ``max_gap``, `monitor.checks.coverage`), totaliser and sample-counter 
 days they span, seconds outside the pH range or the sampler fridge band (timed as the 40 CFR 401.17 rules time
 them: from the first reading outside to the first reading back inside; bad samples neither end nor interrupt an
 excursion, a gap ends it at the last reading before it, so only measured time counts), the highest 30-minute
-average flow rate, and downtime (time not within the max gap of a good reading). `flush` merges what accrued
+average flow rate, downtime (time not within the max gap of a good reading) and maintenance time.
+
+Maintenance (quality ``maintenance``: the instrument said it was being serviced or calibrated) follows the check
+engine's rule (`monitor.checks.coverage`): a maintenance sample's stretch runs to the channel's next sample of any
+quality, at most ``max_gap`` long, and is accrued as ``maintenance`` seconds of the days it covers. It is neither
+measured nor down: between two good readings its time is left out of ``covered``, ``outside`` and the integral,
+and out of the gap test, so a calibration between readings polled every second is no downtime; what is left of
+a longer interval after its maintenance time and the first ``max_gap`` seconds is downtime. A gap (an interval
+longer than ``max_gap``, maintenance or not) still ends an excursion and the rolling peak's window, as it ends
+an episode. `flush` merges what accrued
 since the last flush into SQLite (see `aggregates_db`); `rebuild` recomputes a range of days from the historian
 (backfill, late readings, tests).
 
@@ -15,16 +24,17 @@ Readings of one channel must arrive in time order (the check engine has the same
 the channel's last one is counted as ``late`` in its day and not accrued, so replaying history after a restart
 cannot count it twice. `rebuild` is the way to fold late readings in.
 
-Kept whole at a little over 400 lines: `observe` (the per-reading accrual) and `rebuild` must apply the very same
+Kept whole at under 500 lines: `observe` (the per-reading accrual) and `rebuild` must apply the very same
 day-boundary apportioning to the same per-channel state, and splitting them apart would put that state's rules in
-two places; the SQL and the state's storage are already in `aggregates_db`.
+two places; the SQL and the state's storage are already in `aggregates_db`, the rolling peak's buffer in
+`peak_window`.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
-from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -32,27 +42,30 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from config.schema import SiteConfig
-from monitor.reports.aggregates_db import UPSERT_DAY, ChannelState, connect, read_states
+from monitor.reports.aggregates_db import STATE_COLUMNS, UPSERT_DAY, ChannelState, connect, read_states
 from monitor.reports.days import DayCursor, day_bounds, local_day, spread
+from monitor.reports.peak_window import PeakWindow
 from monitor.reports.plan import PEAK_WINDOW, ChannelPlan, compile_plans
-from monitor.sample import GOOD, Sample
+from monitor.sample import GOOD, Quality, Sample
 from monitor.stores.historian_db import HistorianReader, series_of
 
 if TYPE_CHECKING:
     from monitor.progress import Progress
 
 log = logging.getLogger(__name__)
+MAINTENANCE = Quality.MAINTENANCE
 
 
 class _Day:
     """What accrued for one channel and day since the last flush (every field merges, see aggregates_db)."""
 
-    __slots__ = ("count", "covered", "downtime", "first_t", "good", "integral", "last_t", "late", "outside",
-                 "peak30", "peak30_t", "resets", "vmax", "vmax_t", "vmin", "vmin_t", "volume", "vsum")
+    __slots__ = ("count", "covered", "downtime", "first_t", "good", "integral", "last_t", "late", "maintenance",
+                 "outside", "peak30", "peak30_t", "resets", "vmax", "vmax_t", "vmin", "vmin_t", "volume", "vsum")
 
     def __init__(self) -> None:
         self.count = self.good = self.late = self.resets = 0
         self.vsum = self.integral = self.covered = self.volume = self.outside = self.downtime = 0.0
+        self.maintenance = 0.0
         self.vmin: float | None = None
         self.vmax: float | None = None
         self.peak30: float | None = None
@@ -61,60 +74,15 @@ class _Day:
     def row(self, site: str, channel: str, day: date) -> tuple[object, ...]:
         return (site, channel, day.isoformat(), self.count, self.good, self.late, self.vmin, self.vmin_t,
                 self.vmax, self.vmax_t, self.vsum, self.integral, self.covered, self.volume, self.resets,
-                self.outside, self.peak30, self.peak30_t, self.downtime, self.first_t, self.last_t)
-
-
-class PeakWindow:
-    """The last 30 minutes of one flow channel's good readings, for its rolling peak: (time, running integral,
-    value held) per reading, kept as three doubles in one array.
-
-    Why not a deque of tuples: a 1-second channel keeps 1,800 readings, ~130 bytes each as a tuple of floats
-    and 24 bytes here, and the window fills for its first 30 minutes of running: as tuples, 40 flow channels
-    grew the daemon by ~9 MiB over that half hour (bench/soak.py), which looked like a leak and hid real ones.
-    Readings leave from the front by moving ``head``; the array is compacted once the dead front is at least
-    half of it, so each reading is copied a bounded number of times."""
-
-    __slots__ = ("buf", "head")
-
-    def __init__(self) -> None:
-        self.buf = array("d")
-        self.head = 0  # index in ``buf`` of the first live triple
-
-    @property
-    def size(self) -> int:
-        return (len(self.buf) - self.head) // 3
-
-    def append(self, t: float, integral: float, v: float) -> None:
-        self.buf.extend((t, integral, v))
-
-    def first(self) -> tuple[float, float, float]:
-        b, h = self.buf, self.head
-        return b[h], b[h + 1], b[h + 2]
-
-    def second_time(self) -> float:
-        return self.buf[self.head + 3]
-
-    def last(self) -> tuple[float, float, float]:
-        b = self.buf
-        return b[-3], b[-2], b[-1]
-
-    def popleft(self) -> None:
-        self.head += 3
-        if self.head >= 3 * 256 and 2 * self.head >= len(self.buf):
-            del self.buf[:self.head]
-            self.head = 0
-
-    def clear(self) -> None:
-        del self.buf[:]
-        self.head = 0
+                self.outside, self.peak30, self.peak30_t, self.downtime, self.first_t, self.last_t, self.maintenance)
 
 
 class _Chan:
     """One channel's accrual state and its days not yet flushed."""
 
     __slots__ = ("cursor", "days", "exc_high", "exc_low", "exc_start", "excursions", "good_t", "good_v",
-                 "is_total", "last_t", "max_gap", "outside", "plan", "rolling_peak", "run_integral", "violates",
-                 "window")
+                 "is_total", "last_t", "max_gap", "ml", "mseg", "outside", "plan", "rolling_peak", "run_integral",
+                 "violates", "window")
 
     def __init__(self, plan: ChannelPlan, state: ChannelState | None) -> None:
         self.plan = plan
@@ -128,6 +96,8 @@ class _Chan:
         self.window = PeakWindow()
         self.run_integral = 0.0
         self.excursions: list[tuple[float, float, float, float]] = []  # closed, not flushed
+        self.ml: float | None = None  # the latest maintenance sample whose stretch is not closed yet
+        self.mseg: list[tuple[float, float]] = []  # maintenance stretches [a, b) since the last good reading
         s = state
         self.last_t: float | None = s.last_t if s else None
         self.good_t: float | None = s.good_t if s else None
@@ -136,6 +106,9 @@ class _Chan:
         self.exc_start: float | None = s.exc_start if s else None
         self.exc_low: float = s.exc_low if s and s.exc_low is not None else 0.0
         self.exc_high: float = s.exc_high if s and s.exc_high is not None else 0.0
+        if s is not None:
+            self.ml = s.maint_t
+            self.mseg = [(float(a), float(b)) for a, b in json.loads(s.serviced or "[]")]
 
     def day(self, t: float) -> _Day:
         d = self.cursor.at(t)
@@ -150,14 +123,19 @@ class _Chan:
             acc = self.days[d] = _Day()
         return acc
 
-    def sample(self, t: float, v: float | None) -> None:
-        """Accrue one reading (``v`` None: a bad one). Runs for every reading the daemon records, so the common
-        case (a reading of the cursor's day, after a good one within the max gap) is written out inline."""
+    def sample(self, t: float, v: float | None, maint: bool = False) -> None:
+        """Accrue one reading (``v`` None: a bad one; ``maint``: a bad one of quality ``maintenance``). Runs for
+        every reading the daemon records, so the common case (a reading of the cursor's day, after a good one
+        within the max gap, no maintenance) is written out inline."""
         last = self.last_t
         if last is not None and t < last:
             self.day(t).late += 1
             return
         self.last_t = t
+        if self.ml is not None:
+            self._close_maintenance(t)
+        if maint:
+            self.ml = t
         cur = self.cursor
         if cur.start <= t < cur.end:
             acc = self.days.get(cur.day) or self._at(cur.day)
@@ -179,23 +157,47 @@ class _Chan:
         t0, v0 = self.good_t, self.good_v
         if t0 is not None and v0 is not None:
             gap = t - t0
-            if cur.start <= t0 and t < cur.end and gap <= self.max_gap and not self.outside and not self.is_total:
+            if (cur.start <= t0 and t < cur.end and gap <= self.max_gap and not self.outside and not self.is_total
+                    and not self.mseg):
                 acc.integral += v0 * gap  # `interval` for two readings of one day, neither down nor outside
                 acc.covered += gap
             else:
                 self.interval(t0, v0, t, v)
+        elif self.mseg:
+            self.mseg = []  # maintenance before the first good reading: no interval to take it out of
         if self.rolling_peak:
             self.rolling(t, v, acc)
         if self.violates is not None:
             self.excursion(t, v)
         self.good_t, self.good_v = t, v
 
+    def _close_maintenance(self, t: float) -> None:
+        """The pending maintenance sample's stretch ends at ``t`` (the next sample), at most ``max_gap`` long:
+        accrued to the days it covers and kept for the next good reading's interval."""
+        a, self.ml = self.ml, None
+        assert a is not None
+        b = min(t, a + self.max_gap)
+        if b <= a:
+            return
+        spread(a, b, self.cursor, self._maint)
+        seg = self.mseg
+        if seg and seg[-1][1] >= a:
+            seg[-1] = (seg[-1][0], b)
+        else:
+            seg.append((a, b))
+
+    def _maint(self, d: date, s: float) -> None:
+        self._at(d).maintenance += s
+
     def interval(self, t0: float, v0: float, t: float, v: float) -> None:
         """Accrue the interval between two successive good readings over the days it spans."""
         plan, cur = self.plan, self.cursor
         gap = t - t0
         single = cur.start <= t0 and t < cur.end  # the common case: both readings in today
-        if gap <= plan.max_gap:
+        serviced = bool(self.mseg)
+        if serviced:
+            self._serviced_interval(t0, v0, t)
+        elif gap <= plan.max_gap:
             if single:
                 acc = self.days[cur.day]
                 acc.integral += v0 * gap
@@ -206,7 +208,7 @@ class _Chan:
             spread(t0 + plan.max_gap, t, cur, self._down)
             self.window.clear()  # a 30-minute average needs 30 minutes of data
             self._end_excursion(t0)  # only measured time is excursion time (monitor.checks.coverage)
-        if self.outside:
+        if self.outside and not serviced:
             if single:
                 self.days[cur.day].outside += gap
             else:
@@ -220,6 +222,33 @@ class _Chan:
             else:
                 spread(t0, t, cur, lambda d, s: self._vol(d, delta * s / gap))
         cur.at(t)  # leave the cursor on the reading's day
+
+    def _serviced_interval(self, t0: float, v0: float, t: float) -> None:
+        """Covered, outside and down time of an interval with maintenance in it: only its other time (the free
+        pieces) counts; if that is longer than ``max_gap`` it is down after its first ``max_gap`` seconds."""
+        free: list[tuple[float, float]] = []
+        a = t0
+        for s0, s1 in self.mseg:
+            s0, s1 = max(s0, t0), min(s1, t)
+            if s0 > a:
+                free.append((a, s0))
+            a = max(a, s1)
+        if a < t:
+            free.append((a, t))
+        self.mseg = []
+        if t - t0 <= self.max_gap:
+            for a, b in free:
+                spread(a, b, self.cursor, lambda d, s: self._cover(d, s, v0))
+                if self.outside:
+                    spread(a, b, self.cursor, self._out)
+            return
+        skip = self.max_gap if sum(b - a for a, b in free) > self.max_gap else float("inf")
+        for a, b in free:
+            used = min(skip, b - a)
+            skip -= used
+            spread(a + used, b, self.cursor, self._down)
+        self.window.clear()
+        self._end_excursion(t0)
 
     def _cover(self, d: date, s: float, v0: float) -> None:
         acc = self._at(d)
@@ -276,7 +305,8 @@ class _Chan:
         p = self.plan
         open_ = self.exc_start is not None
         return (p.site, p.channel, self.last_t, self.good_t, self.good_v, int(self.outside), self.exc_start,
-                self.exc_low if open_ else None, self.exc_high if open_ else None)
+                self.exc_low if open_ else None, self.exc_high if open_ else None, self.ml,
+                json.dumps(self.mseg) if self.mseg else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +342,8 @@ class DailyAggregator:
                 if ch is None:
                     self.unknown += 1
                     continue
-                ch.sample(s.time, s.value if s.quality is GOOD else None)
+                q = s.quality
+                ch.sample(s.time, s.value if q is GOOD else None, q is MAINTENANCE)
 
     def flush(self) -> int:
         """Merge everything accrued since the last flush into the database; returns channel-days written."""
@@ -343,9 +374,8 @@ class DailyAggregator:
             conn.executemany("INSERT OR REPLACE INTO report_excursions (site, channel, kind, start, end, low, "
                              "high) VALUES (?, ?, ?, ?, ?, ?, ?)", excursions)
             if states:
-                conn.executemany("INSERT OR REPLACE INTO report_state (site, channel, last_t, good_t, good_v, "
-                                 "outside, exc_start, exc_low, exc_high) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                                 state_rows)
+                conn.executemany(f"INSERT OR REPLACE INTO report_state ({', '.join(STATE_COLUMNS)}) VALUES "
+                                 f"({', '.join('?' * len(STATE_COLUMNS))})", state_rows)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -407,7 +437,7 @@ class DailyAggregator:
             chan.sample(*prior)
         n = 0
         for s in reader.query(site=plan.site, channel=plan.channel, start=feed_from, end=hi):
-            chan.sample(s.time, s.value if s.good else None)
+            chan.sample(s.time, s.value if s.good else None, s.quality is MAINTENANCE)
             n += 1
         after = _good_reading(reader, plan, hi, before=False)
         if after is not None:  # closes the last day's final interval, as the next live reading does

@@ -7,12 +7,16 @@ Tables (their own ``report_`` prefix; the historian's ``PRAGMA user_version`` is
   in the site's time zone). Every column is *mergeable*: counts and accrued seconds add, minima and maxima
   combine, first/last times take the earlier/later. The aggregator writes only the change since its last flush
   through an upsert that merges, so a restarted daemon adds to the day it was in instead of overwriting it,
-  and memory holds only what is not yet flushed. Seconds are real elapsed seconds.
+  and memory holds only what is not yet flushed. Seconds are real elapsed seconds. ``maintenance`` (added in
+  version 2: `connect` adds it to an older file, 0 for the days already there; ``pretreat report rebuild``
+  recomputes them) is the time the instrument said it was serviced or calibrated, which is neither covered nor
+  downtime.
 - ``report_excursions(site, channel, kind, start, end, low, high)``: each closed pH excursion (``kind`` 'ph')
   or fridge excursion ('band'): first out-of-range reading to first in-range reading, as 40 CFR 401.17 times
   it; ``low``/``high`` are the extreme readings during it.
 - ``report_state(site, channel, …)``: where each channel's accrual stopped (last reading, last good reading,
-  open excursion), so the next reading after a restart accrues the interval in between.
+  open excursion, maintenance not yet set against an interval), so the next reading after a restart accrues
+  the interval in between.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 
 from monitor.stores.readonly import connect_readonly
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS report_daily (
         site TEXT NOT NULL, channel TEXT NOT NULL, day TEXT NOT NULL,
@@ -40,6 +44,7 @@ _SCHEMA = (
         peak30 REAL, peak30_t REAL, -- highest 30-minute average rate, and the end of that window
         downtime REAL NOT NULL,     -- s with no good reading within the max gap (closed gaps only)
         first_t REAL, last_t REAL,  -- first and last sample (any quality) of the day
+        maintenance REAL NOT NULL DEFAULT 0,  -- s in service/calibration (quality maintenance): not downtime
         PRIMARY KEY (site, channel, day)
     ) STRICT, WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS report_excursions (
@@ -51,12 +56,15 @@ _SCHEMA = (
         site TEXT NOT NULL, channel TEXT NOT NULL,
         last_t REAL, good_t REAL, good_v REAL, outside INTEGER NOT NULL,
         exc_start REAL, exc_low REAL, exc_high REAL,
+        maint_t REAL,               -- the last maintenance sample, its stretch not closed by a later sample yet
+        serviced TEXT,              -- JSON [[a, b], ...]: maintenance stretches since the last good reading
         PRIMARY KEY (site, channel)
     ) STRICT""",
     "CREATE TABLE IF NOT EXISTS report_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) STRICT",
 )
 
-_ADD = ("count", "good", "late", "vsum", "integral", "covered", "volume", "resets", "outside", "downtime")
+_ADD = ("count", "good", "late", "vsum", "integral", "covered", "volume", "resets", "outside", "downtime",
+        "maintenance")
 
 
 def _min(col: str, t: str, less: str) -> tuple[str, str]:
@@ -74,7 +82,7 @@ _SETS = (
 )
 DAY_COLUMNS = ("site", "channel", "day", "count", "good", "late", "vmin", "vmin_t", "vmax", "vmax_t", "vsum",
                "integral", "covered", "volume", "resets", "outside", "peak30", "peak30_t", "downtime",
-               "first_t", "last_t")
+               "first_t", "last_t", "maintenance")
 UPSERT_DAY = (f"INSERT INTO report_daily ({', '.join(DAY_COLUMNS)}) VALUES ({', '.join('?' * len(DAY_COLUMNS))}) "
               f"ON CONFLICT (site, channel, day) DO UPDATE SET {', '.join(_SETS)}")
 
@@ -104,6 +112,7 @@ class DayRow:
     downtime: float
     first_t: float | None
     last_t: float | None
+    maintenance: float = 0.0
 
     @property
     def mean(self) -> float | None:
@@ -139,8 +148,13 @@ class ChannelState:
     exc_start: float | None
     exc_low: float | None
     exc_high: float | None
+    maint_t: float | None = None
+    serviced: str | None = None
 
 
+STATE_COLUMNS = ("site", "channel", "last_t", "good_t", "good_v", "outside", "exc_start", "exc_low", "exc_high",
+                 "maint_t", "serviced")
+assert tuple(f.name for f in fields(ChannelState)) == STATE_COLUMNS
 assert tuple(f.name for f in fields(DayRow)) == DAY_COLUMNS
 
 
@@ -155,6 +169,10 @@ def connect(path: Path, *, busy_timeout: float = 10.0, readonly: bool = False) -
             conn.close()
             conn = sqlite3.connect(":memory:")
             _create(conn)
+        elif "maintenance" not in _columns(conn, "report_daily"):  # a version 1 file the daemon has not opened
+            conn.execute("CREATE TEMP VIEW report_daily AS SELECT *, 0.0 AS maintenance FROM main.report_daily")
+            conn.execute("CREATE TEMP VIEW report_state AS SELECT *, NULL AS maint_t, NULL AS serviced "
+                         "FROM main.report_state")
         return conn
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
@@ -169,6 +187,7 @@ def connect(path: Path, *, busy_timeout: float = 10.0, readonly: bool = False) -
         if version > SCHEMA_VERSION:
             raise RuntimeError(f"{path}: report tables are version {version}, newer than this program "
                                f"understands ({SCHEMA_VERSION}); upgrade pretreat-monitor")
+        _migrate(conn, version)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -180,6 +199,25 @@ def connect(path: Path, *, busy_timeout: float = 10.0, readonly: bool = False) -
 def _create(conn: sqlite3.Connection) -> None:
     for ddl in _SCHEMA:
         conn.execute(ddl)
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Bring older report tables up to `SCHEMA_VERSION` (inside the caller's transaction).
+
+    1 → 2: ``report_daily.maintenance``, 0 for the days already aggregated (their maintenance time was counted
+    as downtime then; ``pretreat report rebuild`` recomputes a range with it apart)."""
+    if version < 2:
+        if "maintenance" not in _columns(conn, "report_daily"):
+            conn.execute("ALTER TABLE report_daily ADD COLUMN maintenance REAL NOT NULL DEFAULT 0")
+        have = _columns(conn, "report_state")
+        for col, kind in (("maint_t", "REAL"), ("serviced", "TEXT")):
+            if col not in have:
+                conn.execute(f"ALTER TABLE report_state ADD COLUMN {col} {kind}")
+        conn.execute("UPDATE report_meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,))
 
 
 def read_days(conn: sqlite3.Connection, *, site: str, first: str, last: str) -> list[DayRow]:
@@ -202,7 +240,5 @@ def read_excursions(conn: sqlite3.Connection, *, site: str, start: float, end: f
 
 
 def read_states(conn: sqlite3.Connection) -> dict[tuple[str, str], ChannelState]:
-    rows = conn.execute("SELECT site, channel, last_t, good_t, good_v, outside, exc_start, exc_low, exc_high "
-                        "FROM report_state")
-    return {(r[0], r[1]): ChannelState(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6], r[7], r[8])
-            for r in rows}
+    rows = conn.execute(f"SELECT {', '.join(STATE_COLUMNS)} FROM report_state")
+    return {(r[0], r[1]): ChannelState(r[0], r[1], r[2], r[3], r[4], bool(r[5]), *r[6:]) for r in rows}

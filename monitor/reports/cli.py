@@ -203,11 +203,12 @@ def _ph(args: argparse.Namespace) -> int:
         conn.close()
     w = csv.writer(sys.stdout, lineterminator="\n")
     w.writerow(("month", "days", "channel", "excursion_min", "allowance_min", "longest_min", "single_limit_min",
-                "total_exceeded", "single_exceeded", "citation", "unmeasured_min"))
+                "total_exceeded", "single_exceeded", "citation", "unmeasured_min", "maintenance_min"))
     for m in months:
         w.writerow((m.month, m.days, m.channel, f"{m.excursion_minutes:.1f}", f"{m.allowance_minutes:g}",
                     f"{m.longest_minutes:.1f}", f"{m.single_limit_minutes:g}", int(m.total_exceeded),
-                    int(m.single_exceeded), m.total_citation, f"{m.unmeasured_minutes:.1f}"))
+                    int(m.single_exceeded), m.total_citation, f"{m.unmeasured_minutes:.1f}",
+                    f"{m.maintenance_minutes:.1f}"))
     return 0
 
 

@@ -91,6 +91,7 @@ class ChannelTotal:
     expected: int
     downtime: float  # s
     days_incomplete: int  # days under 90 % complete
+    maintenance: float = 0.0  # s in service/calibration (quality maintenance): not downtime
 
     @property
     def completeness(self) -> float:
@@ -241,13 +242,15 @@ def _completeness(days: list[DailySummary]) -> list[ChannelTotal]:
     acc: dict[str, list[int | float | str]] = {}
     for d in days:
         for c in d.channels:
-            a = acc.setdefault(c.channel, [c.kind, c.unit, 0, 0, 0, 0.0, 0])
+            a = acc.setdefault(c.channel, [c.kind, c.unit, 0, 0, 0, 0.0, 0, 0.0])
             a[2] = int(a[2]) + c.received
             a[3] = int(a[3]) + c.good
             a[4] = int(a[4]) + c.expected
             a[5] = float(a[5]) + c.downtime
             a[6] = int(a[6]) + (1 if c.completeness < 90.0 else 0)
-    return [ChannelTotal(ch, str(a[0]), str(a[1]), int(a[2]), int(a[3]), int(a[4]), float(a[5]), int(a[6]))
+            a[7] = float(a[7]) + c.maintenance
+    return [ChannelTotal(ch, str(a[0]), str(a[1]), int(a[2]), int(a[3]), int(a[4]), float(a[5]), int(a[6]),
+                         float(a[7]))
             for ch, a in acc.items()]
 
 

@@ -13,7 +13,9 @@ Completeness counts good readings against the day's elapsed seconds divided by t
 publish) interval; it is capped at 100 % (an instrument publishing faster than configured is not "more than
 complete"). Downtime is time not within the channel's staleness window of a good reading: closed gaps come from
 the aggregates; a gap still open at the time of the report (the instrument has not come back) is added up to
-``now``; days before the channel's first aggregated day count as down entirely.
+``now``; days before the channel's first aggregated day count as down entirely. Maintenance time (the
+instrument said it was serviced or calibrated, quality ``maintenance``; `monitor.reports.aggregates`) is its own
+figure and never downtime: in a gap still open, the day's maintenance is taken out of the open tail.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class ChannelDay:
     expected: int
     completeness: float  # % of expected readings received good, 0–100
     downtime: float
+    maintenance: float  # s the instrument said it was serviced or calibrated: neither covered nor downtime
     late: int
     min: float | None
     min_time: float | None
@@ -151,16 +154,21 @@ def _channel_day(p: ChannelPlan, r: DayRow | None, state: ChannelState | None, f
     expected = int(elapsed / p.interval) if p.interval > 0 else 0
     good = r.good if r else 0
     downtime = r.downtime if r else 0.0
+    maintenance = r.maintenance if r else 0.0
     if first_day is None or d.isoformat() < first_day:
         downtime = elapsed  # nothing ever received up to this day
     elif state is not None and state.good_t is not None:
         tail_from = max(lo, state.good_t + p.max_gap)
-        downtime += max(0.0, min(hi, now) - tail_from)  # the gap still open now
+        tail = max(0.0, min(hi, now) - tail_from)  # the gap still open now
+        if state.good_t + p.max_gap <= lo:
+            tail -= maintenance  # the whole day is in the open gap, so is all its maintenance
+        downtime += max(0.0, tail)
+    downtime = min(downtime, max(0.0, elapsed - maintenance))
     ranged = p.ph_range is not None or p.band is not None
     return ChannelDay(
         channel=p.channel, kind=p.kind.value, unit=p.unit, received=r.count if r else 0, good=good,
         expected=expected, completeness=min(100.0, 100.0 * good / expected) if expected else 0.0,
-        downtime=min(downtime, elapsed), late=r.late if r else 0,
+        downtime=min(downtime, elapsed), maintenance=maintenance, late=r.late if r else 0,
         min=r.vmin if r else None, min_time=r.vmin_t if r else None,
         max=r.vmax if r else None, max_time=r.vmax_t if r else None, mean=r.mean if r else None,
         integral=r.integral if r else 0.0, covered=r.covered if r else 0.0,

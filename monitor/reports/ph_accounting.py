@@ -8,7 +8,10 @@ the month. Excursion time comes from the per-day aggregates (timed from the firs
 to the first reading back inside, real seconds, split at local midnight; a gap in the data ends an excursion at
 the last reading before it, so only measured time counts), so a month's total is the sum of its days. Beside it
 stands the month's unmeasured time (up to its last reading, not covered by readings no further apart than the
-channel's ``max_gap``): the measured total is what the record proves, measured + unmeasured the worst case. The
+channel's ``max_gap``, nor maintenance): the measured total is what the record proves, measured + unmeasured the
+worst case. Maintenance time (the instrument said it was serviced or calibrated, quality ``maintenance``) stands
+apart beside it: it is neither measured nor unmeasured, and nothing is alleged about it (as the check engine
+treats it, `monitor.checks.coverage`). The
 longest excursion is taken from the recorded excursions (full length, even when it spans a month
 boundary: it is listed in each month it touches), plus one still open at the last reading.
 
@@ -52,6 +55,7 @@ class MonthAccount:
     total_citation: str
     single_citation: str
     unmeasured_minutes: float = 0.0  # the month up to its last reading not covered: the worst case adds it
+    maintenance_minutes: float = 0.0  # in service/calibration: neither covered nor unmeasured
 
     @property
     def total_exceeded(self) -> bool:
@@ -106,8 +110,9 @@ def monthly_accounts(conn: sqlite3.Connection, site: Site, plans: dict[tuple[str
         for m in months_between(first, last):
             end_day = next_month(m) - timedelta(days=1)
             lo, hi = day_bounds(m, p.tz)[0], day_bounds(end_day, p.tz)[1]
-            outside, covered = conn.execute(
-                "SELECT coalesce(sum(outside), 0), coalesce(sum(covered), 0) FROM report_daily "
+            outside, covered, serviced = conn.execute(
+                "SELECT coalesce(sum(outside), 0), coalesce(sum(covered), 0), coalesce(sum(maintenance), 0) "
+                "FROM report_daily "
                 "WHERE site = ? AND channel = ? AND day >= ? AND day <= ?",
                 (site.id, p.channel, m.isoformat(), end_day.isoformat())).fetchone()
             longest, start, is_open = 0.0, None, False
@@ -119,12 +124,12 @@ def monthly_accounts(conn: sqlite3.Connection, site: Site, plans: dict[tuple[str
                     and st.exc_start < hi and st.good_t >= lo and st.good_t - st.exc_start > longest:
                 longest, start, is_open = st.good_t - st.exc_start, st.exc_start, True
             until = hi if st is None or st.good_t is None else min(hi, max(lo, st.good_t))  # not the future
-            unmeasured = max(0.0, (until - lo) - float(covered)) / 60.0
+            unmeasured = max(0.0, (until - lo) - float(covered) - float(serviced)) / 60.0
             out.append(MonthAccount(
                 site=site.id, channel=p.channel, month=m.strftime("%Y-%m"), days=end_day.day,
                 hours=round((hi - lo) / 3600.0, 6), excursion_minutes=float(outside) / 60.0,
                 allowance_minutes=total_lim, longest_minutes=longest / 60.0, longest_start=start,
                 longest_open=is_open, single_limit_minutes=single_lim, covered_minutes=float(covered) / 60.0,
-                unmeasured_minutes=unmeasured,
+                unmeasured_minutes=unmeasured, maintenance_minutes=float(serviced) / 60.0,
                 adopted=adopted, total_citation=total_cite, single_citation=single_cite))
     return out

@@ -219,10 +219,11 @@ def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
     out: list[Section] = []
     out.append(Section(
         "Monthly pH accounting (40 CFR 401.17)", key="ph_monthly",
-        columns=("Month", "Days (days)", "Channel", "Excursion (min)", "Unmeasured (min)", "Allowance (min)",
-                 "Remaining (min)", "Longest (min)", "Single limit (min)", "Result", "Basis"),
-        widths=(0.8, 0.6, 0.8, 1.0, 1.2, 0.9, 0.9, 0.9, 0.9, 1.3, 2.2),
+        columns=("Month", "Days (days)", "Channel", "Excursion (min)", "Unmeasured (min)", "Maintenance (min)",
+                 "Allowance (min)", "Remaining (min)", "Longest (min)", "Single limit (min)", "Result", "Basis"),
+        widths=(0.8, 0.6, 0.8, 1.0, 1.1, 1.1, 0.9, 0.9, 0.9, 0.9, 1.3, 2.0),
         rows=tuple((m.month, str(m.days), m.channel, num(m.excursion_minutes, 0), num(m.unmeasured_minutes, 0),
+                    num(m.maintenance_minutes, 0),
                     num(m.allowance_minutes, 0),
                     num(m.remaining_minutes, 0), num(m.longest_minutes, 0) + (" (open)" if m.longest_open else ""),
                     num(m.single_limit_minutes, 0),
@@ -258,12 +259,15 @@ def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
     out.append(Section(
         "Data completeness and instrument downtime", key="completeness",
         text=("Expected readings follow each instrument's poll interval; downtime is time with no good reading "
-              "within the channel's staleness window. The flow meter must be kept in continuous operation.",),
+              "within the channel's staleness window. Maintenance is time the instrument itself reported being "
+              "serviced or calibrated: not downtime, and not a measurement. The flow meter must be kept in "
+              "continuous operation.",),
         columns=("Channel", "Kind", "Received (readings)", "Good (readings)", "Expected (readings)",
-                 "Complete (%)", "Downtime (min or h)", "Days < 90 % (days)"),
-        widths=(1.2, 1.4, 1, 1, 1, 0.9, 0.9, 0.9),
+                 "Complete (%)", "Downtime (min or h)", "Maintenance (min or h)", "Days < 90 % (days)"),
+        widths=(1.2, 1.4, 1, 1, 1, 0.9, 0.9, 0.9, 0.9),
         rows=tuple((c.channel, c.kind, f"{c.received:,}", f"{c.good:,}", f"{c.expected:,}", num(c.completeness, 2),
-                    fmt_minutes(c.downtime), str(c.days_incomplete)) for c in r.completeness)))
+                    fmt_minutes(c.downtime), fmt_minutes(c.maintenance), str(c.days_incomplete))
+                   for c in r.completeness)))
     out.append(Section(
         "Instrument faults (data quality, not discharge exceedances)", key="faults",
         columns=("Channel", "Kind", "Start (local)", "Duration (min or h)", "Calibration during the episode"),

@@ -101,6 +101,20 @@ def scenario(first: date, count: int) -> list[Sample]:
     return out
 
 
+def aggregate(config: SiteConfig, samples: Sequence[Sample], *, restart_at: float | None = None) -> None:
+    """Aggregate ``samples`` alone (no historian); with ``restart_at``, closing the aggregator before the first
+    sample at or after it and opening a new one on the same file, as a daemon restart does."""
+    path = config.daemon.historian
+    agg = DailyAggregator(path=path, config=config)
+    if restart_at is not None:
+        agg.observe([s for s in samples if s.time < restart_at])
+        agg.close()
+        agg = DailyAggregator(path=path, config=config)
+        samples = [s for s in samples if s.time >= restart_at]
+    agg.observe(samples)
+    agg.close()
+
+
 async def record(config: SiteConfig, samples: Sequence[Sample], *, batch: int = 500,
                  aggregate: bool = True) -> None:
     """What `Daemon.ingest` does with each batch, through the real stores; the aggregator flushes at the end."""

@@ -7,7 +7,7 @@ from collections import deque
 from hypothesis import given
 from hypothesis import strategies as st
 
-from monitor.reports.aggregates import PeakWindow
+from monitor.reports.peak_window import PeakWindow
 
 
 @given(st.lists(st.one_of(st.just("pop"), st.just("clear"), st.floats(-1e6, 1e6)), max_size=3000))

@@ -29,7 +29,7 @@ from monitor.reports.days import day_bounds
 from monitor.reports.plan import compile_plans
 from monitor.sample import Sample
 from monitor.stores.episodes import EpisodeStore
-from tests.unit.report_scenarios import CASE, SITE, TZ, record, scenario, site_config
+from tests.unit.report_scenarios import CASE, SITE, TZ, aggregate, record, scenario, site_config
 
 GOLDEN = CASE / "expected.json"
 FAR_FUTURE = 4_000_000_000.0  # "now" for the summaries: every day is complete
@@ -126,15 +126,7 @@ async def test_restart_mid_day_merges_instead_of_overwriting(tmp_path: Path) -> 
     rows = []
     for restart in (False, True):
         config = site_config(tmp_path / str(restart))
-        agg = DailyAggregator(path=config.daemon.historian, config=config)
-        if restart:
-            agg.observe([s for s in samples if s.time < cut])
-            agg.close()
-            agg = DailyAggregator(path=config.daemon.historian, config=config)
-            agg.observe([s for s in samples if s.time >= cut])
-        else:
-            agg.observe(samples)
-        agg.close()
+        aggregate(config, samples, restart_at=cut if restart else None)
         conn = connect(config.daemon.historian)
         rows.append([r for r in read_days(conn, site=SITE, first="2026-03-07", last="2026-03-08")])
         conn.close()
