@@ -3,12 +3,17 @@
 Southeast § 112-5A(1)(j) and Mineola § 46.2(24) measure a slug against "the average twenty-four-hour
 concentration, quantities or flow during normal operation". The baseline is built from whole local days:
 
-- a **day of normal operation** is a local calendar day (the site's time zone) whose readings cover at least
-  90 % of its minutes, in which no slug episode was open, and in which the channel was above zero for at least
-  one hour (the industry operated: a weekend shutdown is no day of normal operation, so Monday is measured
-  against working days, not against zero);
-- its **24-hour average** is the time-weighted mean over the whole day, zero-flow hours included: each minute
-  with readings weighs the same (the mean of its readings), whatever the sample rate;
+- a **day of normal operation** is a local calendar day (the site's time zone) of which at least 90 % is
+  *measured time* (`monitor.checks.coverage`: intervals between consecutive good readings of at most the
+  channel's ``max_gap``, so a meter publishing every 90 s, 2 min or 5 min covers its day as well as one polled
+  every second), in which no slug episode was open, and in which the value was above zero for at least one hour
+  of measured time (the industry operated: a weekend shutdown is no day of normal operation, so Monday is
+  measured against working days, not against zero);
+- its **24-hour average** is the time-weighted mean over the day's measured time, zero-flow hours included:
+  each reading's value holds until the next reading (an interval longer than ``max_gap`` is a gap and weighs
+  nothing), whatever the sample rate. Readings within one clock minute are held as their mean from the first of
+  them (the engine's fast path adds them up without their times); at a poll of a minute or slower every reading
+  is weighed exactly;
 - **the baseline for a day** is the mean of the 24-hour averages of the most recent ``baseline_days`` (N, 7 by
   default) days of normal operation before it, looked back at most 60 days. It is fixed at local midnight for
   the whole day. With no day of normal operation yet there is no baseline and no slug is judged (`pretreat
@@ -50,8 +55,8 @@ from monitor.checks.coverage import END_CLEARED
 from monitor.checks.events import END, START, EpisodeEvent
 
 IDLE, CANDIDATE, EPISODE = 0, 1, 2
-COVERAGE = 0.9  # share of a day's minutes with readings for it to count as a day of normal operation
-OPERATING = 60  # minutes above zero for a day to count as one on which the industry operated
+COVERAGE = 0.9  # share of a day that must be measured time for it to count as a day of normal operation
+OPERATING = 3600.0  # seconds of measured time above zero for a day to count as one on which the industry operated
 LOOKBACK_DAYS = 60  # the baseline looks back at most this many days for days of normal operation
 
 
@@ -73,7 +78,7 @@ class SlugDetector(Rule):
         "cand_value",
         "day_end",
         "day_had_slug",
-        "day_minutes",
+        "day_measured",
         "day_operating",
         "day_start",
         "day_sum",
@@ -83,6 +88,7 @@ class SlugDetector(Rule):
         "frozen",
         "last_t",
         "last_v",
+        "log",
         "longer",
         "minute",
         "minute_count",
@@ -92,6 +98,7 @@ class SlugDetector(Rule):
         "nb_hole",
         "nb_start",
         "peak",
+        "seg_t",
         "state",
         "strict",
         "threshold",
@@ -112,13 +119,15 @@ class SlugDetector(Rule):
         self.baseline_days = p.baseline_days
         self.zone = ZoneInfo(p.timezone)
         self.days: deque[tuple[float, float]] = deque(maxlen=self.baseline_days)  # (day start, 24-hour average)
-        # the minute in progress (epoch minutes): its readings' sum and count
+        # the minute in progress (epoch minutes): its readings' sum and count, and the time of its first reading
+        # (None: no reading since the minute began or since a gap), from which their mean is held
         self.minute: int | None = None
         self.minute_sum, self.minute_count = 0.0, 0
-        # the local day in progress: the sum of its minutes' means, its minutes with readings, those of them
-        # above zero (the industry operated), and whether a slug episode was open in it
+        self.seg_t: float | None = None
+        # the local day in progress: the integral of its held values (value × s), its measured seconds, those of
+        # them above zero (the industry operated), and whether a slug episode was open in it
         self.day_start = self.day_end = -INF
-        self.day_sum, self.day_minutes, self.day_operating, self.day_had_slug = 0.0, 0, 0, False
+        self.day_sum, self.day_measured, self.day_operating, self.day_had_slug = 0.0, 0.0, 0.0, False
         self.threshold = INF if self.fixed is None else self.multiplier * self.fixed  # multiplier × today's baseline
         self.state = IDLE
         self.cand_start = self.cand_value = self.frozen = self.peak = 0.0
@@ -126,6 +135,8 @@ class SlugDetector(Rule):
         # the slug_no_baseline notice: its start (None: not open) and the unmeasured seconds in it so far
         self.nb_start: float | None = None
         self.nb_hole = 0.0
+        # when a caller asks (the report): each day's (start, baseline or None, starts of the days it rests on)
+        self.log: list[tuple[float, float | None, tuple[float, ...]]] | None = None
         self.nb_cite = (f"{binding.citation}: no day of normal operation yet (a local day >= 90 % covered by "
                         "readings, no slug in it, above zero for at least an hour), so there is no baseline and no "
                         "slug is judged")
@@ -155,9 +166,11 @@ class SlugDetector(Rule):
     def feed(self, t: float, v: float) -> None:
         m = int(t // 60.0)
         if m != self.minute:
-            self._rollover(m)
+            self._rollover(m, t)
             if self.fixed is None and (self.threshold == INF) != (self.nb_start is not None):
                 self._notice(t, v)
+        if self.seg_t is None:
+            self.seg_t = t
         self.minute_sum += v  # every good reading counts toward its day (the fast path adds in-band ones)
         self.minute_count += 1
         self.last_t, self.last_v = t, v
@@ -196,34 +209,61 @@ class SlugDetector(Rule):
         values are still above the threshold after the gap, a new candidate starts at the first one."""
         if self.nb_start is not None:
             self.nb_hole += t1 - max(t0, self.nb_start)
+        if self.seg_t is not None and self.minute_count:  # the held values end at the last reading: t0..t1 weighs 0
+            self._hold(self.seg_t, t0, self.minute_sum / self.minute_count)
+        self.seg_t, self.minute_sum, self.minute_count = None, 0.0, 0
         if self.state == EPISODE:
             self.end_at_gap(t0, v0, self.frozen, self.peak)
         self.state = IDLE
 
-    def _rollover(self, m: int) -> None:
-        """Close the minute in progress into its day; at local midnight close the day and fix the new baseline."""
-        if self.minute is not None and self.minute_count:
-            mean = self.minute_sum / self.minute_count
-            self.day_sum += mean
-            self.day_minutes += 1
-            self.day_operating += mean > 0.0
-        self.minute, self.minute_sum, self.minute_count = m, 0.0, 0
-        if self.fixed is None and m * 60.0 >= self.day_end:
+    def _rollover(self, m: int, t: float) -> None:
+        """Close the minute in progress at the reading at ``t`` (the first of minute ``m``): its readings' mean
+        holds from its first reading to ``t`` (measured time: a longer interval was told as a gap first). At
+        local midnight close the day and fix the new baseline; a hold across midnight is split between the days."""
+        a = self.seg_t if self.minute_count else None
+        mean = self.minute_sum / self.minute_count if self.minute_count else 0.0
+        self.minute, self.minute_sum, self.minute_count, self.seg_t = m, 0.0, 0, None
+        if self.fixed is not None:
+            return
+        if m * 60.0 >= self.day_end:
+            if a is not None:
+                self._hold(a, min(t, self.day_end), mean)
             self._new_day(m * 60.0)
+            if a is not None:
+                self._hold(max(a, self.day_start), t, mean)
+        elif a is not None:
+            self._hold(a, t, mean)
+
+    def _hold(self, a: float, b: float, v: float) -> None:
+        """The value ``v`` held over the measured interval [a, b) of the day in progress."""
+        d = b - a
+        if d > 0.0:
+            self.day_sum += v * d
+            self.day_measured += d
+            if v > 0.0:
+                self.day_operating += d
 
     def _new_day(self, t: float) -> None:
-        if self.day_end > -INF and self.day_minutes:
-            minutes = (self.day_end - self.day_start) / 60.0
-            if self.day_minutes >= COVERAGE * minutes and not self.day_had_slug and self.day_operating >= OPERATING:
-                self.days.append((self.day_start, self.day_sum / self.day_minutes))
+        if self.day_end > -INF and self.day_measured > 0.0:
+            span = self.day_end - self.day_start
+            if (self.day_measured >= COVERAGE * span and not self.day_had_slug
+                    and self.day_operating >= OPERATING):
+                self.days.append((self.day_start, self.day_sum / self.day_measured))
         self.day_start, self.day_end = local_day(t, self.zone)
-        self.day_sum, self.day_minutes, self.day_operating, self.day_had_slug = 0.0, 0, 0, self.state == EPISODE
+        self.day_sum, self.day_measured, self.day_operating = 0.0, 0.0, 0.0
+        self.day_had_slug = self.state == EPISODE
         base = self.baseline_for(self.day_start)
         self.threshold = INF if base is None else self.multiplier * base
+        if self.log is not None:
+            self.log.append((self.day_start, base, tuple(start for start, _ in self._recent(self.day_start))))
+
+    def _recent(self, day_start: float) -> list[tuple[float, float]]:
+        """The (start, 24-hour average) of the days of normal operation within the look-back of ``day_start``."""
+        return [(start, avg) for start, avg in self.days if start >= day_start - LOOKBACK_DAYS * 86400.0 - 7200.0]
 
     def baseline_for(self, day_start: float) -> float | None:
         """Mean of the 24-hour averages of the most recent days of normal operation within the look-back."""
-        recent = [avg for start, avg in self.days if start >= day_start - LOOKBACK_DAYS * 86400.0 - 7200.0]
+        recent = [avg for _, avg in self._recent(day_start)]
         return math.fsum(recent) / len(recent) if recent else None
 
     @property
