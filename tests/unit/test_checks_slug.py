@@ -4,8 +4,8 @@ onset and confirmation, bounded state."""
 from __future__ import annotations
 
 import math
-from itertools import pairwise
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
