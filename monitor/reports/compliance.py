@@ -18,6 +18,7 @@ import math
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from config.limits import load_profile
@@ -44,6 +45,9 @@ from monitor.reports.snc import SncScreen, screen, window_ending
 from monitor.stores.calibration import OVERDUE, Calibration, overdue_spans
 from monitor.stores.casefile import Invalidation, invalid_episodes
 from monitor.stores.episodes import EpisodeStore
+
+if TYPE_CHECKING:
+    from monitor.rules_cli import BaselineDay
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +121,7 @@ class ComplianceReport:
     record_available: bool = False  # False: no obligations store in the file ("none recorded")
     calibration: tuple[tuple[str, str], ...] = field(default=())  # (channel, status at the period's end)
     lab_slugs: tuple[LabSlug, ...] = ()  # slug findings on the period's lab results (monitor.checks.slug_labs)
+    slug_baselines: tuple[BaselineDay, ...] = ()  # the slug baseline in force on each day of the period
 
     @property
     def exceedances(self) -> tuple[EpisodeLine, ...]:
@@ -269,6 +274,8 @@ def build_report(config: SiteConfig, site_id: str, period: Period, *, now: float
 def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Site, period: Period,
               now: float) -> ComplianceReport:
     plans = compile_plans(config)
+    from monitor.rules_cli import baseline_days  # the rebuild `pretreat rules` shows (it imports this module)
+
     lo, hi = day_bounds(period.first, _tz(site))[0], day_bounds(period.last, _tz(site))[1]
     store = EpisodeStore(path=path)
     try:
@@ -305,7 +312,8 @@ def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Si
         journal_head=_journal_head(conn), notes=tuple(notes),
         obligations=tuple(record.obligations([x.id for x in lines if not x.data_quality and not x.permitted])),
         record_available=record.available,
-        calibration=tuple(_calibration_rows(site, calibrations, lo, min(hi, now))))
+        calibration=tuple(_calibration_rows(site, calibrations, lo, min(hi, now))),
+        slug_baselines=tuple(baseline_days(config, site.id, lo, min(hi, now))))
 
 
 def _calibration_rows(site: Site, calibrations: dict[tuple[str, str], list[Calibration]], lo: float,

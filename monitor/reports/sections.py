@@ -161,6 +161,7 @@ def build_sections(r: ComplianceReport) -> list[Section]:
     out = _cover(r, clock)
     out.append(Section("Limits in force", key="limits", columns=("Subject", "Violation when", "Citation"),
                        widths=(1.1, 2.2, 2.7), rows=tuple((x.subject, x.condition, x.citation) for x in r.limits)))
+    out.extend(_slug_baseline_sections(r, clock))
     out.append(Section("Charts", kind="charts", key="charts"))
     flow, total = _unit_of(r, ChannelKind.FLOW, "rate"), _unit_of(r, ChannelKind.FLOW_TOTAL, "volume")
     temp, lel = _unit_of(r, ChannelKind.TEMPERATURE), _unit_of(r, ChannelKind.LEL, "%LEL")
@@ -186,6 +187,26 @@ def build_sections(r: ComplianceReport) -> list[Section]:
         out.append(Section("Notes", key="notes", kind="text", text=r.notes))
     out.append(Section("Certification", key="certification", kind="signature", text=(CERTIFICATION,)))
     return out
+
+
+def _slug_baseline_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
+    """The slug baseline in force on each day of the period, per slug rule, with the days it rests on (only
+    where a slug rule measures against a trailing baseline)."""
+    if not r.slug_baselines:
+        return []
+    day = "%Y-%m-%d"
+    return [Section(
+        "Slug baseline in force", key="slug_baselines",
+        text=("The baseline is the mean of the 24-hour averages of the most recent days of normal operation (at "
+              "least 90 % measured time, no slug, above zero for at least an hour) before the day; it is fixed at "
+              "local midnight for the whole day. A slug is a value above the threshold for longer than the "
+              "rule's duration. Without a baseline no slug is judged that day.",),
+        columns=("Channel", "Day (local)", "Baseline", "Threshold", "Unit", "Days of normal operation it rests on"),
+        widths=(1.2, 0.9, 0.8, 0.8, 0.7, 3.0),
+        rows=tuple((b.channel, clock(b.day, day),
+                    "none" if b.baseline is None else f"{b.baseline:.6g}",
+                    "none: no slug judged" if b.threshold is None else f"{b.threshold:.6g}", b.unit,
+                    ", ".join(clock(x, day) for x in b.rests_on) or "—") for b in r.slug_baselines))]
 
 
 def _violation_days(r: ComplianceReport) -> tuple[int, ...]:

@@ -407,3 +407,30 @@ async def test_the_no_baseline_notice_is_raised_where_the_record_begins_not_wher
     events = warm_up(CheckEngine.for_config(config, live=True), config, now)
     assert [(e.rule, e.event, e.time) for e in events if e.rule.startswith("slug")] == [
         ("slug_no_baseline", "start", D0 + 67 * DAY), ("slug_no_baseline", "end", D0 + 68 * DAY)]  # day 67 whole
+
+
+async def test_the_report_shows_the_slug_baseline_in_force_each_day_with_its_unit_and_days(tmp_path: Path) -> None:
+    """The report states, per slug rule and day of the period, the baseline in force, its threshold and unit,
+    and the days of normal operation it rests on (here a meter publishing every 2 minutes)."""
+    from datetime import date
+
+    from monitor.reports.compliance import build_report
+    from monitor.reports.periods import FEDERAL_CITATION, Period
+    from monitor.reports.sections import build_sections
+    from monitor.sample import Sample
+    from monitor.stores.historian import Historian
+
+    config = load(tmp_path, site_toml(channel("flow"), extra="[site.rules.slug]\nloading = false\n",
+                                      poll_interval=120.0))
+    h = Historian(path=config.daemon.historian, commit_interval=0.05)
+    await h.start()
+    h.submit([Sample(time=D0 + 120.0 * i, site="acme", channel="flow", value=(10.0, 20.0, 12.0)[i // 720],
+                     unit="gpm") for i in range(3 * 720)])
+    await h.close()
+    period = Period(date(2025, 3, 3), date(2025, 3, 5), date(2025, 4, 1), FEDERAL_CITATION)
+    sections = {s.key: s for s in build_sections(build_report(config, "acme", period, now=D0 + 3 * DAY))}
+    assert sections["slug_baselines"].rows == (
+        ("flow", "2025-03-03", "none", "none: no slug judged", "gpm", "—"),
+        ("flow", "2025-03-04", "10", "50", "gpm", "2025-03-03"),
+        ("flow", "2025-03-05", "15", "75", "gpm", "2025-03-03, 2025-03-04"),
+    )

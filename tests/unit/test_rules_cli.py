@@ -107,7 +107,29 @@ async def test_rules_shows_the_slug_baseline_rebuilt_from_the_historian(
               for i in range(2 * 1440 + 1)])  # two whole days, and a first reading of today
     await h.close()
     text = slug_baselines(config, now)[("acme", "flow")]
-    assert text.startswith("12 (mean of 2 day(s) of normal operation") and "slug above 60" in text
+    assert text.startswith("12 gpm (mean of 2 day(s) of normal operation") and "slug above 60 gpm" in text
+
+
+async def test_rules_forms_the_slug_baseline_from_a_meter_publishing_every_5_minutes(tmp_path: Path) -> None:
+    """A meter publishing every 300 s (max_gap 900 s) measures its whole day: its days are days of normal
+    operation (≥ 90 % measured time), though only one minute in five holds a reading."""
+    import time as _time
+
+    from monitor.rules_cli import slug_baselines
+    from monitor.sample import Sample
+    from monitor.stores.historian import Historian
+
+    config = load(tmp_path, site_toml(channel("flow"), extra="[site.rules.slug]\nloading = false\n",
+                                      poll_interval=300.0))
+    now = _time.time()
+    midnight = now - now % 86400.0
+    h = Historian(path=config.daemon.historian, commit_interval=0.01)
+    await h.start()
+    h.submit([Sample(time=midnight - 2 * 86400.0 + 300.0 * i, site="acme", channel="flow",
+                     value=12.0 if i % 2 else 14.0, unit="gpm") for i in range(2 * 288 + 1)])
+    await h.close()
+    text = slug_baselines(config, now)[("acme", "flow")]
+    assert text.startswith("13 gpm (mean of 2 day(s) of normal operation") and "slug above 65 gpm" in text
 
 
 def test_rules_states_the_slug_screen_on_lab_results_and_the_no_baseline_notice(
