@@ -32,28 +32,58 @@ def _slug_params(lim: Limit, s: Settings, ctx: Context, *, baseline: float | Non
 
 def _slug_limit(ctx: Context) -> tuple[Limit | None, str]:
     """The slug limit in force and a note on a permit's looser figures. A permit may tighten the multiplier or the
-    duration (40 CFR 403.5(d)) of the same form of baseline; a looser figure is set aside with a note."""
+    duration (40 CFR 403.5(d)) of the same form of baseline; the stricter of the ordinance's and the permit's
+    applies figure by figure, as LEL limits combine: a permit tighter in one figure and looser in the other
+    binds with its tighter figure, the ordinance's other figure stays, and the looser one is set aside with a
+    note. The citation then names both sources, each with its figure."""
     law, permit = ctx.law("slug"), ctx.permitted("slug")
     if law is None or permit is None:
         return permit or law, ""
     if permit.baseline != law.baseline:
         return law, ctx.looser("slug", f"{permit.baseline} baseline", f"{law.baseline} baseline", law)
-    looser = [k for k in ("multiplier", "minutes") if permit.numbers[k] > law.numbers[k]]
-    if permit.duration_operator == ">" and law.duration_operator == ">=" and permit.numbers["minutes"] >= \
-            law.numbers["minutes"]:
-        looser.append("duration wording")
-    if not looser:
+    # ties go to the permit (the more specific text); for equal minutes ">=" forbids more than ">"
+    mult = permit if permit.numbers["multiplier"] <= law.numbers["multiplier"] else law
+    dur = permit if _duration_key(permit) <= _duration_key(law) else law
+    if mult is permit and dur is permit:
         return permit, ""
-    words = ", ".join(f"{k} {permit.numbers.get(k, 0):g}" if k in permit.numbers else k for k in looser)
-    return law, ctx.looser("slug", words, ", ".join(f"{k} {law.numbers.get(k, 0):g}" if k in law.numbers else k
-                                                    for k in looser), law)
+    if mult is law and dur is law:
+        looser = [k for k in ("multiplier", "minutes") if permit.numbers[k] > law.numbers[k]]
+        if permit.duration_operator == ">" and law.duration_operator == ">=" and permit.numbers["minutes"] >= \
+                law.numbers["minutes"]:
+            looser.append("duration wording")
+        words = ", ".join(f"{k} {permit.numbers.get(k, 0):g}" if k in permit.numbers else k for k in looser)
+        return law, ctx.looser("slug", words, ", ".join(f"{k} {law.numbers.get(k, 0):g}" if k in law.numbers
+                                                        else k for k in looser), law)
+    m, minutes, op = mult.numbers["multiplier"], dur.numbers["minutes"], dur.duration_operator
+    how = "longer than" if op == ">" else "for at least"
+    if mult is permit:  # the permit's duration is the looser figure, else its multiplier
+        note = ctx.looser("slug", f"duration {_duration_words(permit)}", _duration_words(law), law)
+    else:
+        note = ctx.looser("slug", f"multiplier {permit.numbers['multiplier']:g}",
+                          f"{law.numbers['multiplier']:g}", law)
+    combined = replace(
+        law, numbers={**law.numbers, "multiplier": m, "minutes": minutes}, duration_operator=op,
+        citation=f"{mult.citation} (multiplier {m:g}); {dur.citation} (duration {how} {minutes:g} minutes)",
+        reading=(f"read as more than {m:g} times the baseline of normal operation {how} {minutes:g} minutes: "
+                 f"the multiplier of {mult.citation} and the duration of {dur.citation}, each the stricter "
+                 f"figure (40 CFR 403.5(d))"))
+    return combined, note
+
+
+def _duration_key(lim: Limit) -> tuple[float, int]:
+    """Orders durations by strictness: fewer minutes forbid more; at equal minutes ">=" forbids more than ">"."""
+    return lim.numbers["minutes"], int(lim.duration_operator == ">")
+
+
+def _duration_words(lim: Limit) -> str:
+    return f"{'longer than' if lim.duration_operator == '>' else 'for at least'} {lim.numbers['minutes']:g} minutes"
 
 
 def bind_slug(ctx: Context, ch: Channel, s: Settings) -> Result:
     lim, looser = _slug_limit(ctx)
     if lim is None:
         return Missing("slug")
-    if lim.measured_by == "lab" and lim is ctx.law("slug"):
+    if lim.measured_by == "lab" and lim is not ctx.permitted("slug"):  # the ordinance's figures, measured by lab
         surrogate = _surrogate(ctx, ch, s)
         if isinstance(surrogate, NotApplicable):
             return surrogate

@@ -149,3 +149,43 @@ def test_rules_states_the_slug_screen_on_lab_results_and_the_no_baseline_notice(
     out = capsys.readouterr().out
     assert "slug_no_baseline" in out.split("data quality (not discharge exceedances):")[1].splitlines()[0]
     assert "lab results" not in out
+
+
+MIXED_SLUG = ('[site.permit]\nid = "SE-9"\n[site.permit.limits.slug]\nmultiplier = 3.0\nminutes = 30\n'
+              '[site.rules.slug]\nloading = false\n')
+
+
+def test_a_permit_slug_limit_tighter_in_one_figure_binds_figure_by_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Permit 3× for > 30 min against the ordinance's 5× for > 15 min: each the stricter figure, 3× for
+    > 15 min (40 CFR 403.5(d)), citing both sources; check-config warns of the permit's looser duration."""
+    path = _write(tmp_path, site_toml(channel("flow"), extra=MIXED_SLUG))
+    [b] = [b for b in load(tmp_path, site_toml(channel("flow"), extra=MIXED_SLUG)).sites[0].checks
+           if b.rule == "slug"]
+    assert (b.params["multiplier"], b.params["duration"], b.params["duration_operator"]) == (3.0, 900.0, ">")
+    assert b.citation == ("Permit SE-9 (multiplier 3); Town of Southeast § 112-5A(1)(j) "
+                          "(duration longer than 15 minutes)")
+    assert main(["check-config", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "the permit's duration longer than 30 minutes (Permit SE-9) is looser than the ordinance's longer " \
+           "than 15 minutes (Town of Southeast § 112-5A(1)(j))" in err
+    assert main(["rules", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "citation: Permit SE-9 (multiplier 3); Town of Southeast § 112-5A(1)(j) (duration longer than 15" in out
+    assert "read as more than 3 times the baseline of normal operation longer than 15 minutes" in out
+    site = load(tmp_path, site_toml(channel("flow"), extra=MIXED_SLUG)).sites[0]
+    [line] = [x for x in permit_limits(site) if x.subject == "Slug load"]
+    assert "Permit SE-9 (multiplier 3)" in line.citation and "§ 112-5A(1)(j) (duration" in line.citation
+
+
+def test_a_permit_slug_limit_tighter_in_both_figures_binds_whole_and_a_looser_one_is_set_aside(
+        tmp_path: Path) -> None:
+    tighter = MIXED_SLUG.replace("minutes = 30", "minutes = 10")
+    [b] = [b for b in load(tmp_path, site_toml(channel("flow"), extra=tighter)).sites[0].checks if b.rule == "slug"]
+    assert (b.params["multiplier"], b.params["duration"], b.citation) == (3.0, 600.0, "Permit SE-9")
+    looser = MIXED_SLUG.replace("multiplier = 3.0", "multiplier = 6.0")
+    [b] = [b for b in load(tmp_path, site_toml(channel("flow"), extra=looser)).sites[0].checks if b.rule == "slug"]
+    assert (b.params["multiplier"], b.params["duration"], b.citation) == (5.0, 900.0,
+                                                                          "Town of Southeast § 112-5A(1)(j)")
+    assert "multiplier 6, minutes 30" in str(b.params["looser"])
