@@ -47,6 +47,10 @@ PARAMETERS: dict[str, Parameter] = {p.key: p for p in (
                                                                 "total suspended solids")),
     Parameter("fog", "Fats, oil and grease", _CONVENTIONAL, ("fog", "o&g", "oil and grease",
                                                               "fats, oil and grease")),
+    Parameter("fog_emulsified", "Emulsified oil and grease", _CONVENTIONAL,
+              ("emulsified oil and grease", "oil and grease, emulsified", "emulsified fog")),
+    Parameter("hydrogen_sulfide", "Hydrogen sulfide (sulfide)", _OTHER,
+              ("hydrogen sulfide", "h2s", "sulfide", "sulfide, total", "total sulfide")),
     Parameter("arsenic", "Arsenic", _OTHER, ("arsenic", "as")),
     Parameter("cadmium", "Cadmium", _OTHER, ("cadmium", "cd")),
     Parameter("copper", "Copper", _OTHER, ("copper", "cu")),
@@ -150,10 +154,21 @@ JURISDICTION_LIMITS: dict[str, tuple[PollutantLimit, ...]] = {
              _VE, 1696, "A BOD of more than two hundred forty (240) parts per million."),
         _lim("tss", "400", "ppm", "Town of Vestal § 18-76(d)(2) [section number inferred]",
              _VE, 1700, "A suspended solids content greater than four hundred (400) parts per million."),
+        # "exceeding on analysis an average of": each analysed result is judged (strictly) against the average
+        # the ordinance names; emulsified oil and grease only, so a total oil-and-grease result is not judged by it
+        _lim("fog_emulsified", "50", "ppm", "Town of Vestal § 18-76(a)(2) [section number inferred]", _VE, 1610,
+             "Any water or wastes containing emulsified oil and grease exceeding on analysis an average of fifty "
+             "(50) parts per million"),
+        _lim("hydrogen_sulfide", "2", "ppm", "Town of Vestal § 18-76(a)(4) [section number inferred]", _VE, 1618,
+             "Any water or wastes that contain more than two (2) parts per million, by weight, of the following "
+             "gases: hydrogen sulfide, sulfide, sulfur dioxide or oxides of nitrogen"),
     ),
     "wilson": (
-        _lim("cyanide", "2", "mg/l", f"Town of Wilson § 105-5C(2) [item number not printed] (seed {_WI} line 129)",
+        _lim("cyanide", "2", "mg/l", "Town of Wilson § 105-5C(2) [item number not printed]",
              _WI, 129, "cyanides in excess of two milligrams per liter of cyanide in the wastes as discharged"),
+        _lim("fog", "100", "mg/l", "Town of Wilson § 105-5C(4) [item number not printed]", _WI, 133,
+             "Any water or waste containing fats, wax, grease or oils, whether emulsified or not, in excess of 100 "
+             "milligrams per liter"),
     ),
 }
 

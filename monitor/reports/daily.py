@@ -33,8 +33,8 @@ from monitor.reports.plan import ChannelPlan, compile_plans, volume_factor
 from monitor.stores.episodes import Episode
 
 FLOW_TOLERANCE = 0.05  # totaliser vs integrated rate: more than 5 % apart is flagged
-WILSON_PEAK_CITATION = ("Town of Wilson § 105-7E [subsection inferred] item [5] (seed 004_4c240d5f28466ffb.txt "
-                        "line 231): \"Average and thirty-minute peak wastewater flow rates\"")
+WILSON_PEAK_CITATION = ("Town of Wilson § 105-7E [subsection inferred] item [5]: "
+                        "\"Average and thirty-minute peak wastewater flow rates\"")
 
 
 @dataclass(frozen=True, slots=True)

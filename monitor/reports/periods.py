@@ -25,7 +25,7 @@ from datetime import date, timedelta
 from config.schema import Site
 from monitor.reports.days import add_months
 
-PAWLING_CITATION = ("Town of Pawling sewer use chapter, part E (seed 002_0b1abb2f77a6e9ea.txt lines 195-198): "
+PAWLING_CITATION = ("Town of Pawling sewer use chapter, part E: "
                     "\"on the fifteenth day of the months of March, September and December\"")
 FEDERAL_CITATION = ('40 CFR 403.12(e)(1): "during the months of June and December, unless required more frequently '
                     'in the Pretreatment Standard or by the Control Authority or the Approval Authority"; '
