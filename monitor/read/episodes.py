@@ -47,6 +47,7 @@ from __future__ import annotations
 import heapq
 import math
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,7 @@ from typing import Any
 from config.rule_catalogue import DATA_QUALITY_RULES, NO_READING_PEAK
 from config.schema import SiteConfig
 from monitor.checks.events import iso_utc
+from monitor.permitted_excursions import ALLOWANCE_VIOLATIONS, Span, beyond_allowance
 from monitor.read.revisions import revision_lines, withdrawn_ids
 from monitor.stores.casefile import episode_key as casefile_id
 from monitor.stores.casefile import invalid_episodes
@@ -249,14 +251,14 @@ def annotate(conn: sqlite3.Connection, episodes: list[Episode], config: SiteConf
                  for b in s.checks if b.params.get("permitted")}
     todo: list[tuple[int, int, int, float, float, int]] = []
     invalid = invalid_episodes(conn)
+    spans: dict[tuple[str, str], list[Span]] = {}
     for n, e in enumerate(episodes):
         plan = plans[(e.site, e.channel, e.rule)]
         inv = invalid.get(casefile_id(e.site, e.channel, e.rule, e.start)) if e.start is not None else None
         if inv is not None:
             e.invalid = f"marked invalid by {inv.user} at {iso_utc(inv.time)}: {inv.reason}"
-        if (e.site, e.channel, e.rule) in permitted:  # the permit adopts 40 CFR 401.17: not a violation
-            e.permitted = permitted[(e.site, e.channel, e.rule)]
-            e.citation += f" [permitted excursion under {e.permitted}, adopted by the permit: not a violation]"
+        if (e.site, e.channel, e.rule) in permitted:  # the permit adopts 40 CFR 401.17: within it, no violation
+            _permit(conn, e, permitted[(e.site, e.channel, e.rule)], spans)
         e.unit = "s" if e.rule in NO_READING_PEAK and e.rule not in DATA_QUALITY_RULES else plan.unit
         if e.start is None or e.until is None:
             continue
@@ -271,6 +273,22 @@ def annotate(conn: sqlite3.Connection, episodes: list[Episode], config: SiteConf
         _complete(e, plan, counts, n)
         if evidence:
             e.evidence = list(_evidence(conn, e, plan, series))
+
+
+def _permit(conn: sqlite3.Connection, e: Episode, basis: str, spans: dict[tuple[str, str], list[Span]]) -> None:
+    """Mark ``e`` permitted under ``basis`` (40 CFR 401.17) when it is within the allowances; when it is part of
+    a single-duration or monthly-total violation it stays a violation and its citation says why."""
+    key = (e.site, e.channel)
+    if key not in spans:
+        spans[key] = [Span(f[2], f[3], f[7], f[8]) for rule in ALLOWANCE_VIOLATIONS
+                      for f in find_episodes(conn, now=time.time(), site=e.site, channel=e.channel, rule=rule)
+                      if f[7] is not None and f[4] != "retracted"]
+    why = beyond_allowance(e.channel, e.rule, e.start, e.end, spans[key]) if e.start is not None else ""
+    if why:
+        e.citation += f" [{why}]"
+        return
+    e.permitted = basis
+    e.citation += f" [permitted excursion under {basis}, adopted by the permit: not a violation]"
 
 
 def _calibration(conn: sqlite3.Connection, episodes: list[Episode], config: SiteConfig | None) -> None:

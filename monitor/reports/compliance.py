@@ -32,6 +32,7 @@ from monitor.calibration import channel_status, episode_calibration, logs
 from monitor.checks.events import iso_utc
 from monitor.checks.slug_labs import LabSlug
 from monitor.checks.slug_labs import screen as lab_slug_screen
+from monitor.permitted_excursions import Span, beyond_allowance
 from monitor.reports.aggregates_db import connect
 from monitor.reports.annotations import Annotation, all_annotations, episode_id
 from monitor.reports.daily import DailySummary, summarize
@@ -289,12 +290,18 @@ def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Si
     record = open_record(path)
     invalid = invalid_episodes(conn, site=site.id)
     calibrations = logs(path, site.id)
+    spans = [Span(e.channel, e.rule, e.start, e.end) for e in episodes]
+    beyond = {episode_id(e): beyond_allowance(e.channel, e.rule, e.start, e.end, spans) for e in episodes
+              if (e.channel, e.rule) in permitted}  # 401.17 permits only excursions within its allowances
     lines = tuple(EpisodeLine(id=episode_id(e), channel=e.channel, rule=e.rule, start=e.start, end=e.end,
-                              peak=e.peak, limit=e.limit, citation=e.citation,
+                              peak=e.peak, limit=e.limit,
+                              citation=e.citation + (f" [{beyond[episode_id(e)]}]" if beyond.get(episode_id(e))
+                                                     else ""),
                               data_quality=e.rule in DATA_QUALITY_RULES,
                               annotation=(annotations.get(episode_id(e)) or (None,))[-1],
                               annotations=annotations.get(episode_id(e), ()),
-                              permitted=(e.channel, e.rule) in permitted, invalid=invalid.get(episode_id(e)),
+                              permitted=(e.channel, e.rule) in permitted and not beyond.get(episode_id(e)),
+                              invalid=invalid.get(episode_id(e)),
                               calibration=episode_calibration(site, calibrations, e.channel, e.start, e.end),
                               confirmed=e.confirmed)
                   for e in episodes)

@@ -327,8 +327,9 @@ async def test_ph_episodes_are_marked_permitted_excursions_where_the_permit_adop
                          encoding="utf-8")
     db = tmp_path / "pretreat.sqlite"
     await record(db, [ev(T0 + 10, "ph_low", "start", 4.6, limit=5.0), ev(T0 + 20, "ph_low", "end", 5.5, 4.6),
-                      EpisodeEvent(T0 + 10, SITE, "ph", "ph_excursion_duration", "start", 4.6, 3600.0, CITE,
-                                   confirmed=T0 + 3611)])
+                      # a later excursion, apart from the first, goes beyond the single-excursion allowance
+                      EpisodeEvent(T0 + 100, SITE, "ph", "ph_excursion_duration", "start", 4.6, 3600.0, CITE,
+                                   confirmed=T0 + 3701)])
     rows = {r["rule"]: r for r in jsonl(run_report(db, site_file, now=T0 + 4000, format="json"))}
     assert rows["ph_low"]["citation"].endswith("[permitted excursion under 40 CFR 401.17, adopted by the permit: "
                                                "not a violation]")
@@ -336,18 +337,44 @@ async def test_ph_episodes_are_marked_permitted_excursions_where_the_permit_adop
     # the flag apart from the citation, and `confirmed` (the onset is the start) for the duration rule
     assert (rows["ph_low"]["permitted"], rows["ph_excursion_duration"]["permitted"]) == ("40 CFR 401.17", None)
     assert (rows["ph_excursion_duration"]["start"], rows["ph_excursion_duration"]["confirmed"]) == (
-        iso(T0 + 10), iso(T0 + 3611))
+        iso(T0 + 100), iso(T0 + 3701))
     assert rows["ph_low"]["confirmed"] is None
     csv_rows = {r["rule"]: r for r in csv.DictReader(io.StringIO(run_report(db, site_file, now=T0 + 4000,
                                                                             format="csv")))}
     assert (csv_rows["ph_low"]["permitted"], csv_rows["ph_excursion_duration"]["confirmed"]) == (
-        "40 CFR 401.17", iso(T0 + 3611))
+        "40 CFR 401.17", iso(T0 + 3701))
     # the table lists the violation first and the permitted excursion under its own heading, never among them
     table = run_report(db, site_file, now=T0 + 4000).splitlines()
     heading = next(i for i, line in enumerate(table) if line.startswith("PERMITTED pH EXCURSIONS"))
     assert heading == next(i for i, line in enumerate(table) if "ph_low" in line) - 1
     assert next(i for i, line in enumerate(table) if "ph_excursion_duration" in line) < heading
     assert any(line.strip().startswith("confirmed ") for line in table[:heading])
+    assert table[-1].endswith("1 of those shown permitted pH excursions (not violations)")
+
+
+async def test_an_excursion_beyond_401_17s_allowances_is_a_violation_saying_why(tmp_path: Path) -> None:
+    """40 CFR 401.17 permits only excursions within its allowances: pH 9.4 for 70 minutes is one
+    ph_excursion_duration violation, and its ph_high episode is listed with the violations, saying why, never
+    as a permitted excursion; a 10-minute excursion the same day stays permitted."""
+    site_file = tmp_path / "site.toml"
+    site_file.write_text(SITE_FILE + '\n[site.permit]\nid = "SE-3"\nadopt = ["ph_excursion_single"]\n',
+                         encoding="utf-8")
+    db = tmp_path / "pretreat.sqlite"
+    await record(db, [ev(T0 + 10, "ph_high", "start", 9.4), ev(T0 + 4210, "ph_high", "end", 8.9, peak=9.4),
+                      EpisodeEvent(T0 + 10, SITE, "ph", "ph_excursion_duration", "start", 9.4, 3600.0, CITE,
+                                   confirmed=T0 + 3611),
+                      EpisodeEvent(T0 + 4210, SITE, "ph", "ph_excursion_duration", "end", 8.9, 3600.0, CITE),
+                      ev(T0 + 5000, "ph_high", "start", 9.3), ev(T0 + 5600, "ph_high", "end", 8.9, peak=9.3)])
+    rows = jsonl(run_report(db, site_file, now=T0 + 6000, format="json"))
+    long, short = (r for r in rows if r["rule"] == "ph_high")
+    assert long["permitted"] is None and short["permitted"] == "40 CFR 401.17"
+    assert "not a violation" not in long["citation"]
+    assert long["citation"].endswith("[beyond 40 CFR 401.17's allowances (no single excursion longer than 60 "
+                                     f"minutes): part of the ph_excursion_duration violation from {iso(T0 + 10)}, "
+                                     "so not a permitted excursion]")
+    table = run_report(db, site_file, now=T0 + 6000).splitlines()
+    heading = next(i for i, line in enumerate(table) if line.startswith("PERMITTED pH EXCURSIONS"))
+    assert [i for i, line in enumerate(table) if "ph_high" in line and "9.4" in line][0] < heading
     assert table[-1].endswith("1 of those shown permitted pH excursions (not violations)")
 
 
