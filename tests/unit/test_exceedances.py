@@ -374,7 +374,7 @@ async def test_an_excursion_beyond_401_17s_allowances_is_a_violation_saying_why(
                                      "so not a permitted excursion]")
     table = run_report(db, site_file, now=T0 + 6000).splitlines()
     heading = next(i for i, line in enumerate(table) if line.startswith("PERMITTED pH EXCURSIONS"))
-    assert [i for i, line in enumerate(table) if "ph_high" in line and "9.4" in line][0] < heading
+    assert next(i for i, line in enumerate(table) if "ph_high" in line and "9.4" in line) < heading
     assert table[-1].endswith("1 of those shown permitted pH excursions (not violations)")
 
 
