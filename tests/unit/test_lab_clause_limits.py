@@ -63,3 +63,30 @@ def test_snc_output_names_no_seed(tmp_path: Path, capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert "§ 105-5C(2)" in out and "§ 105-5C(4)" in out
     assert not _PROVENANCE.search(out), out
+
+
+@pytest.mark.parametrize("jurisdiction", ["pawling", "wilson"])
+def test_report_and_rules_output_name_no_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              jurisdiction: str) -> None:
+    """The report (HTML and CSV, with its Due row and its limits in force) and `pretreat rules` cite the law;
+    the seed file and line are provenance in the profile only."""
+    from monitor.cli import main
+    from monitor.reports.compliance import build_report
+    from monitor.reports.periods import due_dates, period_for_due
+    from monitor.reports.render_csv import render_csv
+    from monitor.reports.render_html import render_html
+    from tests.unit.report_scenarios import SITE, site_config
+
+    site_config(tmp_path)
+    text = (tmp_path / "site.toml").read_text().replace('jurisdiction = "pawling"', f'jurisdiction = "{jurisdiction}"')
+    (tmp_path / "site.toml").write_text(text)
+    from config.loader import load_config
+
+    config = load_config(tmp_path / "site.toml")
+    site = config.site(SITE)
+    period = period_for_due(site, due_dates(site, 2026)[0])
+    report = build_report(config, SITE, period, now=1_790_000_000.0)
+    rendered = render_html(report) + render_csv(report)
+    assert main(["rules", "--config", str(tmp_path / "site.toml")]) == 0
+    rendered += capsys.readouterr().out
+    assert not _PROVENANCE.search(rendered), _PROVENANCE.search(rendered)

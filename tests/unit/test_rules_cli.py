@@ -189,3 +189,18 @@ def test_a_permit_slug_limit_tighter_in_both_figures_binds_whole_and_a_looser_on
     assert (b.params["multiplier"], b.params["duration"], b.citation) == (5.0, 900.0,
                                                                           "Town of Southeast § 112-5A(1)(j)")
     assert "multiplier 6, minutes 30" in str(b.params["looser"])
+
+
+@pytest.mark.parametrize(("jurisdiction", "note"), [
+    ("mineola", "conditioned on harm"), ("wilson", "as defined herein"), ("vestal", "'Normal sewage' is not defined"),
+    ("vestal_endicott", "measures a slug by suspended solids and BOD"), ("pawling", "states no slug limit")])
+def test_an_unchecked_flow_channel_says_why_with_the_jurisdictions_note(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], jurisdiction: str, note: str) -> None:
+    """check-config counts the flow channel as unchecked where the slug is not stated; `pretreat rules` says why
+    under the channel, with the ordinance's own note, without a slug rule having to be added and refused."""
+    path = _write(tmp_path, site_toml(channel("flow"), jurisdiction=jurisdiction))
+    assert main(["rules", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    flow = out.split("flow (flow,")[1].split("calibration:")[0]
+    assert "NO RULE: slug: " in flow and note in flow
+    assert "1 channel(s) left unchecked" in out
