@@ -50,7 +50,7 @@ from monitor.read.times import UsageError, parse_time
 from monitor.sample import Quality
 from monitor.stores.historian_db import QUALITY_BY_CODE, QUALITY_CODES, HistorianError, open_for_reading
 from monitor.stores.hub_record import is_database_url
-from monitor.stores.readonly import RECORD_ERRORS, connect_record, dialect, has_table
+from monitor.stores.readonly import connect_record, dialect, has_table, record_errors
 from monitor.warmup import window_start
 
 _EXIT_MISMATCH, _EXIT_USAGE = 1, 2
@@ -58,7 +58,6 @@ _OVER_RANGE = QUALITY_CODES[Quality.OVER_RANGE]  # judged with its number, as `C
 Key = tuple[str, str, str]
 
 
-_UNREADABLE: tuple[type[Exception], ...] = (*RECORD_ERRORS, HistorianError, OSError)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -88,7 +87,9 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         return _EXIT_USAGE
     try:
         result = audit(config, start=start, end=end, database=database)
-    except _UNREADABLE as exc:
+    except Exception as exc:  # the record unreadable: either kind (psycopg's errors are known once it is imported)
+        if not isinstance(exc, (*record_errors(), HistorianError, OSError)):
+            raise
         where = "the hub's database" if database else config.daemon.historian
         print(f"pretreat audit: cannot read {where}: {exc}", file=sys.stderr)
         return _EXIT_MISMATCH

@@ -47,7 +47,7 @@ from monitor.read.episodes import history
 from monitor.read.source import open_source
 from monitor.read.times import UsageError, time_range
 from monitor.reports.labs import read_results
-from monitor.stores.readonly import RECORD_ERRORS, connect_record, has_table
+from monitor.stores.readonly import connect_record, has_table, record_errors
 
 TABLE_LIMIT = 500
 
@@ -80,14 +80,14 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None, now: float | Non
     except UsageError as exc:
         print(f"pretreat exceedances: {exc}", file=sys.stderr)
         return 2
-    except RECORD_ERRORS as exc:
+    except record_errors() as exc:
         where = args.db or ("the hub's database" if args.database else args.config)
         print(f"pretreat exceedances: cannot read {where}: {exc}", file=sys.stderr)
         return 1
     try:
         report(conn, out, config=config, args=args, start=start, end=end,
                now=time.time() if now is None else now)
-    except RECORD_ERRORS as exc:
+    except record_errors() as exc:
         where = "the hub's database" if isinstance(db, str) else db  # a URL may carry a password
         print(f"pretreat exceedances: cannot read {where}: {exc}", file=sys.stderr)
         return 1

@@ -185,58 +185,12 @@ def binding_lines(b: RuleBinding, unit: str, baseline: str | None) -> list[str]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class BaselineDay:
-    """The slug baseline in force on one local day of one slug rule (`SlugDetector.log`): None when the day had
-    none (no day of normal operation within the look-back, so no slug was judged), else the mean of the 24-hour
-    averages of the days of normal operation ``rests_on`` (their local starts, epoch s)."""
-
-    channel: str  # the channel, or "flow*concentration" for a mass loading
-    day: float  # local start of the day, epoch s
-    baseline: float | None
-    threshold: float | None  # multiplier × baseline: a slug is above it
-    unit: str  # the channel's unit (mass loading: flow unit × concentration unit)
-    rests_on: tuple[float, ...]
-
-
-def baseline_days(config: SiteConfig, site: str, lo: float, hi: float) -> list[BaselineDay]:
-    """The slug baseline in force on each local day starting in [lo, hi) for ``site``'s trailing-baseline slug
-    rules, rebuilt from the historian's readings since ``lo`` minus the look-back, as a replay computes it."""
-    from monitor.checks.engine import CheckEngine
-    from monitor.checks.slug import LoadingSlug, SlugDetector
-    from monitor.warmup import SLUG_LOOKBACK, recorded_since
-
-    slugs = [b for s in config.sites if s.id == site for b in s.checks
-             if b.rule == "slug" and "baseline" not in b.params]
-    if not slugs:
-        return []
-    engine = CheckEngine(channels=config.channels, bindings=slugs)
-    logs = []
-    for b, rule in engine.rules:
-        det = rule.detector if isinstance(rule, LoadingSlug) else rule
-        if isinstance(det, SlugDetector):
-            det.log = []
-            logs.append((b, det))
-    mine = {(site, c) for b in slugs for c in b.inputs}
-    starts = {(c.site, c.id): lo - SLUG_LOOKBACK if (c.site, c.id) in mine else hi for c in config.channels}
-    for s in recorded_since(config, starts, hi):
-        engine.process(s)
-    units = {c.id: c.unit for c in config.channels if c.site == site}
-    out = []
-    for b, det in logs:
-        unit = " × ".join(units.get(i) or "no unit" for i in b.inputs)
-        for day, base, rests in det.log or ():
-            if lo <= day < hi:
-                out.append(BaselineDay(b.channel, day, base, None if base is None else det.multiplier * base,
-                                       unit, rests))
-    return sorted(out, key=lambda x: (x.channel, x.day))
-
-
 def slug_baselines(config: SiteConfig, now: float) -> dict[tuple[str, str], str]:
     """The slug baseline in force today per (site, channel), rebuilt from the historian as the daemon does."""
     from monitor.checks.engine import CheckEngine
     from monitor.checks.slug import LoadingSlug, SlugDetector
-    from monitor.warmup import channel_starts, recorded_since
+    from monitor.slug_history import recorded_since
+    from monitor.warmup import channel_starts
 
     slugs = [b for s in config.sites for b in s.checks if b.rule == "slug"]
     if not slugs:

@@ -18,7 +18,6 @@ start. Nothing else is touched, so nothing is announced twice.
 
 from __future__ import annotations
 
-import heapq
 import logging
 import math
 import time
@@ -33,15 +32,14 @@ from config.schema import SiteConfig
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import EpisodeEvent
 from monitor.checks.rewind import History, HistoryRow
-from monitor.checks.slug import LOOKBACK_DAYS
 from monitor.logtext import duration
 from monitor.obligation_watch import OBLIGATION_OVERDUE
-from monitor.sample import GOOD, Sample
+from monitor.sample import GOOD
+from monitor.slug_history import SLUG_LOOKBACK, recorded_since
 from monitor.stores.historian import Historian
 
 log = logging.getLogger(__name__)
 BASELINE_WINDOW = 25 * 3600.0  # an open candidate or excursion, with margin
-SLUG_LOOKBACK = (LOOKBACK_DAYS + 2) * 86400.0  # a slug baseline's days of normal operation: up to 60 days back
 
 
 def window_start(config: SiteConfig, now: float) -> float:
@@ -63,20 +61,6 @@ def channel_starts(config: SiteConfig, now: float) -> dict[tuple[str, str], floa
         for ch in site.channels:
             out[(site.id, ch.id)] = min(base, now - SLUG_LOOKBACK) if ch.id in slug else base
     return out
-
-
-def recorded_since(config: SiteConfig, start: float | Mapping[tuple[str, str], float], end: float) -> Iterator[Sample]:
-    """Every recorded sample of every configured channel from ``start`` (one time, or one per (site, channel))
-    to ``end`` (exclusive), merged in time order."""
-    if not config.daemon.historian.exists():
-        return
-    starts = start if isinstance(start, Mapping) else {(c.site, c.id): start for c in config.channels}
-    # One read-only connection for every channel: a connection a channel (each parsing the schema and
-    # checking the version on open) took 40 s before the first poll at 10,000 channels (bench/bench_peers.py).
-    with Historian.open_readonly(config.daemon.historian) as reader:
-        streams = [reader.query(site=c.site, channel=c.id, start=starts.get((c.site, c.id), end), end=end)
-                   for c in config.channels]
-        yield from heapq.merge(*streams, key=lambda s: s.time)
 
 
 def history_reader(path: Path) -> History:

@@ -15,7 +15,7 @@ from monitor.console import queries
 from monitor.console.app import Console
 from monitor.console.auth import SESSION_COOKIE, Session, site_ids, visible_sites
 from monitor.console.users import Role
-from monitor.stores.readonly import RECORD_ERRORS
+from monitor.stores.readonly import record_errors
 
 
 def console_of(request: Request) -> Console:
@@ -59,7 +59,7 @@ def open_db(c: Console) -> sqlite3.Connection | None:
     """The daemon's file read-only, None before the daemon created it; 503 if it cannot be read."""
     try:
         return queries.connect(c.db)
-    except RECORD_ERRORS as exc:
+    except record_errors() as exc:
         raise HTTPException(503, f"the daemon's database cannot be read: {exc}") from exc
 
 

@@ -48,7 +48,7 @@ from monitor.stores.casefile import Invalidation, invalid_episodes
 from monitor.stores.episodes import EpisodeStore
 
 if TYPE_CHECKING:
-    from monitor.rules_cli import BaselineDay
+    from monitor.slug_history import BaselineDay
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +275,7 @@ def build_report(config: SiteConfig, site_id: str, period: Period, *, now: float
 def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Site, period: Period,
               now: float) -> ComplianceReport:
     plans = compile_plans(config)
-    from monitor.rules_cli import baseline_days  # the rebuild `pretreat rules` shows (it imports this module)
+    from monitor.slug_history import baseline_days  # the rebuild `pretreat rules` shows
 
     lo, hi = day_bounds(period.first, _tz(site))[0], day_bounds(period.last, _tz(site))[1]
     store = EpisodeStore(path=path)

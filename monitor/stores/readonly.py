@@ -12,15 +12,21 @@ The county hub's PostgreSQL database is the other record a read can name (``--da
 from __future__ import annotations
 
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
 from monitor.stores.hub_record import HubReader, is_database_url
 
-RECORD_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, psycopg.Error)
-"""What reading a record raises when the record cannot be read (either kind)."""
+
+def record_errors() -> tuple[type[Exception], ...]:
+    """What reading a record raises when the record cannot be read (either kind), for an ``except`` clause.
+
+    A function, not a tuple built at import: psycopg is imported only by a connection to the hub's database
+    (`HubReader`), so that every command that never reads one starts without it (tests/unit/test_cli.py); while
+    it is not imported, no psycopg error can be raised."""
+    pg = sys.modules.get("psycopg")
+    return (sqlite3.Error,) if pg is None else (sqlite3.Error, pg.Error)
 
 
 def connect_readonly(path: Path | str, *, timeout: float = 5.0, check_same_thread: bool = True) -> sqlite3.Connection:

@@ -1,0 +1,74 @@
+"""The slug baseline as the record holds it: readings read back from the historian in time order, and the
+baseline in force on each local day rebuilt from them exactly as a replay computes it. Used by the daemon's
+start (`monitor.warmup`), `pretreat rules` and the periodic report, so all three show the same baseline."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from config.schema import SiteConfig
+from monitor.checks.engine import CheckEngine
+from monitor.checks.slug import LOOKBACK_DAYS, LoadingSlug, SlugDetector
+from monitor.sample import Sample
+from monitor.stores.historian import Historian
+
+SLUG_LOOKBACK = (LOOKBACK_DAYS + 2) * 86400.0  # a slug baseline's days of normal operation: up to 60 days back
+
+
+def recorded_since(config: SiteConfig, start: float | Mapping[tuple[str, str], float], end: float) -> Iterator[Sample]:
+    """Every recorded sample of every configured channel from ``start`` (one time, or one per (site, channel))
+    to ``end`` (exclusive), merged in time order."""
+    if not config.daemon.historian.exists():
+        return
+    starts = start if isinstance(start, Mapping) else {(c.site, c.id): start for c in config.channels}
+    # One read-only connection for every channel: a connection a channel (each parsing the schema and
+    # checking the version on open) took 40 s before the first poll at 10,000 channels (bench/bench_peers.py).
+    with Historian.open_readonly(config.daemon.historian) as reader:
+        streams = [reader.query(site=c.site, channel=c.id, start=starts.get((c.site, c.id), end), end=end)
+                   for c in config.channels]
+        yield from heapq.merge(*streams, key=lambda s: s.time)
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineDay:
+    """The slug baseline in force on one local day of one slug rule (`SlugDetector.log`): None when the day had
+    none (no day of normal operation within the look-back, so no slug was judged), else the mean of the 24-hour
+    averages of the days of normal operation ``rests_on`` (their local starts, epoch s)."""
+
+    channel: str  # the channel, or "flow*concentration" for a mass loading
+    day: float  # local start of the day, epoch s
+    baseline: float | None
+    threshold: float | None  # multiplier × baseline: a slug is above it
+    unit: str  # the channel's unit (mass loading: flow unit × concentration unit)
+    rests_on: tuple[float, ...]
+
+
+def baseline_days(config: SiteConfig, site: str, lo: float, hi: float) -> list[BaselineDay]:
+    """The slug baseline in force on each local day starting in [lo, hi) for ``site``'s trailing-baseline slug
+    rules, rebuilt from the historian's readings since ``lo`` minus the look-back, as a replay computes it."""
+    slugs = [b for s in config.sites if s.id == site for b in s.checks
+             if b.rule == "slug" and "baseline" not in b.params]
+    if not slugs:
+        return []
+    engine = CheckEngine(channels=config.channels, bindings=slugs)
+    logs = []
+    for b, rule in engine.rules:
+        det = rule.detector if isinstance(rule, LoadingSlug) else rule
+        if isinstance(det, SlugDetector):
+            det.log = []
+            logs.append((b, det))
+    mine = {(site, c) for b in slugs for c in b.inputs}
+    starts = {(c.site, c.id): lo - SLUG_LOOKBACK if (c.site, c.id) in mine else hi for c in config.channels}
+    for s in recorded_since(config, starts, hi):
+        engine.process(s)
+    units = {c.id: c.unit for c in config.channels if c.site == site}
+    out = []
+    for b, det in logs:
+        unit = " × ".join(units.get(i) or "no unit" for i in b.inputs)
+        for day, base, rests in det.log or ():
+            if lo <= day < hi:
+                out.append(BaselineDay(b.channel, day, base, None if base is None else det.multiplier * base,
+                                       unit, rests))
+    return sorted(out, key=lambda x: (x.channel, x.day))
