@@ -252,13 +252,16 @@ def check_tail(conn: sqlite3.Connection, anchors: Sequence[tuple[int, str]] = ()
     """The chain's end: every ``alarm_state`` row names a journal record that exists (so deleting the last
     records is seen), and every anchor (seq, hash) is in the journal with that hash."""
     out = []
+    # alarm_state first, the journal's head after it: each SELECT is its own read transaction, and the daemon
+    # commits a transition's journal record and its alarm_state row together, so a commit between the two reads
+    # only moves the head on. Read the other way round, a transition committed in between showed as records "cut
+    # off the end" (seen once, in tests/faults/test_disk_full.py, while alarms were raised beside the check).
+    top = conn.execute("SELECT max(seq) FROM alarm_state").fetchone()[0] if _has(conn, "alarm_state") else None
     head = head_of(conn)[0] if _has(conn, "journal") else 0
-    if _has(conn, "alarm_state"):
-        top = conn.execute("SELECT max(seq) FROM alarm_state").fetchone()[0]
-        if top is not None and int(top) > head:
-            out.append(Finding("journal", "missing", "journal", "", "",
-                               f"alarm_state names record {top} but the journal ends at {head}: "
-                               f"records {head + 1}..{top} were cut off the end"))
+    if top is not None and int(top) > head:
+        out.append(Finding("journal", "missing", "journal", "", "",
+                           f"alarm_state names record {top} but the journal ends at {head}: "
+                           f"records {head + 1}..{top} were cut off the end"))
     for seq, digest in anchors:
         row = conn.execute("SELECT hash FROM journal WHERE seq = ?", (seq,)).fetchone() if head else None
         if row is None:
