@@ -73,8 +73,10 @@ async def test_a_tampered_record_is_reported_at_start_and_the_daemon_keeps_recor
         guard = daemon.guard
         assert await eventually(lambda: guard.state != "checking", 20)
         assert guard.state == "failing"
-        assert any(f"journal record {bad} altered" in p for p in guard.problems), guard.problems
-        assert any("episode event missing" in p and "ph_low end" in p for p in guard.problems), guard.problems
+        # the chain's finding comes first; the episodes' comparison may follow it on a loaded machine
+        assert await eventually(lambda: any(f"journal record {bad} altered" in p for p in guard.problems)
+                                and any("episode event missing" in p and "ph_low end" in p for p in guard.problems),
+                                20), guard.problems
         assert daemon.alarming.engine.state(ALARM).active
         written = daemon.historian.counters.samples_written
         assert await eventually(lambda: daemon.historian.counters.samples_written > written + 4, 10)  # goes on
@@ -152,7 +154,8 @@ async def test_a_sealing_pass_anchors_the_chain_head_in_the_file_and_retained_on
                     for i in range(1440)])
     await history.close()
     async with SiteSimulator(config=config), InProcessDaemon(config) as daemon:
-        assert await daemon.guard.seal() == 1
+        # the recorded day, and (once the late-data window has passed) the empty days after it: at least one
+        assert await daemon.guard.seal() >= 1
         assert daemon.guard.sealer.stats.readings == 1440
         anchors = read_anchors(anchor_path(db))
         assert len(anchors) == 1
