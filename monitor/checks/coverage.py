@@ -61,6 +61,22 @@ def weight(dt: float, max_gap: float) -> float:
     return dt if dt <= max_gap else max_gap
 
 
+def close_maintenance(stretches: list[tuple[float, float]], start: float, t: float,
+                      max_gap: float) -> tuple[float, float] | None:
+    """End the maintenance stretch that a ``maintenance`` sample at ``start`` began, at ``t`` (the channel's next
+    sample), at most ``max_gap`` long (see the module doc), and add it to ``stretches`` (merged with the last one
+    when they touch). Returns the stretch, or None when it is empty. The engine and the day aggregates both keep
+    their stretches with this, so a report's maintenance time is the time the rules left out."""
+    end = min(t, start + max_gap)
+    if end <= start:
+        return None
+    if stretches and stretches[-1][1] >= start:
+        stretches[-1] = (stretches[-1][0], end)
+    else:
+        stretches.append((start, end))
+    return start, end
+
+
 class Coverage:
     """Measured and unmeasured seconds over a stretch of one channel's readings.
 

@@ -37,7 +37,7 @@ from monitor.checks import quality as _quality
 from monitor.checks import tamper as _tamper
 from monitor.checks import threshold as _threshold
 from monitor.checks.base import CHECKS, INF, Rule
-from monitor.checks.coverage import END_GAP, END_MAINTENANCE
+from monitor.checks.coverage import END_GAP, END_MAINTENANCE, close_maintenance
 from monitor.checks.events import EpisodeEvent
 from monitor.checks.revisions import Revision
 from monitor.checks.rewind import (
@@ -173,17 +173,9 @@ class Processor:
     def _close_maintenance(self, t: float) -> None:
         """The pending maintenance sample's stretch ends at ``t`` (the next sample), at most ``max_gap`` long."""
         a = self.ml
-        if a is None:
-            return
-        self.ml = None
-        b = min(t, a + self.gap)
-        if b <= a:
-            return
-        seg = self.mseg
-        if seg and seg[-1][1] >= a:
-            seg[-1] = (seg[-1][0], b)
-        else:
-            seg.append((a, b))
+        if a is not None:
+            self.ml = None
+            close_maintenance(self.mseg, a, t, self.gap)
 
     def _bad(self, t: float, quality: str) -> None:
         if not self.held:

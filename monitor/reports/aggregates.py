@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from config.schema import SiteConfig
+from monitor.checks.coverage import close_maintenance
 from monitor.reports.aggregates_db import STATE_COLUMNS, UPSERT_DAY, ChannelState, connect, read_states
 from monitor.reports.days import DayCursor, day_bounds, local_day, spread
 from monitor.reports.peak_window import PeakWindow
@@ -176,15 +177,9 @@ class _Chan:
         accrued to the days it covers and kept for the next good reading's interval."""
         a, self.ml = self.ml, None
         assert a is not None
-        b = min(t, a + self.max_gap)
-        if b <= a:
-            return
-        spread(a, b, self.cursor, self._maint)
-        seg = self.mseg
-        if seg and seg[-1][1] >= a:
-            seg[-1] = (seg[-1][0], b)
-        else:
-            seg.append((a, b))
+        stretch = close_maintenance(self.mseg, a, t, self.max_gap)
+        if stretch is not None:
+            spread(*stretch, self.cursor, self._maint)
 
     def _maint(self, d: date, s: float) -> None:
         self._at(d).maintenance += s
