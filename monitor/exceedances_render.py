@@ -184,6 +184,13 @@ def _value(e: Episode, v: float | None, r: Render) -> str:
     return f"{r.number(v, e.site, e.channel)} {e.unit}".strip()
 
 
+def _invalid_text(e: Episode, r: Render) -> str:
+    """Who marked the episode invalid, when (in the table's time: the site's local time unless --utc) and why."""
+    if e.invalid_at is None:
+        return e.invalid
+    return f"marked invalid by {e.invalid_by} at {r.time(e.invalid_at, e.site)}: {e.invalid_reason}"
+
+
 def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int, evidence: bool,
                 render: Render | None = None) -> None:
     from monitor.cli_render import Render
@@ -197,7 +204,7 @@ def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int,
              f"{e.site}/{e.channel}", e.rule, _value(e, e.peak, r) + (" (censored)" if e.censored else ""),
              _value(e, e.limit, r),
              "" if e.completeness is None else f"{e.completeness:.1f}%",
-             f"[INVALID: {e.invalid}] {e.citation}" if e.invalid else e.citation] for n, e in episodes]
+             f"[INVALID: {_invalid_text(e, r)}] {e.citation}" if e.invalid else e.citation] for n, e in episodes]
     widths = [max([len(h)] + [len(x[i]) for x in rows]) for i, h in enumerate(head)]
     line = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
     out.write(line.format(*head) + "\n")

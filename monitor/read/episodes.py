@@ -91,7 +91,10 @@ class Episode:
     unmeasured: float | None = None  # s not covered: measured + unmeasured is the worst case
     maintenance: float | None = None  # s the instrument was in service/calibration: neither of the two
     censored: bool = False  # caused by an over-range reading judged as the instrument's span top
-    invalid: str = ""  # enforcement marked it invalid (`monitor.stores.casefile`): who, when, why; no violation
+    invalid: str = ""  # enforcement marked it invalid (`monitor.stores.casefile`): who, when (UTC), why; no violation
+    invalid_at: float | None = None  # when it was marked invalid (epoch s), for tables in the site's time
+    invalid_by: str = ""  # who marked it invalid
+    invalid_reason: str = ""  # and why
     revisions: list[str] | None = None  # "<when recorded>: <change> (<reason>)", oldest first
     calibration: str = ""  # the instrument's calibration status during the episode (monitor.calibration)
     confirmed: float | None = None  # duration rules: when the duration was exceeded (start is the onset)
@@ -257,6 +260,7 @@ def annotate(conn: sqlite3.Connection, episodes: list[Episode], config: SiteConf
         inv = invalid.get(casefile_id(e.site, e.channel, e.rule, e.start)) if e.start is not None else None
         if inv is not None:
             e.invalid = f"marked invalid by {inv.user} at {iso_utc(inv.time)}: {inv.reason}"
+            e.invalid_at, e.invalid_by, e.invalid_reason = inv.time, inv.user, inv.reason
         if (e.site, e.channel, e.rule) in permitted:  # the permit adopts 40 CFR 401.17: within it, no violation
             _permit(conn, e, permitted[(e.site, e.channel, e.rule)], spans)
         e.unit = "s" if e.rule in NO_READING_PEAK and e.rule not in DATA_QUALITY_RULES else plan.unit

@@ -16,6 +16,7 @@ import pytest
 
 from config.rule_catalogue import DURATION_RULES
 from config.schema import SiteConfig
+from monitor.cli_render import Render
 from monitor.exceedances import report as exceedances_report
 from monitor.reports.compliance import ComplianceReport, build_report
 from monitor.reports.periods import Period
@@ -90,5 +91,7 @@ def test_an_invalidated_episode_is_listed_struck_and_not_counted(recorded: SiteC
     assert all(r["invalid"] is None for r in rows if r is not marked[0])
     table = _exceedances(config, "table")
     assert "[INVALID: marked invalid by enf" in table and "1 of those shown marked invalid" in table
+    local = Render(config).time(NOW, SITE)  # the table's times are the site's, the invalidation's too
+    assert local.endswith(("EST", "EDT")) and f"marked invalid by enf at {local}: {REASON}" in table, table
     csv_rows = list(csv.DictReader(io.StringIO(_exceedances(config, "csv"))))
     assert sum(1 for r in csv_rows if REASON in r["invalid"]) == 1 and len(csv_rows) == len(rows)
