@@ -83,7 +83,7 @@ def test_operator_sees_a_scenario_ph_alarm_live_and_acknowledges_it(browser: Any
     loaded = page.evaluate("location.href")
     # ph_excursion: pH ramps from ~7 to 4.6 from t=300 s; played 10x from t=340 s it crosses 5 within ~2 s
     env["plant"].play("ph_excursion", site=ACME, speed=10.0, start_at=340.0)
-    page.wait_for_selector(f'{row}[data-state="active-unacknowledged"]', timeout=15000)
+    page.wait_for_selector(f'{row}[data-state="active-unacknowledged"]', timeout=PATIENCE * 1000)
     seen = time.time()
     raised = next(t for t in env["plant"].transitions if t.alarm_id == ACME_PH_LOW and t.kind.value == "raise")
     assert page.evaluate("location.href") == loaded  # live, no reload
@@ -93,7 +93,7 @@ def test_operator_sees_a_scenario_ph_alarm_live_and_acknowledges_it(browser: Any
     page.screenshot(path=str(artifacts / "console-alarm-list.png"), full_page=True)
 
     page.click(f'{row} button[data-action="ack"]')  # one click: no dialog, no note asked
-    page.wait_for_selector("#act-status.ok", timeout=15000)
+    page.wait_for_selector("#act-status.ok", timeout=PATIENCE * 1000)
     assert page.is_hidden("#act-dialog")
     assert "Acknowledged: ACME Plating Co. — MH-1 · ph · pH low (journal record" in page.inner_text("#act-status")
     page.wait_for_selector(f'{row}[data-state="active-acknowledged"]')
@@ -110,7 +110,7 @@ def test_new_critical_alarm_gives_a_visual_and_audible_cue(browser: Any, env: di
     page.check("#sound")
     assert page.is_hidden("#cue")
     env["plant"].value(ACME, "lel", 14.0)  # lel_single: critical
-    page.wait_for_selector("#cue:not([hidden])", timeout=15000)
+    page.wait_for_selector("#cue:not([hidden])", timeout=PATIENCE * 1000)
     assert "◆1 ACME Plating Co. — MH-1 · lel · Explosive vapour (single): 14 %LEL (limit 10 %LEL)" == page.inner_text(
         "#cue-text")
     assert page.evaluate("window.__cues") >= 1

@@ -186,7 +186,7 @@ class InProcessDaemon:
     async def __aenter__(self) -> Daemon:
         self._task = asyncio.create_task(self.daemon.run(self._stop), name="daemon-under-test")
         ready = asyncio.create_task(self.daemon.ready.wait())
-        done, _ = await asyncio.wait({self._task, ready}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({self._task, ready}, timeout=3 * PATIENCE, return_when=asyncio.FIRST_COMPLETED)
         if ready not in done:
             ready.cancel()
             await self._finish()

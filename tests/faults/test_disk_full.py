@@ -36,7 +36,7 @@ from tests.faults.harness import (
     site_file,
     tcp_instrument,
 )
-from tests.support import IN_CI, eventually, free_port
+from tests.support import IN_CI, PATIENCE, eventually, free_port
 
 SIZE = "4m"
 
@@ -185,9 +185,9 @@ async def test_a_full_disk_is_logged_once_and_status_lists_the_failing_historian
     async with SiteSimulator(config=config), InProcessDaemon(config) as daemon:
         counters = daemon.historian.counters
         assert await eventually(lambda: counters.samples_written > 20 and health_path(small_disk / "pretreat.sqlite")
-                                .exists(), 10)
+                                .exists(), PATIENCE)
         await asyncio.to_thread(fill, filler)
-        assert await eventually(lambda: counters.write_errors > 0, 15), "writes never failed"
+        assert await eventually(lambda: counters.write_errors > 0, PATIENCE), "writes never failed"
 
         def status_says_failing() -> bool:
             try:
@@ -195,17 +195,17 @@ async def test_a_full_disk_is_logged_once_and_status_lists_the_failing_historian
             except ValueError:
                 return False
 
-        assert await eventually(status_says_failing, 15)
+        assert await eventually(status_says_failing, PATIENCE)
         written = [r for r in caplog.records if "health snapshot" in r.getMessage()]
         before = len(written)
         errors_before = sum(r.levelname == "ERROR" for r in caplog.records)
         snapshot_time = collect(config).snapshot["time"]  # type: ignore[index]
-        assert await eventually(lambda: collect(config).snapshot["time"] > snapshot_time + 2, 10)  # not frozen
+        assert await eventually(lambda: collect(config).snapshot["time"] > snapshot_time + 2, PATIENCE)  # not frozen
         assert len([r for r in caplog.records if "health snapshot" in r.getMessage()]) == before == 1
         assert sum(r.levelname == "ERROR" for r in caplog.records) == errors_before  # nothing every second
         filler.unlink()
-        assert await eventually(lambda: counters.queue_depth == 0, 20), counters.as_dict()
-        assert await eventually(lambda: not collect(config).problems, 15), collect(config).problems
+        assert await eventually(lambda: counters.queue_depth == 0, PATIENCE), counters.as_dict()
+        assert await eventually(lambda: not collect(config).problems, PATIENCE), collect(config).problems
     assert [r.getMessage().split(" (")[0] for r in caplog.records if "health snapshot" in r.getMessage()] == [
         f"health snapshot: cannot write {health_path(small_disk / 'pretreat.sqlite')}",
         f"health snapshot: writing {health_path(small_disk / 'pretreat.sqlite')} again"]

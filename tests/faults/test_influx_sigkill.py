@@ -34,7 +34,7 @@ from tests.faults.harness import (
     site_file,
     tcp_instrument,
 )
-from tests.support import Mosquitto, VictoriaMetrics, free_port, wait_until
+from tests.support import PATIENCE, Mosquitto, VictoriaMetrics, free_port, wait_until
 
 KINDS = {"ph": "ph", "flow": "flow", "lel": "lel"}  # channel → measurement (its kind)
 
@@ -134,7 +134,7 @@ def run_outage_kills(tmp_path: Path, mosquitto: Mosquitto, victoria: VictoriaMet
         daemon.kill()
     rows = recorded(config.daemon.historian)
     assert {r.channel for r in rows} == set(KINDS)
-    wait_until(lambda: not compare(rows, victoria), 20, 0.5)  # new series take a moment to become searchable
+    wait_until(lambda: not compare(rows, victoria), PATIENCE, 0.5)  # new series take a moment to become searchable
     problems = compare(rows, victoria)
     assert problems == [], f"{len(problems)} differences among {len(rows)} readings: {problems[:5]}"
     assert "re-queuing the readings" in log, "no kill left anything to re-queue: the test proved nothing"

@@ -36,7 +36,7 @@ from tests.faults.harness import (
     site_file,
     tcp_instrument,
 )
-from tests.support import Mosquitto, eventually, free_port
+from tests.support import PATIENCE, Mosquitto, eventually, free_port
 
 
 def _mqtt_site(tmp_path: Path, broker: Mosquitto, *, kind: str, unit: str, field: str, vmax: float) -> SiteConfig:
@@ -71,7 +71,7 @@ def _audit_cli(config_path: Path) -> subprocess.CompletedProcess[str]:
 
 
 async def _subscribed(daemon: Daemon) -> None:
-    assert await eventually(lambda: all(s.counters.subscribed for s in daemon.streaming), 15)
+    assert await eventually(lambda: all(s.counters.subscribed for s in daemon.streaming), PATIENCE)
 
 
 async def test_a_device_clock_4_minutes_fast_hides_no_excursion(tmp_path: Path, mosquitto: Mosquitto) -> None:
@@ -87,11 +87,11 @@ async def test_a_device_clock_4_minutes_fast_hides_no_excursion(tmp_path: Path, 
             await _send(mosquitto, "ph", "ph", 3.0, t)
         # the 7.0 stamped 4 minutes ahead is further than max_gap after the last 3.0: the episode ends at the
         # last reading before that gap (monitor.checks.coverage), once all five are judged at their times
-        assert await eventually(lambda: _episodes(config, "ph_low") == [(firsts[0], firsts[-1])], 20)
+        assert await eventually(lambda: _episodes(config, "ph_low") == [(firsts[0], firsts[-1])], PATIENCE)
         alarm = f"{SITE}/ph/ph_low"
-        assert await eventually(lambda: _raised(daemon, alarm), 10)
+        assert await eventually(lambda: _raised(daemon, alarm), PATIENCE)
         assert "late reading" in _raised(daemon, alarm)[0]
-        assert await eventually(lambda: daemon.engine.counters()["late"] >= 5, 10)  # all five judged late
+        assert await eventually(lambda: daemon.engine.counters()["late"] >= 5, PATIENCE)  # all five judged late
         assert daemon.engine.counters()["revisions"] >= 1
     result = audit(config)
     assert result.mismatches == [] and result.recorded >= 1, result.mismatches
@@ -107,15 +107,15 @@ async def test_a_buffered_resend_after_8_s_offline_gives_lel_successive(tmp_path
         await _send(mosquitto, "lel", "lel_pct", 1.0, time.time())
         offline = time.time()
         stale = f"{SITE}/lel/stale"
-        assert await eventually(lambda: _episodes(config, "stale"), 15)  # the daemon saw the outage
-        assert await eventually(lambda: time.time() >= offline + 8.0, 15)
+        assert await eventually(lambda: _episodes(config, "stale"), PATIENCE)  # the daemon saw the outage
+        assert await eventually(lambda: time.time() >= offline + 8.0, PATIENCE)
         for i, v in enumerate((6.5, 7.0, 7.5, 8.0)):  # the instrument's buffer, with the real times
             await _send(mosquitto, "lel", "lel_pct", v, offline + 1.0 + i)
         await _send(mosquitto, "lel", "lel_pct", 1.0, time.time())
         want = round(offline + 2.0, 3)  # the second successive reading over 5 % LEL
-        assert await eventually(lambda: [s for s, _e in _episodes(config, "lel_successive")] == [want], 20)
+        assert await eventually(lambda: [s for s, _e in _episodes(config, "lel_successive")] == [want], PATIENCE)
         alarm = f"{SITE}/lel/lel_successive"
-        assert await eventually(lambda: _raised(daemon, alarm), 10)
+        assert await eventually(lambda: _raised(daemon, alarm), PATIENCE)
         assert daemon.engine.counters()["late"] >= 1  # at least 6.5 %: older than the STALE sample recorded
         assert _raised(daemon, stale)  # the outage itself is on record too, and audited below
     result = audit(config)
@@ -143,21 +143,21 @@ async def test_a_wall_clock_stepped_back_120_s_hides_no_excursion(tmp_path: Path
     clock.wall = wall  # the seam every reading's stamp goes through (`monitor.clock`)
     try:
         async with InProcessDaemon(config, clock=wall) as daemon:
-            assert await eventually(lambda: daemon.engine.counters()["late"] == 0 and daemon.stats, 10)
+            assert await eventually(lambda: daemon.engine.counters()["late"] == 0 and daemon.stats, PATIENCE)
             await asyncio.sleep(0)
             before = time.time()
-            assert await eventually(lambda: time.time() >= before + 2.0, 5)  # readings before the step
+            assert await eventually(lambda: time.time() >= before + 2.0, PATIENCE)  # readings before the step
             offset[0] = -120.0  # the wall clock steps back
             stepped = time.time()
             meter.set("ph", 300)  # a 5-s acid excursion right after the step
-            assert await eventually(lambda: time.time() >= stepped + 5.0, 10)
+            assert await eventually(lambda: time.time() >= stepped + 5.0, PATIENCE)
             meter.set("ph", 720)
             end = time.time()
-            assert await eventually(lambda: time.time() >= end + 1.0, 5)
-            assert await eventually(lambda: len(_episodes(config, "ph_low")) == 1, 20)
+            assert await eventually(lambda: time.time() >= end + 1.0, PATIENCE)
+            assert await eventually(lambda: len(_episodes(config, "ph_low")) == 1, PATIENCE)
             (start, finish) = _episodes(config, "ph_low")[0]
             assert stepped - 121.0 <= start <= stepped - 119.0 and finish is not None
-            assert await eventually(lambda: _raised(daemon, f"{SITE}/ph/ph_low"), 10)
+            assert await eventually(lambda: _raised(daemon, f"{SITE}/ph/ph_low"), PATIENCE)
             assert daemon.engine.counters()["late"] > 0
     finally:
         clock.wall = real_wall

@@ -19,7 +19,7 @@ import paho.mqtt.publish as publish
 from drivers.mqtt.acks import KILL_BEFORE_ACK
 from drivers.mqtt.dedupe import CONFLICT
 from tests.faults.harness import DaemonProcess, by_channel, channel, mqtt_instrument, recorded, site_file, wait_until
-from tests.support import Mosquitto
+from tests.support import PATIENCE, Mosquitto
 
 TOPIC = "plant/mh1/lel"
 
@@ -44,7 +44,7 @@ def test_a_reading_committed_before_a_kill_is_recorded_once_after_the_restart(tm
     first = DaemonProcess(site, tmp_path / "daemon.log", env={KILL_BEFORE_ACK: "1"}).start()
     try:
         first.wait_ready()
-        assert wait_until(lambda: "connected to MQTT broker" in first.output(), 20), first.output()[-2000:]
+        assert wait_until(lambda: "connected to MQTT broker" in first.output(), PATIENCE), first.output()[-2000:]
         send(f'{{"lel_pct": 2.5, "ts": {t}}}')
         assert first.proc is not None
         assert first.proc.wait(30) == -signal.SIGKILL  # killed itself after the commit, before the PUBACK

@@ -35,7 +35,7 @@ from tests.faults.harness import (
     recorded,
     site_file,
 )
-from tests.support import Mosquitto, wait_until
+from tests.support import PATIENCE, Mosquitto, wait_until
 
 JSON_TOPIC, NUMBER_TOPIC = "fz/mh1/json", "fz/mh1/number"
 # channel id -> (topic, JSON path or None for a plain-number payload, scale, offset, valid_min, valid_max)
@@ -200,7 +200,7 @@ def test_random_payloads_never_crash_the_daemon_and_each_becomes_samples(tmp_pat
                 publisher.publish(topic, payload, qos=1).wait_for_publish(5)
                 expected = on_topic[topic]
                 assert wait_until(lambda: len(tap.messages()) > before or driver.counters.repeats > repeats,
-                                  10, 0.002), \
+                                  PATIENCE, 0.002), \
                     f"no samples for {payload[:60]!r} on {topic}"
                 if driver.counters.repeats > repeats:  # readings already taken (channel, device time, value)
                     assert b'"ts"' in payload and tap.messages()[before:] == [], message

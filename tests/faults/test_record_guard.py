@@ -34,7 +34,7 @@ from tests.faults.harness import (
     tcp_instrument,
 )
 from tests.notify_servers import MqttProbe
-from tests.support import Mosquitto, eventually, free_port
+from tests.support import PATIENCE, Mosquitto, eventually, free_port
 
 ALARM = f"{SITE}/record/record_integrity"
 
@@ -71,17 +71,17 @@ async def test_a_tampered_record_is_reported_at_start_and_the_daemon_keeps_recor
     bad = tamper(db)
     async with SiteSimulator(config=config), InProcessDaemon(config) as daemon:
         guard = daemon.guard
-        assert await eventually(lambda: guard.state != "checking", 20)
+        assert await eventually(lambda: guard.state != "checking", PATIENCE)
         assert guard.state == "failing"
         # the chain's finding comes first; the episodes' comparison may follow it on a loaded machine
         assert await eventually(lambda: any(f"journal record {bad} altered" in p for p in guard.problems)
                                 and any("episode event missing" in p and "ph_low end" in p for p in guard.problems),
-                                20), guard.problems
+                                PATIENCE), guard.problems
         assert daemon.alarming.engine.state(ALARM).active
         written = daemon.historian.counters.samples_written
-        assert await eventually(lambda: daemon.historian.counters.samples_written > written + 4, 10)  # goes on
+        assert await eventually(lambda: daemon.historian.counters.samples_written > written + 4, PATIENCE)  # goes on
         assert await eventually(lambda: health_path(db).exists()
-                                and "record integrity" in str(collect(config).problems), 10)
+                                and "record integrity" in str(collect(config).problems), PATIENCE)
     report = collect(config)  # (stopped now: status reads the last snapshot)
     journal = Journal(path=db)
     breaks = list(journal.records(kinds=[BREAK]))
@@ -100,7 +100,7 @@ async def test_the_historian_file_deleted_or_replaced_while_running_is_recreated
     db = config.daemon.historian
     async with SiteSimulator(config=config), InProcessDaemon(config) as daemon:
         counters = daemon.historian.counters
-        assert await eventually(lambda: counters.samples_written > 20, 15)
+        assert await eventually(lambda: counters.samples_written > 20, PATIENCE)
         if how == "deleted":
             db.unlink()
         else:  # an edited copy swapped in for the original
@@ -110,12 +110,12 @@ async def test_the_historian_file_deleted_or_replaced_while_running_is_recreated
                 dst.execute("DELETE FROM readings WHERE seq < 5")
                 dst.commit()
             os.replace(other, db)
-        assert await eventually(lambda: counters.file_losses == 1, 15), counters.as_dict()
-        assert await eventually(lambda: daemon.guard.state == "failing", 10)
+        assert await eventually(lambda: counters.file_losses == 1, PATIENCE), counters.as_dict()
+        assert await eventually(lambda: daemon.guard.state == "failing", PATIENCE)
         assert any(how in p for p in daemon.guard.problems), daemon.guard.problems
-        assert await eventually(lambda: daemon.alarming.engine.state(ALARM).active, 10)
+        assert await eventually(lambda: daemon.alarming.engine.state(ALARM).active, PATIENCE)
         written = counters.samples_written
-        assert await eventually(lambda: counters.samples_written > written + 8, 10)  # recording goes on
+        assert await eventually(lambda: counters.samples_written > written + 8, PATIENCE)  # recording goes on
     rows = recorded(db)
     assert duplicates(rows) == []
     assert len(polled_rows(by_channel(rows)["flow"])) == daemon.stats[f"{SITE}/flow-meter"].polls  # nothing lost

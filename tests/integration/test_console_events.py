@@ -140,7 +140,7 @@ def test_pretreat_console_serves_and_stops_on_sigterm_with_a_stream_open(tmp_pat
                              str(port)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        wait_for_port(port, timeout=15)
+        wait_for_port(port, timeout=PATIENCE)
         c = login(f"http://127.0.0.1:{port}", "op")
         with c.stream("GET", "/api/events") as r:
             assert next(r.iter_lines()).startswith("retry:")

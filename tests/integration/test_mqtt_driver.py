@@ -101,7 +101,7 @@ def publisher(mosquitto: Mosquitto) -> Iterator[Callable[..., None]]:
 
     def publish(topic: str, payload: str | bytes, qos: int = 1, retain: bool = False) -> None:
         info = client.publish(topic, payload, qos=qos, retain=retain)
-        info.wait_for_publish(timeout=5)
+        info.wait_for_publish(timeout=PATIENCE)
         assert info.is_published()
 
     try:
@@ -543,10 +543,10 @@ async def test_cancelled_while_the_lost_connection_winds_down_run_ends_and_never
     task = asyncio.create_task(driver.run(Recorder(), committed=slow_commit))
     await until(lambda: driver.counters.subscribed, what="subscription")
     publisher(GAS, gas(1, 1, T0))
-    await asyncio.wait_for(in_commit.wait(), 5)
+    await asyncio.wait_for(in_commit.wait(), PATIENCE)
     mosquitto.stop()  # the connection is lost: the driver cancels its acknowledgements and waits for them
-    await asyncio.wait_for(giving_up.wait(), 5)
+    await asyncio.wait_for(giving_up.wait(), PATIENCE)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, 5)
+        await asyncio.wait_for(task, PATIENCE)
     await driver.close()

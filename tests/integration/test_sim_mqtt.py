@@ -17,7 +17,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from config.schema import Channel, ChannelKind, DriverKind, Instrument, MqttBroker, PayloadFormat
 from simulators.modbus_server import SimFault
 from simulators.mqtt_publisher import MqttSimInstrument
-from tests.support import Mosquitto, eventually, mqtt_only_site
+from tests.support import PATIENCE, Mosquitto, eventually, mqtt_only_site
 
 
 class Subscriber:
@@ -32,7 +32,7 @@ class Subscriber:
         self.client.on_message = lambda _c, _u, m: self.messages.put((m.topic, bytes(m.payload)))
         self.client.connect("127.0.0.1", port)
         self.client.loop_start()
-        subscribed.get(timeout=5)
+        subscribed.get(timeout=PATIENCE)
 
     def next(self, wait: float = 5.0) -> tuple[str, bytes]:
         return self.messages.get(timeout=wait)

@@ -21,7 +21,7 @@ from pymodbus.framer import FramerType
 from config.schema import SiteConfig
 from simulators.runner import SiteSimulator
 from simulators.scenario import load_scenario
-from tests.support import Mosquitto, demo_like, eventually, require_binary
+from tests.support import PATIENCE, Mosquitto, demo_like, eventually, require_binary
 
 
 class Reader:
@@ -80,7 +80,7 @@ class Subscriber:
         self.client.on_message = lambda _c, _u, m: self.messages.put((m.topic, bytes(m.payload)))
         self.client.connect("127.0.0.1", port)
         self.client.loop_start()
-        ready.get(timeout=5)
+        ready.get(timeout=PATIENCE)
 
     def drain(self) -> list[tuple[str, bytes]]:
         out = []

@@ -17,7 +17,7 @@ import pytest
 from monitor.sample import Quality, Sample
 from monitor.stores.historian import Historian, HistorianError, read_channels, read_readings
 from monitor.stores.historian_db import SCHEMA_VERSION
-from tests.support import eventually
+from tests.support import PATIENCE, eventually
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,7 +117,7 @@ async def test_a_reader_holding_a_snapshot_does_not_block_the_writer(hist: Histo
     reader = read_readings(hist.path, site="acme", channel="ph")
     first = next(reader)  # statement open: the reader now holds its snapshot
     hist.submit([good(T0 + 10_000 + i, 2.0) for i in range(5000)])
-    await asyncio.wait_for(hist.flush(), 5)  # WAL: the writer commits while the reader reads
+    await asyncio.wait_for(hist.flush(), PATIENCE)  # WAL: the writer commits while the reader reads
     rest = list(reader)
     assert first.time == T0 and 1 + len(rest) == 5000  # the reader's snapshot: none of the later rows
     assert raw_count(hist.path) == 10_000
@@ -162,7 +162,7 @@ async def test_a_locked_file_delays_but_loses_nothing(tmp_path: Path,
                 await asyncio.wait_for(h.flush(), 0.1)  # backpressure: flush waits while the lock is held
             assert h.counters.queue_depth == 100
         blocker.execute("ROLLBACK")
-        await asyncio.wait_for(h.flush(), 10)
+        await asyncio.wait_for(h.flush(), PATIENCE)
     finally:
         blocker.close()
         await h.close()

@@ -15,7 +15,7 @@ from monitor.app import Daemon
 from monitor.sample import Sample
 from monitor.stores.historian import Historian
 from monitor.stores.retention import HOLD_MARGIN, eligible, hold_windows, purge
-from tests.support import free_port
+from tests.support import PATIENCE, free_port
 from tests.unit.config_helpers import errors_of, site, write
 
 DAY = 86_400.0
@@ -101,9 +101,9 @@ async def test_a_purge_is_scheduled_only_when_retention_is_set(tmp_path: Path, s
     stop = asyncio.Event()
     task = asyncio.create_task(daemon.run(stop))
     try:
-        await asyncio.wait_for(daemon.ready.wait(), 10)
+        await asyncio.wait_for(daemon.ready.wait(), PATIENCE)
         assert daemon.scheduler is not None
         assert (daemon.scheduler.get_job("retention") is not None) is scheduled
     finally:
         stop.set()
-        await asyncio.wait_for(task, 15)
+        await asyncio.wait_for(task, PATIENCE)

@@ -39,7 +39,7 @@ async def test_status_follows_a_running_daemon_through_a_silent_device_and_its_s
         stop = asyncio.Event()
         task = asyncio.create_task(daemon.run(stop))
         try:
-            await asyncio.wait_for(daemon.ready.wait(), 10)
+            await asyncio.wait_for(daemon.ready.wait(), PATIENCE)
             healthy = await wait_for(site, lambda r: r.running and r.instruments[0].channels[0].last is not None
                                      and r.instruments[0].counters.get("polls", 0) > 0)
             assert healthy.exit_code == EXIT_HEALTHY, render(healthy, now=time.time())
@@ -63,6 +63,6 @@ async def test_status_follows_a_running_daemon_through_a_silent_device_and_its_s
             assert flow.last_good is not None and flow.last_good.value is not None
         finally:
             stop.set()
-            await asyncio.wait_for(task, 15)
+            await asyncio.wait_for(task, PATIENCE)
     stopped = collect(config, now=time.time() + 60)  # the final snapshot ages: nobody rewrites it
     assert stopped.exit_code == EXIT_NOT_RUNNING and "not running" in stopped.reason
