@@ -28,7 +28,7 @@ from config.schema import SiteConfig
 from monitor.checks.events import iso_utc
 from monitor.logtext import duration, local_time, number
 from monitor.read.episodes import Episode
-from monitor.reports.annotations import latest_annotations
+from monitor.reports.annotations import all_annotations
 from monitor.stores.readonly import has_table
 
 Marks = dict[str, tuple[list[float], list[dict[str, Any]]]]  # alarm -> (times, records), oldest first
@@ -44,7 +44,7 @@ def enrich(conn: sqlite3.Connection, config: SiteConfig, records: list[dict[str,
             starts[f"{e.site}/{e.channel}/{e.rule}"].append(e.start)
     for v in starts.values():
         v.sort()
-    notes = {site: latest_annotations(conn, site) for site in {e.site for e in shown}}
+    notes = {site: all_annotations(conn, site) for site in {e.site for e in shown}}
     sites = {s.id: s for s in config.sites}
     for rec, e in zip(records, shown, strict=True):
         site = sites.get(e.site)
@@ -65,10 +65,12 @@ def enrich(conn: sqlite3.Connection, config: SiteConfig, records: list[dict[str,
         for key, marks in (("acknowledged", acks), ("seen", seen)):
             got = _first(marks.get(alarm), e.start, upto)
             rec[key] = None if got is None else {**got, "time_text": local_time(got["time"], zone)}
-        note = notes.get(e.site, {}).get(name) if name else None
+        entries = notes.get(e.site, {}).get(name, ()) if name else ()
+        note = entries[-1] if entries else None  # the one in force; the episode's page lists every entry
         rec["cause"] = note.cause if note is not None else ""
         rec["corrective_action"] = note.action if note is not None else ""
-        rec["annotated"] = None if note is None else {"user": note.user, "time_text": local_time(note.time, zone)}
+        rec["annotated"] = None if note is None else {"user": note.user, "time_text": local_time(note.time, zone),
+                                                      "earlier": len(entries) - 1}
 
 
 def _amount(e: Episode, v: float | None) -> str:

@@ -101,20 +101,10 @@ def annotate(path: Path, *, episode: str, cause: str, action: str, user: str, no
                       attachments=tuple(attachments))
 
 
-def latest_annotations(conn: sqlite3.Connection, site: str) -> dict[str, Annotation]:
-    """The newest annotation of each episode of ``site``."""
-    if not has_table(conn, "report_annotations"):  # (either record: the hub's database has none)
-        return {}
-    rows = conn.execute("SELECT episode, cause, action, user, time FROM report_annotations WHERE site = ? "
-                        "ORDER BY time, id", (site,))
-    return {r[0]: Annotation(*r) for r in rows}
-
-
 def all_annotations(conn: sqlite3.Connection, site: str) -> dict[str, tuple[Annotation, ...]]:
     """Every annotation of each episode of ``site``, oldest first: the report shows each entry with who and
     when, so a later one never hides an earlier one."""
-    have = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'report_annotations'")
-    if have.fetchone() is None:
+    if not has_table(conn, "report_annotations"):  # (either record: the hub's database has none)
         return {}
     out: dict[str, list[Annotation]] = {}
     for r in conn.execute("SELECT episode, cause, action, user, time FROM report_annotations WHERE site = ? "

@@ -130,6 +130,10 @@ def test_history_has_stable_ids_units_local_times_who_acknowledged_and_the_cause
         "cause": "Caustic dosing pump tripped", "action": "Pump restarted; trip alarm wired to the plant"},
         headers={"X-CSRF-Token": csrf(acme)})
     assert r.status_code == 200, r.text
+    r = acme.post(f"/api/episodes/{ep['episode_id']}/annotation", json={  # a second entry replaces the first
+        "cause": "Caustic dosing pump tripped on overload", "action": "Pump restarted; trip alarm wired to the plant"},
+        headers={"X-CSRF-Token": csrf(acme)})
+    assert r.status_code == 200, r.text
     # the same id whoever asks and whatever the filter (the running number n is not an id)
     theirs = {r["episode_name"]: r["episode_id"] for r in _history(acme)}
     everyone = {r["episode_name"]: r["episode_id"] for r in _history(op)}
@@ -141,7 +145,8 @@ def test_history_has_stable_ids_units_local_times_who_acknowledged_and_the_cause
     assert got["start_text"].endswith(("EST", "EDT")) and got["rule_label"] == "pH high"
     assert got["acknowledged"]["user"] == "op" and got["seen"]["user"] == "acme"
     assert (got["cause"], got["corrective_action"], got["annotated"]["user"]) == (
-        "Caustic dosing pump tripped", "Pump restarted; trip alarm wired to the plant", "acme")
+        "Caustic dosing pump tripped on overload", "Pump restarted; trip alarm wired to the plant", "acme")
+    assert got["annotated"]["earlier"] == 1  # the page says an earlier entry exists and links to it
     assert got["duration_text"] and (got["measured_s"] is None) == (got["measured_text"] == "")
     for name, view in (("1400x900", WIDE), ("390x844", PHONE)):
         page = _login(browser, env["base"], "op", view, "/history")
@@ -151,6 +156,7 @@ def test_history_has_stable_ids_units_local_times_who_acknowledged_and_the_cause
         assert f"E{ep['episode_id']}" in text and "9.5 pH" in text and "Caustic dosing pump tripped" in text
         acked = page.inner_text(f"{row} td.acked")
         assert acked.startswith("op") and "industry seen: acme" in acked
+        assert "replaces 1 earlier entry" in text
         assert page.inner_text(f"{row} td.onset").rstrip().endswith(("EST", "EDT"))
         assert page.get_attribute("#h-rows a[href^='/episodes/']", "href").startswith("/episodes/")
         if name == "390x844":  # cards: nothing wider than the phone

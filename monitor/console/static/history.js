@@ -40,7 +40,10 @@
         r.unmeasured_text ? el("span", { class: "hint" }, ` +${r.unmeasured_text} unmeasured`) : "") : "";
       const acked = el("span", {}, who(r.acknowledged), r.seen ? el("span", { class: "seen" }, `industry seen: ${r.seen.user} ${r.seen.time_text}`) : "");
       const cause = r.cause ? el("span", {}, el("b", {}, "Cause: "), r.cause, el("br"), el("b", {}, "Corrective action: "),
-        r.corrective_action, el("br"), el("span", { class: "hint" }, `${r.annotated.user}, ${r.annotated.time_text}`)) : el("span", { class: "hint" }, "none entered");
+        r.corrective_action, el("br"), el("span", { class: "hint" }, `${r.annotated.user}, ${r.annotated.time_text}`),
+        // an earlier entry is never hidden: the episode's page lists each one with who and when
+        r.annotated.earlier > 0 && r.episode_id ? el("a", { class: "hint earlier", href: "/episodes/" + r.episode_id },
+          ` (replaces ${r.annotated.earlier} earlier ${r.annotated.earlier === 1 ? "entry" : "entries"})`) : "") : el("span", { class: "hint" }, "none entered");
       // a duration rule starts at its onset; `confirmed` is when the duration was exceeded (the alarm fired)
       const confirmed = r.confirmed ? ` (confirmed ${time(Date.parse(r.confirmed) / 1000, r.timezone)})` : "";
       (r.permitted ? permitted : frag).append(el("tr", { "data-site": r.site, "data-rule": r.rule, "data-episode": r.episode_id, class: r.invalid ? "struck" : null, title: r.invalid || null },
