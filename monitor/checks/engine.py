@@ -29,7 +29,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
-from config.rule_catalogue import RULE_NAMES
+from config.rule_catalogue import RULE_NAMES, RuleName
 from config.rules import RuleBinding
 from config.schema import Channel, SiteConfig
 from monitor.checks import excursion as _excursion
@@ -49,7 +49,7 @@ from monitor.checks.rewind import (
     trim_window,
     window_tail,
 )
-from monitor.checks.slug import SlugDetector
+from monitor.checks.slug import SlugDetector, detector_of
 from monitor.sample import GOOD, Quality, Sample
 
 _MAX = sys.float_info.max
@@ -539,5 +539,12 @@ class CheckEngine:
         return out
 
     def open_episodes(self) -> Sequence[tuple[str, str, str]]:
-        """(site, channel, rule) of every episode open now; for health pages and tests."""
-        return [(b.site, b.channel, b.rule) for b, r in self.rules if r.active()]
+        """(site, channel, rule) of every episode open now, the slug's ``slug_no_baseline`` notice included (the
+        warm-up's reconciliation keeps an alarm active only while its episode is open here); for health pages,
+        the restart and tests."""
+        out = [(b.site, b.channel, b.rule) for b, r in self.rules if r.active()]
+        for b, r in self.rules:
+            det = detector_of(r)
+            if det is not None and det.notice_open:
+                out.append((b.site, b.channel, RuleName.SLUG_NO_BASELINE.value))
+        return out

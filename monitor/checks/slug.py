@@ -58,6 +58,11 @@ IDLE, CANDIDATE, EPISODE = 0, 1, 2
 COVERAGE = 0.9  # share of a day that must be measured time for it to count as a day of normal operation
 OPERATING = 3600.0  # seconds of measured time above zero for a day to count as one on which the industry operated
 LOOKBACK_DAYS = 60  # the baseline looks back at most this many days for days of normal operation
+NO_BASELINE = (f"no baseline, so no slug is judged: no day of normal operation yet in the last {LOOKBACK_DAYS} "
+               "days (a local day counts when readings cover at least 90 % of it, no slug episode is in it and "
+               "the readings were above zero for at least an hour)")
+"""Why a trailing-baseline slug rule has no baseline: the ``slug_no_baseline`` notice's words (after the
+citation), and what `pretreat rules` and the console say of such a day."""
 
 
 def local_day(t: float, zone: ZoneInfo) -> tuple[float, float]:
@@ -137,9 +142,7 @@ class SlugDetector(Rule):
         self.nb_hole = 0.0
         # when a caller asks (the report): each day's (start, baseline or None, starts of the days it rests on)
         self.log: list[tuple[float, float | None, tuple[float, ...]]] | None = None
-        self.nb_cite = (f"{binding.citation}: no day of normal operation yet (a local day >= 90 % covered by "
-                        "readings, no slug in it, above zero for at least an hour), so there is no baseline and no "
-                        "slug is judged")
+        self.nb_cite = f"{binding.citation}: {NO_BASELINE}"
 
     @classmethod
     def build(cls, *, binding: RuleBinding, out: list[EpisodeEvent]) -> Rule:
@@ -272,6 +275,11 @@ class SlugDetector(Rule):
         return None if self.threshold == INF else self.threshold / self.multiplier
 
     @property
+    def notice_open(self) -> bool:
+        """True while the ``slug_no_baseline`` data-quality episode is open (an alarm to keep across a restart)."""
+        return self.nb_start is not None
+
+    @property
     def normal_days(self) -> int:
         return len(self.days)
 
@@ -297,6 +305,12 @@ class SlugDetector(Rule):
     def memory_bytes(self) -> int:
         """Bytes held by the baseline: the days' averages (a fixed few per channel, whatever the sample rate)."""
         return 16 * (self.days.maxlen or 0) + 64
+
+
+def detector_of(rule: Rule) -> SlugDetector | None:
+    """The slug detector of a check (a channel's, or a mass loading's), or None for any other check."""
+    det = rule.detector if isinstance(rule, LoadingSlug) else rule
+    return det if isinstance(det, SlugDetector) else None
 
 
 class LoadingSlug(Rule):

@@ -66,7 +66,10 @@ def test_no_baseline_and_no_slug_before_a_day_of_normal_operation() -> None:
     assert det.baseline is None and slugs(out) == [] and det.state == 0
     # ... and says why, from the first reading, as a data-quality episode
     assert [(e.rule, e.event, e.time, e.value) for e in out] == [("slug_no_baseline", "start", D0 + 12 * 3600, None)]
-    assert "no day of normal operation yet" in out[0].citation
+    # in plain words: what a day of normal operation is, and that none is in the look-back
+    assert out[0].citation == ("c: no baseline, so no slug is judged: no day of normal operation yet in the last 60 "
+                               "days (a local day counts when readings cover at least 90 % of it, no slug episode "
+                               "is in it and the readings were above zero for at least an hour)")
     feed(det, day(D0 + DAY + 1800, 10.0, minutes=1410))  # the rest of the day: covered, normal
     feed(det, [(D0 + 2 * DAY, 10.0)])  # local midnight: the baseline is fixed for the new day
     assert det.baseline == (30 * 1000.0 + 1410 * 10.0) / 1440  # every minute of the day weighs the same
@@ -437,3 +440,40 @@ async def test_the_report_shows_the_slug_baseline_in_force_each_day_with_its_uni
         ("flow", "2025-03-04", "10", "50", "gpm", "2025-03-03"),
         ("flow", "2025-03-05", "15", "75", "gpm", "2025-03-03, 2025-03-04"),
     )
+
+
+async def test_the_no_baseline_alarm_stays_active_across_a_restart_while_the_notice_is_open(tmp_path: Path) -> None:
+    """A restart rebuilds the rule state and reconciles the persisted alarms with it (`monitor.warmup`): the
+    ``slug_no_baseline`` notice still open in the rebuilt state keeps its alarm active, as any open episode does;
+    once the record shows a day with a baseline, the next restart clears it at the notice's end."""
+    from alarms.engine import AlarmEngine
+    from alarms.model import AlarmInput
+    from config.alarms import alarm_specs
+    from monitor.checks.engine import CheckEngine
+    from monitor.warmup import reconcile, warm_up
+
+    now = D0 + 12 * 3600
+    config = await _recorded_days(tmp_path / "site", D0 + 3600, now)  # 11 hours of the first day: no baseline
+    alarms = AlarmEngine(path=tmp_path / "alarms.sqlite", alarms=alarm_specs(config.sites, None), now=D0)
+    key = "acme/flow/slug_no_baseline"
+    try:
+        alarms.apply(AlarmInput(time=D0 + 3600, site="acme", channel="flow", rule="slug_no_baseline", active=True,
+                                value=None, limit=None, citation="c"), D0 + 3600)  # as the live path raised it
+        assert alarms.state(key).condition
+        engine = CheckEngine.for_config(config, live=True)
+        events = warm_up(engine, config, now)
+        assert [(e.rule, e.event) for e in events] == [("slug_no_baseline", "start")]
+        assert ("acme", "flow", "slug_no_baseline") in engine.open_episodes()
+        assert reconcile(alarms, engine, events, now) == []  # nothing clears it: the notice is still open
+        alarms.apply_many(reconcile(alarms, engine, events, now), now)
+        assert alarms.state(key).condition
+
+        later = D0 + DAY + 7200  # the record now holds the first whole day: a baseline since midnight
+        config = await _recorded_days(tmp_path / "later", D0 + 3600, later)
+        engine = CheckEngine.for_config(config, live=True)
+        events = warm_up(engine, config, later)
+        assert ("acme", "flow", "slug_no_baseline") not in engine.open_episodes()
+        [clear] = reconcile(alarms, engine, events, later)
+        assert (clear.rule, clear.active, clear.time) == ("slug_no_baseline", False, D0 + DAY)
+    finally:
+        alarms.close()
