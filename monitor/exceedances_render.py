@@ -110,8 +110,7 @@ def write_lab_slugs_table(out: TextIO, labs: Sequence[LabSlug]) -> None:
               "and BOD)\n")
     for f in labs:
         r = f.result
-        out.write(f"  {r.sample_date.isoformat()}  {r.site}/{f.channel}  {r.value:g} {r.unit} > "
-                  f"{f.limit.threshold:g} mg/L ({f.limit.multiplier:g} × {f.limit.normal:g} ppm normal sewage)"
+        out.write(f"  {r.sample_date.isoformat()}  {r.site}/{f.channel}  {f.comparison}"
                   f"{'  sample ' + r.sample_id if r.sample_id else ''}  {f.limit.citation}\n")
     out.write(f"{len(labs)} slug finding(s) on lab results: a composite shows the average over its collection "
               "period, not how long the concentration was above the threshold\n")

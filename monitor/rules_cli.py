@@ -127,8 +127,7 @@ def site_lines(site: Site, baselines: dict[tuple[str, str], str], skipped: list[
     if lab:
         lines.append("  slug screened on composite-sample lab results (pretreat labs import):")
         for lim in lab.values():
-            lines.append(f"    {lim.parameter}: a result > {lim.threshold:g} mg/L ({lim.multiplier:g} × "
-                         f"{lim.normal:g} ppm normal sewage) is a slug finding ({lim.citation}: "
+            lines.append(f"    {lim.parameter}: a result > {lim.limit_words} is a slug finding ({lim.citation}: "
                          f"\"{lim.quote}\"); reading in force: {lim.reading}")
     if profile is not None and profile.clauses:
         lines.append("  clauses of the ordinance that are no streaming rule:")

@@ -50,6 +50,13 @@ class LabSlugLimit:
     def threshold(self) -> float:
         return self.multiplier * self.normal
 
+    @property
+    def limit_words(self) -> str:
+        """The threshold in mg/L, the unit results are compared in, with how it follows from the ordinance's ppm:
+        one unit on both sides of every comparison shown."""
+        return (f"{self.threshold:g} mg/L ({self.multiplier:g} × {self.normal:g} mg/L normal sewage, the "
+                f"ordinance's {self.normal:g} ppm read as mg/L)")
+
 
 @dataclass(frozen=True, slots=True)
 class LabSlug:
@@ -63,11 +70,18 @@ class LabSlug:
         return LAB_CHANNEL + self.result.parameter
 
     @property
+    def comparison(self) -> str:
+        """The result against the threshold, both in mg/L (the result's own unit beside it when the lab wrote
+        another: ``1250 mg/L (reported as 1250 ppm) > 1200 mg/L (…)``)."""
+        r = self.result
+        own = "" if r.unit.strip().lower() == "mg/l" else f" (reported as {r.value:g} {r.unit})"
+        return f"{r.value_std:g} mg/L{own} > {self.limit.limit_words}"
+
+    @property
     def note(self) -> str:
         return (f"composite sample {self.result.sample_id or '(no id)'} of {self.result.sample_date.isoformat()}: "
-                f"{self.result.value_std:g} mg/L > {self.limit.multiplier:g} × {self.limit.normal:g} ppm normal "
-                "sewage; a composite shows the average over its collection period, not how long the concentration "
-                "was above the threshold")
+                f"{self.comparison}; a composite shows the average over its collection period, not how long the "
+                "concentration was above the threshold")
 
 
 def _in_force(site: Site) -> tuple[Limit, Limit] | None:
@@ -97,8 +111,8 @@ def lab_slug_limits(site: Site) -> dict[str, LabSlugLimit]:
         if key is not None:
             out[key] = LabSlugLimit(key, normal, multiplier, lim.citation, lim.quote,
                                     f"a composite-sample lab result strictly greater than {multiplier:g} × normal "
-                                    f"sewage ({normal:g} ppm) is a slug finding (the composite is an average: how "
-                                    "long cannot be shown)")
+                                    f"sewage ({normal:g} ppm, read as {normal:g} mg/L) is a slug finding (the "
+                                    "composite is an average: how long cannot be shown)")
     return out
 
 

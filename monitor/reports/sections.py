@@ -327,7 +327,8 @@ def _lab_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
             text=("The ordinance measures a slug by suspended solids and BOD, laboratory tests: a composite result "
                   "strictly greater than the multiple of normal sewage is a slug finding. A composite shows the "
                   "average over its collection period, not how long the concentration was above the threshold.",),
-            columns=("Sample date", "Parameter", "Result (mg/L)", "Normal sewage (ppm)", "Threshold (mg/L)",
+            columns=("Sample date", "Parameter", "Result (mg/L)", "Normal sewage (mg/L = the ordinance's ppm)",
+                     "Threshold (mg/L)",
                      "Sample id", "Citation"),
             widths=(1, 1.3, 0.9, 1, 0.9, 1, 2.8),
             rows=tuple((f.result.sample_date.isoformat(), f.result.parameter, f"{f.result.value_std:g}",

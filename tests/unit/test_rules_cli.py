@@ -141,9 +141,9 @@ def test_rules_states_the_slug_screen_on_lab_results_and_the_no_baseline_notice(
     assert main(["rules", "--config", str(path)]) == 0
     out = capsys.readouterr().out
     assert "slug screened on composite-sample lab results (pretreat labs import):" in out
-    assert "tss: a result > 2000 mg/L (5 × 400 ppm normal sewage) is a slug finding (Town of Vestal § 18-76(a)(13) " \
-           "[section number inferred]" in out
-    assert "bod: a result > 1200 mg/L (5 × 240 ppm normal sewage)" in out
+    assert "tss: a result > 2000 mg/L (5 × 400 mg/L normal sewage, the ordinance's 400 ppm read as mg/L) is a slug " \
+           "finding (Town of Vestal § 18-76(a)(13) [section number inferred]" in out
+    assert "bod: a result > 1200 mg/L (5 × 240 mg/L normal sewage, the ordinance's 240 ppm read as mg/L)" in out
     path = _write(tmp_path, site_toml(channel("flow")))
     assert main(["rules", "--config", str(path)]) == 0
     out = capsys.readouterr().out

@@ -83,7 +83,13 @@ def test_pretreat_exceedances_lists_the_findings_apart_from_the_episodes(tmp_pat
     config = _setup(tmp_path)
     table = _exceedances(config, "table")
     assert "SLUG FINDINGS ON LAB RESULTS" in table
-    assert "2026-03-02  vestal-co/lab:tss  2100 mg/L > 2000 mg/L (5 × 400 ppm normal sewage)  sample C-1" in table
+    # one unit on both sides: the result and the threshold in mg/L, the ordinance's ppm said to be read as mg/L,
+    # and a result the lab wrote in ppm shown as written beside its mg/L
+    assert ("2026-03-02  vestal-co/lab:tss  2100 mg/L > 2000 mg/L (5 × 400 mg/L normal sewage, the ordinance's 400 "
+            "ppm read as mg/L)  sample C-1") in table
+    assert ("2026-03-03  vestal-co/lab:bod  1250 mg/L (reported as 1250 ppm) > 1200 mg/L (5 × 240 mg/L normal "
+            "sewage, the ordinance's 240 ppm read as mg/L)  sample C-2") in table
+    assert "ppm >" not in table and "ppm normal" not in table
     assert "2 slug finding(s) on lab results" in table and "plating" not in table.split("SLUG FINDINGS")[1]
     rows = [json.loads(line) for line in _exceedances(config, "json").splitlines()]
     assert [(r["record"], r["channel"], r["sample_date"], r["value_mg_l"], r["limit"]) for r in rows] == [
