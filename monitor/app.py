@@ -46,6 +46,7 @@ from monitor.polling import Polls, key_of
 from monitor.reports.aggregates import DailyAggregator
 from monitor.reports.schedule import reports_dir, schedule_reports
 from monitor.sample import Sample
+from monitor.slug_history import BaselineSection
 from monitor.staleness import LOG_EACH, StalenessTracker
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian import Historian
@@ -104,6 +105,7 @@ class Daemon:
                        if config.influx is not None else None)
         # live: late readings are judged at their time, corrections come out as revisions
         self.engine = CheckEngine.for_config(config, live=True, horizon=lambda t: window_start(config, t))
+        self.slug_baselines = BaselineSection(self.engine)  # what the console shows of the baselines in force
         self.alarming = Alarming(config=config, now=self.clock(), influx=self.influx)
         # the Sparkplug B uplink to a central broker ([uplink]): a copy for the county's hub, queued on disk
         self.uplink = (UplinkPublisher(settings=config.uplink, channels=config.channels)
@@ -346,6 +348,7 @@ class Daemon:
                           "file_losses": h.file_losses, "failing": self.historian.failing},
             "episode_events": self.episode_events,
             "checks": self.engine.counters(),  # late readings re-judged, revisions, retractions, rejected
+            "slug_baselines": self.slug_baselines(),  # the baseline each slug rule judges by now, by site/channel
             "record": self.guard.health(),
             "alarms": self.alarming.health(),
             "influx": asdict(self.influx.counters) if self.influx is not None else None,

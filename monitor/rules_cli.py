@@ -185,10 +185,10 @@ def binding_lines(b: RuleBinding, unit: str, baseline: str | None) -> list[str]:
 
 
 def slug_baselines(config: SiteConfig, now: float) -> dict[tuple[str, str], str]:
-    """The slug baseline in force today per (site, channel), rebuilt from the historian as the daemon does."""
+    """The slug baseline in force today per (site, channel), rebuilt from the historian as the daemon's start
+    does (`monitor.warmup`), in the words the console shows of the daemon's own (`monitor.slug_history.words`)."""
     from monitor.checks.engine import CheckEngine
-    from monitor.checks.slug import LoadingSlug, SlugDetector
-    from monitor.slug_history import recorded_since
+    from monitor.slug_history import in_force, recorded_since, unit_of, words
     from monitor.warmup import channel_starts
 
     slugs = [b for s in config.sites for b in s.checks if b.rule == "slug"]
@@ -197,20 +197,6 @@ def slug_baselines(config: SiteConfig, now: float) -> dict[tuple[str, str], str]
     engine = CheckEngine(channels=config.channels, bindings=slugs)
     for s in recorded_since(config, channel_starts(config, now), now):
         engine.process(s)
-    units = {(c.site, c.id): c.unit for c in config.channels}
-    out = {}
-    for b, rule in engine.rules:
-        unit = " × ".join(units.get((b.site, i)) or "no unit" for i in b.inputs)  # mass loading: flow × conc.
-        det = rule.detector if isinstance(rule, LoadingSlug) else rule
-        if not isinstance(det, SlugDetector):
-            continue
-        if "baseline" in b.params:
-            out[(b.site, b.channel)] = f"fixed normal-sewage strength {float(b.params['baseline']):g} ppm"
-        elif det.baseline is None:
-            out[(b.site, b.channel)] = ("none: no day of normal operation in the record (≥ 90 % measured, no slug, "
-                                        "above zero ≥ 1 h) in the last 60 days, so no slug is judged yet")
-        else:
-            out[(b.site, b.channel)] = (f"{det.baseline:.6g} {unit} (mean of {det.normal_days} day(s) of normal "
-                                        f"operation; in force on the day of the last recorded reading), slug "
-                                        f"above {det.threshold:.6g} {unit}")
-    return out
+    states = in_force(engine)
+    return {(b.site, b.channel): words(b, unit_of(b, config.site(b.site)), states[f"{b.site}/{b.channel}"])
+            for b in slugs}

@@ -1,16 +1,22 @@
 """The slug baseline as the record holds it: readings read back from the historian in time order, and the
 baseline in force on each local day rebuilt from them exactly as a replay computes it. Used by the daemon's
-start (`monitor.warmup`), `pretreat rules` and the periodic report, so all three show the same baseline."""
+start (`monitor.warmup`), `pretreat rules` and the periodic report, so all three show the same baseline.
+
+The baseline in force *now* is what a check engine holds (`in_force`): the daemon publishes its live engine's in
+its health snapshot (``slug_baselines``, `BaselineSection`), the console's site page shows that one, and
+`pretreat rules` rebuilds an engine from the record and shows its own; both in the same words (`words`)."""
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from config.schema import SiteConfig
+from config.rules import RuleBinding
+from config.schema import Site, SiteConfig
 from monitor.checks.engine import CheckEngine
-from monitor.checks.slug import LOOKBACK_DAYS, LoadingSlug, SlugDetector
+from monitor.checks.slug import LOOKBACK_DAYS, NO_BASELINE, LoadingSlug, SlugDetector, detector_of
 from monitor.sample import Sample
 from monitor.stores.historian import Historian
 
@@ -72,3 +78,60 @@ def baseline_days(config: SiteConfig, site: str, lo: float, hi: float) -> list[B
                 out.append(BaselineDay(b.channel, day, base, None if base is None else det.multiplier * base,
                                        unit, rests))
     return sorted(out, key=lambda x: (x.channel, x.day))
+
+
+def in_force(engine: CheckEngine) -> dict[str, dict[str, Any]]:
+    """The slug baseline each slug rule of ``engine`` judges by now (`SlugDetector.in_force`), by
+    ``site/channel`` (a mass loading: ``site/flow*concentration``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for b, rule in engine.rules:
+        det = detector_of(rule)
+        if det is not None and b.rule == "slug":
+            out[f"{b.site}/{b.channel}"] = det.in_force()
+    return out
+
+
+class BaselineSection:
+    """The health snapshot's ``slug_baselines``: `in_force` of the daemon's live engine, rebuilt only when a
+    detector's day or threshold changed (the snapshot is written every second; a baseline changes at most once
+    a local day, or when a late reading rewinds the engine)."""
+
+    def __init__(self, engine: CheckEngine) -> None:
+        self.engine = engine
+        self._key: tuple[Any, ...] = ()
+        self._last: dict[str, dict[str, Any]] = {}
+
+    def __call__(self) -> dict[str, dict[str, Any]]:
+        dets = [d for b, r in self.engine.rules if b.rule == "slug" and (d := detector_of(r)) is not None]
+        key = tuple((d.day_start, d.threshold, len(d.days)) for d in dets)
+        if key != self._key:
+            self._key, self._last = key, in_force(self.engine)
+        return self._last
+
+
+def unit_of(b: RuleBinding, site: Site) -> str:
+    """The unit of a slug rule's values: its channel's, or a mass loading's flow unit × concentration unit."""
+    units = {c.id: c.unit for c in site.channels}
+    return " × ".join(units.get(i) or "no unit" for i in b.inputs)
+
+
+def words(b: RuleBinding, unit: str, state: Mapping[str, Any]) -> str:
+    """The baseline in force and the slug limit it gives, in the words `pretreat rules` prints and the console
+    shows: ``state`` is a `SlugDetector.in_force` (from the daemon's snapshot or a rebuilt engine); ``unit`` is
+    the channel's (a mass loading's: flow unit × concentration unit)."""
+    p = b.params
+    mult, duration = float(p["multiplier"]), float(p["duration"])
+    how = ("at any reading" if duration == 0 else
+           f"for {'longer than' if p['duration_operator'] == '>' else 'at least'} {duration / 60:g} min")
+    base, thr = state.get("baseline"), state.get("threshold")
+    if state.get("fixed"):
+        ppm = " (the ordinance's ppm read as mg/L)" if unit.strip().lower() == "mg/l" else ""
+        return (f"fixed normal-sewage strength {float(base):g} {unit}{ppm}, stated, not measured; a slug is above "
+                f"{float(thr):.6g} {unit} ({mult:g} × it) {how}")
+    day = state.get("day")
+    if base is None:
+        return f"none on {day}: {NO_BASELINE}" if day else f"none (no reading yet): {NO_BASELINE}"
+    rests = list(state.get("rests_on") or ())
+    return (f"{float(base):.6g} {unit} on {day} (fixed at local midnight), the mean of the 24-hour averages of "
+            f"{len(rests)} day(s) of normal operation ({', '.join(rests)}); a slug is above {float(thr):.6g} {unit} "
+            f"({mult:g} × the baseline) {how}")

@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from datetime import datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from config.rule_catalogue import RuleName
@@ -273,6 +274,25 @@ class SlugDetector(Rule):
     def baseline(self) -> float | None:
         """The baseline in force for the current day (None: no day of normal operation yet, no slug judged)."""
         return None if self.threshold == INF else self.threshold / self.multiplier
+
+    def in_force(self) -> dict[str, Any]:
+        """The baseline this detector judges by now, JSON-ready (the daemon's health snapshot, `pretreat rules`):
+        ``day``, the local date (ISO) of the day in progress, the day of the last reading, for which it was fixed
+        at local midnight (None before the first reading); ``baseline`` and ``threshold`` (multiplier ×
+        baseline; both None while there is none and no slug is judged); ``rests_on``, the local dates of the days
+        of normal operation it is the mean of; ``fixed``, True for a fixed normal-sewage strength (no day)."""
+        if self.fixed is not None:
+            return {"fixed": True, "day": None, "baseline": self.fixed, "threshold": self.multiplier * self.fixed,
+                    "rests_on": []}
+        if self.day_end == -INF:
+            return {"fixed": False, "day": None, "baseline": None, "threshold": None, "rests_on": []}
+        base = self.baseline
+        rests = [] if base is None else [self._date(start) for start, _ in self._recent(self.day_start)]
+        return {"fixed": False, "day": self._date(self.day_start), "baseline": base,
+                "threshold": None if base is None else self.threshold, "rests_on": rests}
+
+    def _date(self, day_start: float) -> str:
+        return datetime.fromtimestamp(day_start, self.zone).date().isoformat()
 
     @property
     def notice_open(self) -> bool:

@@ -61,6 +61,7 @@ from monitor.console.trends import trend
 from monitor.console.users import Role
 from monitor.exceedances_render import episode_record, json_line, write_csv, write_json
 from monitor.read import episodes
+from monitor.read.baselines import daemon_snapshot, site_baselines
 from monitor.read.alarms import configured_alarms
 from monitor.read.readings import limits, site_summary
 from monitor.read.status import stale_channels
@@ -206,9 +207,12 @@ def site_view(request: Request, site: str) -> dict[str, Any]:
     c, s = console_of(request), session_of(request)
     chosen = site_for(c, s, site)
     stale = stale_channels(c.db) if isinstance(c.db, Path) else []  # the hub's database: no daemon snapshot
+    snapshot, why = daemon_snapshot(c.db)  # the slug baselines in force: the running daemon's own
+    now = clock.wall()
     conn = open_db(c)
     try:
-        return site_summary(conn, c.config, chosen, now=clock.wall(), stale=stale)
+        return {**site_summary(conn, c.config, chosen, now=now, stale=stale),
+                "slug_baselines": site_baselines(c.config, chosen, snapshot, why, now=now)}
     finally:
         if conn is not None:
             conn.close()

@@ -14,6 +14,13 @@ from tests.unit.checks_helpers import channel, load, site_toml
 LOOSER = '[site.permit]\nid = "SE-9"\n[site.permit.limits.ph_min]\nvalue = 4.0\ncite = "Permit SE-9, Part I.A"\n'
 
 
+def _date(t: float) -> str:
+    """The UTC date of ``t`` (the test sites' zone is UTC)."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(t, UTC).date().isoformat()
+
+
 def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "site.toml"
     path.write_text(text, encoding="utf-8")
@@ -31,7 +38,8 @@ def test_rules_prints_limits_wording_citation_quote_and_the_reading(
     assert "citation: Town of Southeast § 112-5A(1)(c)" in out
     assert 'words: Any wastewater having a pH less than 5.0 or higher than 9.0' in out
     assert "reading in force: read as more than five times the baseline" in out  # § 112-5A(1)(j)'s "or"
-    assert "baseline today: none: no day of normal operation" in out  # no historian yet
+    assert "baseline today: none (no reading yet): no baseline, so no slug is judged: no day of normal operation " \
+           "yet in the last 60 days" in out  # no historian yet
     assert "NO RULE: sampler_temperature: Town of Southeast states no sampler_temperature limit" in out
     assert "[site.permit.limits.sampler_temperature]" in out
     assert "seed" not in out.replace("seed ordinance", "")  # legal citations only
@@ -107,7 +115,10 @@ async def test_rules_shows_the_slug_baseline_rebuilt_from_the_historian(
               for i in range(2 * 1440 + 1)])  # two whole days, and a first reading of today
     await h.close()
     text = slug_baselines(config, now)[("acme", "flow")]
-    assert text.startswith("12 gpm (mean of 2 day(s) of normal operation") and "slug above 60 gpm" in text
+    days = [_date(midnight - k * 86400.0) for k in (2, 1, 0)]
+    assert text == (f"12 gpm on {days[2]} (fixed at local midnight), the mean of the 24-hour averages of 2 day(s) of "
+                    f"normal operation ({days[0]}, {days[1]}); a slug is above 60 gpm (5 × the baseline) for longer "
+                    "than 15 min")
 
 
 async def test_rules_forms_the_slug_baseline_from_a_meter_publishing_every_5_minutes(tmp_path: Path) -> None:
@@ -129,7 +140,8 @@ async def test_rules_forms_the_slug_baseline_from_a_meter_publishing_every_5_min
                      value=12.0 if i % 2 else 14.0, unit="gpm") for i in range(2 * 288 + 1)])
     await h.close()
     text = slug_baselines(config, now)[("acme", "flow")]
-    assert text.startswith("13 gpm (mean of 2 day(s) of normal operation") and "slug above 65 gpm" in text
+    assert text.startswith(f"13 gpm on {_date(midnight)} (fixed at local midnight)") and "above 65 gpm" in text
+    assert "of 2 day(s) of normal operation" in text
 
 
 def test_rules_states_the_slug_screen_on_lab_results_and_the_no_baseline_notice(

@@ -107,6 +107,19 @@
     if (resp.ok) showAlarms(resp.data);
   }
 
+  // The slug baseline in force, on the card of the channel the rule judges: the running daemon's own (from its
+  // health snapshot, `monitor.read.baselines`), in the words `pretreat rules` prints; or why none is shown.
+  function slugBaseline(b) {
+    const source = b.as_of === null ? "" : `the daemon's check engine, as of ${time(b.as_of)}` +
+      (b.stale ? ` (${b.stale})` : "");
+    return el("div", { class: "slug-baseline", "data-slug": b.channel },
+      el("strong", {}, `Slug baseline in force${b.channel === b.card ? "" : " (" + b.channel + ")"}: `),
+      el("span", { class: "slug-text" + (b.text ? "" : " unavailable") }, b.text || b.unavailable),
+      el("div", { class: "hint" }, b.citation),
+      b.reading ? el("div", { class: "hint slug-reading" }, "Reading in force: " + b.reading) : null,
+      source ? el("div", { class: "hint" }, source) : null);
+  }
+
   async function start() {
     const resp = await api(`/api/sites/${encodeURIComponent(site)}`);
     if (!resp.ok) { document.getElementById("channels").textContent = resp.data.detail || "not available"; return; }
@@ -117,6 +130,7 @@
     for (const id of s.sampler.sampler_count) tiles.append(tile(byId.get(id), "Samples taken"));
     const box = document.getElementById("channels");
     for (const ch of s.channels) box.append(card(ch));
+    for (const b of s.slug_baselines || []) document.getElementById("ch-" + b.card)?.append(slugBaseline(b));
     for (const b of document.querySelectorAll("[data-range]")) {
       b.addEventListener("click", () => {
         span = Number(b.dataset.range); zoom = null;
