@@ -181,6 +181,10 @@ def binding_lines(b: RuleBinding, unit: str, baseline: str | None) -> list[str]:
             out.append(f"  {label}: {p[key]}")
     if baseline is not None:
         out.append(f"  baseline today: {baseline}")
+    if b.rule == "slug" and p.get("baseline") is None:  # a trailing baseline: what it means for batch operation
+        from monitor.slug_history import BATCH
+
+        out.append(f"  batch operation: {BATCH}")
     return out
 
 

@@ -115,17 +115,32 @@ def unit_of(b: RuleBinding, site: Site) -> str:
     return " × ".join(units.get(i) or "no unit" for i in b.inputs)
 
 
+BATCH = ("a batch discharger is measured against its own 24-hour average, zero-flow hours included, so a batch "
+         "above the limit for longer than the duration is a slug every day (60 gpm for 4 h a day, the same every "
+         "day, averages 10 gpm: each batch is 6 × it); the way out is fixed normal values stated by the permit, which "
+         "the monitor takes where the ordinance states no slug baseline of its own (Wilson, Mineola), on "
+         "concentration channels, and sets aside where the ordinance words this average (Southeast: check-config "
+         "warns)")
+"""What the trailing baseline means for a batch discharger, stated wherever the rule is shown (`pretreat
+rules`, the report's slug baseline section, the console's site page)."""
+
+
+def _duration(b: RuleBinding) -> str:
+    duration = float(b.params["duration"])
+    if duration == 0:
+        return "at any reading"
+    return f"for {'longer than' if b.params['duration_operator'] == '>' else 'at least'} {duration / 60:g} min"
+
+
 def words(b: RuleBinding, unit: str, state: Mapping[str, Any]) -> str:
     """The baseline in force and the slug limit it gives, in the words `pretreat rules` prints and the console
     shows: ``state`` is a `SlugDetector.in_force` (from the daemon's snapshot or a rebuilt engine); ``unit`` is
     the channel's (a mass loading's: flow unit × concentration unit)."""
-    p = b.params
-    mult, duration = float(p["multiplier"]), float(p["duration"])
-    how = ("at any reading" if duration == 0 else
-           f"for {'longer than' if p['duration_operator'] == '>' else 'at least'} {duration / 60:g} min")
-    base, thr = state.get("baseline"), state.get("threshold")
+    mult, how = float(b.params["multiplier"]), _duration(b)
+    base: Any = state.get("baseline")
+    thr: Any = state.get("threshold")
     if state.get("fixed"):
-        ppm = " (the ordinance's ppm read as mg/L)" if unit.strip().lower() == "mg/l" else ""
+        ppm = " (ppm read as mg/L)" if unit.strip().lower() == "mg/l" else ""
         return (f"fixed normal-sewage strength {float(base):g} {unit}{ppm}, stated, not measured; a slug is above "
                 f"{float(thr):.6g} {unit} ({mult:g} × it) {how}")
     day = state.get("day")

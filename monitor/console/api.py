@@ -61,8 +61,8 @@ from monitor.console.trends import trend
 from monitor.console.users import Role
 from monitor.exceedances_render import episode_record, json_line, write_csv, write_json
 from monitor.read import episodes
-from monitor.read.baselines import daemon_snapshot, site_baselines
 from monitor.read.alarms import configured_alarms
+from monitor.read.baselines import daemon_snapshot, site_baselines
 from monitor.read.readings import limits, site_summary
 from monitor.read.status import stale_channels
 from monitor.read.times import UsageError, time_range

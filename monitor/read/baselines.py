@@ -19,7 +19,7 @@ from typing import Any
 from config.schema import Site, SiteConfig
 from monitor.health import health_path
 from monitor.read.status import default_max_age, liveness, read_snapshot
-from monitor.slug_history import unit_of, words
+from monitor.slug_history import BATCH, unit_of, words
 
 HUB = ("not shown: the console reads the hub's PostgreSQL database, which holds readings, not the daemons' rule "
        "state; the baseline in force is on the site's own console and in `pretreat rules` there")
@@ -45,7 +45,8 @@ def site_baselines(config: SiteConfig, site: Site, snapshot: dict[str, Any] | No
     """One entry per slug rule of ``site``: ``channel`` (the rule's), ``card`` (the channel whose card shows it),
     ``citation``, ``reading``, ``unit``; ``text`` (the baseline and limit in `pretreat rules`' words) and
     ``state`` (the snapshot's numbers) or ``unavailable`` (why none is shown); ``as_of`` (the snapshot's time)
-    and ``stale`` (why the daemon is not running, or "")."""
+    and ``stale`` (why the daemon is not running, or ""); ``batch``, what a trailing baseline means for a
+    batch discharger ("" for a fixed normal-sewage strength)."""
     published = (snapshot or {}).get("slug_baselines") or {}
     running, stale = liveness(snapshot, now=now, max_age=default_max_age(config)) if snapshot else (False, "")
     out = []
@@ -57,7 +58,8 @@ def site_baselines(config: SiteConfig, site: Site, snapshot: dict[str, Any] | No
         entry: dict[str, Any] = {
             "channel": b.channel, "card": b.inputs[0], "citation": b.citation, "reading": b.params.get("reading", ""),
             "unit": unit, "as_of": snapshot.get("time") if snapshot else None, "stale": "" if running else stale,
-            "state": state, "text": None, "unavailable": None}
+            "state": state, "text": None, "unavailable": None,
+            "batch": "" if b.params.get("baseline") is not None else BATCH}
         if isinstance(state, dict):
             entry["text"] = words(b, unit, state)
         else:

@@ -194,13 +194,16 @@ def _slug_baseline_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
     where a slug rule measures against a trailing baseline)."""
     if not r.slug_baselines:
         return []
+    from monitor.slug_history import BATCH
+
     day = "%Y-%m-%d"
     return [Section(
         "Slug baseline in force", key="slug_baselines",
         text=("The baseline is the mean of the 24-hour averages of the most recent days of normal operation (at "
               "least 90 % measured time, no slug, above zero for at least an hour) before the day; it is fixed at "
               "local midnight for the whole day. A slug is a value above the threshold for longer than the "
-              "rule's duration. Without a baseline no slug is judged that day.",),
+              "rule's duration. Without a baseline no slug is judged that day.",
+              f"Batch operation: {BATCH}."),
         columns=("Channel", "Day (local)", "Baseline", "Threshold", "Unit", "Days of normal operation it rests on"),
         widths=(1.2, 0.9, 0.8, 0.8, 0.7, 3.0),
         rows=tuple((b.channel, clock(b.day, day),

@@ -12,6 +12,7 @@ import pytest
 from monitor.checks.slug import NO_BASELINE
 from monitor.cli import main
 from monitor.read.baselines import HUB, NO_SNAPSHOT, NOT_IN_SNAPSHOT, daemon_snapshot, site_baselines
+from monitor.slug_history import BATCH
 from tests.unit.checks_helpers import channel, daemon_health, load, record_flow_days, site_toml
 
 SLUG = "[site.rules.slug]\nloading = false\n"
@@ -50,6 +51,7 @@ def test_the_daemon_publishes_the_baseline_its_engine_judges_by_in_the_words_of_
                              f"{_date(midnight - 86400.0)}); a slug is above 60 gpm (5 × the baseline) for longer "
                              "than 15 min")
     assert entry["text"] == _rules_line(config.source or tmp_path / "site.toml", capsys)
+    assert entry["batch"] == BATCH  # what the trailing baseline means for a batch discharger
 
 
 def test_with_no_day_of_normal_operation_the_console_says_why_in_the_notice_s_words(
@@ -102,8 +104,9 @@ def test_a_fixed_normal_sewage_strength_is_shown_as_stated_not_measured(tmp_path
     assert snap["slug_baselines"] == {"acme/tss": {"fixed": True, "day": None, "baseline": 400.0,
                                                    "threshold": 2000.0, "rests_on": []}}
     [entry] = site_baselines(config, config.site("acme"), snap, "", now=time.time())
-    assert entry["text"] == ("fixed normal-sewage strength 400 mg/L (the ordinance's ppm read as mg/L), stated, not "
-                             "measured; a slug is above 2000 mg/L (5 × it) for longer than 15 min")
+    assert entry["text"] == ("fixed normal-sewage strength 400 mg/L (ppm read as mg/L), stated, not measured; "
+                             "a slug is above 2000 mg/L (5 × it) for longer than 15 min")
+    assert entry["batch"] == ""  # a fixed strength: no day's average, nothing said of batches
 
 
 def test_without_a_snapshot_or_on_the_hub_s_database_the_console_says_so_instead_of_a_number(

@@ -117,6 +117,7 @@
       el("span", { class: "slug-text" + (b.text ? "" : " unavailable") }, b.text || b.unavailable),
       el("div", { class: "hint" }, b.citation),
       b.reading ? el("div", { class: "hint slug-reading" }, "Reading in force: " + b.reading) : null,
+      b.batch ? el("div", { class: "hint slug-batch" }, "Batch operation: " + b.batch) : null,
       source ? el("div", { class: "hint" }, source) : null);
   }
 
