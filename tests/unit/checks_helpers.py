@@ -194,32 +194,35 @@ def golden_case(name: str) -> tuple[SiteConfig, list[Reading]]:
     return config, rows
 
 
-def record_flow_days(config: SiteConfig, values: Sequence[float], *, now: float) -> float:
-    """Record a flow reading a minute at site ``acme``: one whole UTC day per value, the last of them
-    yesterday, then today's readings up to a minute before ``now`` at the first value. Returns today's UTC
-    midnight. Runs the real `Historian` in a thread of its own (a caller may hold an event loop)."""
+def record(config: SiteConfig, rows: Sequence[Sample]) -> None:
+    """Record ``rows`` with the real `Historian`, in a thread of its own (a caller may hold an event loop)."""
     import asyncio
     import threading
 
     from monitor.stores.historian import Historian
 
+    async def write() -> None:
+        h = Historian(path=config.daemon.historian, commit_interval=0.01)
+        await h.start()
+        h.submit(list(rows))
+        await h.close()
+
+    worker = threading.Thread(target=asyncio.run, args=(write(),))
+    worker.start()
+    worker.join()
+
+
+def record_flow_days(config: SiteConfig, values: Sequence[float], *, now: float) -> float:
+    """Record a flow reading a minute at site ``acme``: one whole UTC day per value, the last of them
+    yesterday, then today's readings up to a minute before ``now`` at the first value. Returns today's UTC
+    midnight."""
     midnight = now - now % 86400.0
     first = midnight - len(values) * 86400.0
     rows = [Sample(time=first + 60.0 * i, site="acme", channel="flow", value=values[i // 1440], unit="gpm")
             for i in range(len(values) * 1440)]
     rows += [Sample(time=t, site="acme", channel="flow", value=values[0], unit="gpm")
              for t in (midnight + 60.0 * i for i in range(int((now - midnight) // 60))) if t < now - 60.0]
-
-    async def write() -> None:
-        h = Historian(path=config.daemon.historian, commit_interval=0.01)
-        await h.start()
-        for i in range(0, len(rows), 20_000):
-            h.submit(rows[i:i + 20_000])
-        await h.close()
-
-    worker = threading.Thread(target=asyncio.run, args=(write(),))
-    worker.start()
-    worker.join()
+    record(config, rows)
     return midnight
 
 

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from config.schema import SiteConfig
 from monitor.checks.slug import NO_BASELINE
 from monitor.cli import main
 from monitor.read.baselines import HUB, NO_SNAPSHOT, NOT_IN_SNAPSHOT, daemon_snapshot, site_baselines
+from monitor.sample import Sample
 from monitor.slug_history import BATCH
-from tests.unit.checks_helpers import channel, daemon_health, load, record_flow_days, site_toml
+from tests.unit.checks_helpers import channel, daemon_health, load, record, record_flow_days, site_toml
 
 SLUG = "[site.rules.slug]\nloading = false\n"
 
@@ -73,24 +75,10 @@ def test_with_no_day_of_normal_operation_the_console_says_why_in_the_notice_s_wo
     assert entry["text"] == _rules_line(config.source or tmp_path / "site.toml", capsys)
 
 
-def _record_today(config, midnight: float, now: float) -> None:  # type: ignore[no-untyped-def]
+def _record_today(config: SiteConfig, midnight: float, now: float) -> None:
     """Readings every minute from ``midnight`` to ``now`` (none of a whole day: no day of normal operation)."""
-    import asyncio
-    import threading
-
-    from monitor.sample import Sample
-    from monitor.stores.historian import Historian
-
-    async def write() -> None:
-        h = Historian(path=config.daemon.historian, commit_interval=0.01)
-        await h.start()
-        h.submit([Sample(time=midnight + 60.0 * i, site="acme", channel="flow", value=5.0, unit="gpm")
-                  for i in range(int((now - midnight) // 60))])
-        await h.close()
-
-    worker = threading.Thread(target=asyncio.run, args=(write(),))
-    worker.start()
-    worker.join()
+    record(config, [Sample(time=midnight + 60.0 * i, site="acme", channel="flow", value=5.0, unit="gpm")
+                    for i in range(int((now - midnight) // 60))])
 
 
 def test_a_fixed_normal_sewage_strength_is_shown_as_stated_not_measured(tmp_path: Path) -> None:
