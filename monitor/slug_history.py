@@ -83,29 +83,28 @@ def baseline_days(config: SiteConfig, site: str, lo: float, hi: float) -> list[B
 def in_force(engine: CheckEngine) -> dict[str, dict[str, Any]]:
     """The slug baseline each slug rule of ``engine`` judges by now (`SlugDetector.in_force`), by
     ``site/channel`` (a mass loading: ``site/flow*concentration``)."""
-    out: dict[str, dict[str, Any]] = {}
-    for b, rule in engine.rules:
-        det = detector_of(rule)
-        if det is not None and b.rule == "slug":
-            out[f"{b.site}/{b.channel}"] = det.in_force()
-    return out
+    return {f"{b.site}/{b.channel}": det.in_force() for b, det in _detectors(engine)}
+
+
+def _detectors(engine: CheckEngine) -> list[tuple[RuleBinding, SlugDetector]]:
+    return [(b, d) for b, r in engine.rules if b.rule == "slug" and (d := detector_of(r)) is not None]
 
 
 class BaselineSection:
     """The health snapshot's ``slug_baselines``: `in_force` of the daemon's live engine, rebuilt only when a
     detector's day or threshold changed (the snapshot is written every second; a baseline changes at most once
-    a local day, or when a late reading rewinds the engine)."""
+    a local day, or when a late reading rewinds the engine, which restores the same rule objects' state)."""
 
     def __init__(self, engine: CheckEngine) -> None:
-        self.engine = engine
-        self._key: tuple[Any, ...] = ()
+        self.detectors = _detectors(engine)  # the engine's rule objects live as long as it does
+        self._key: list[tuple[float, float, int]] = []
         self._last: dict[str, dict[str, Any]] = {}
 
     def __call__(self) -> dict[str, dict[str, Any]]:
-        dets = [d for b, r in self.engine.rules if b.rule == "slug" and (d := detector_of(r)) is not None]
-        key = tuple((d.day_start, d.threshold, len(d.days)) for d in dets)
+        key = [(d.day_start, d.threshold, len(d.days)) for _, d in self.detectors]
         if key != self._key:
-            self._key, self._last = key, in_force(self.engine)
+            self._key = key
+            self._last = {f"{b.site}/{b.channel}": d.in_force() for b, d in self.detectors}
         return self._last
 
 

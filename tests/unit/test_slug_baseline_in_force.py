@@ -113,3 +113,32 @@ def test_without_a_snapshot_or_on_the_hub_s_database_the_console_says_so_instead
     old = {"time": time.time() - 3600.0, "state": "stopped"}
     [entry] = site_baselines(config, site, old, "", now=time.time())
     assert entry["unavailable"] == NOT_IN_SNAPSHOT and entry["stale"].startswith("not running: the daemon stopped")
+
+
+def test_the_snapshot_section_follows_the_engine_at_midnight_and_after_a_late_reading(tmp_path: Path) -> None:
+    """The section is rebuilt only when a detector's day or threshold changes, so it must change when they do:
+    at the first reading after midnight (a new baseline fixed), and when a late reading rewinds the engine."""
+    from monitor.checks.engine import CheckEngine
+    from monitor.slug_history import BaselineSection
+    from tests.unit.checks_helpers import T0, samples
+
+    config = load(tmp_path, site_toml(channel("flow"), extra=SLUG))
+    engine = CheckEngine.for_config(config, live=True)
+    section = BaselineSection(engine)
+    engine.process_many(samples([(T0 + 60.0 * i, "flow", 10.0, "good") for i in range(1440)]))
+    first = section()["acme/flow"]
+    assert (first["day"], first["baseline"]) == ("2025-03-03", None)
+    assert section() is section()  # unchanged: not rebuilt
+    engine.process_many(samples([(T0 + 86400.0, "flow", 10.0, "good")]))  # midnight: the day's average fixed
+    assert section()["acme/flow"] == {"fixed": False, "day": "2025-03-04", "baseline": 10.0, "threshold": 50.0,
+                                      "rests_on": ["2025-03-03"]}
+    # a late reading of the day before (70 gpm, 90 s before midnight) raises that day's average: a rewind
+    engine.process_many(samples([(T0 + 86400.0 - 90.0, "flow", 70.0, "good")]))
+    assert section()["acme/flow"]["baseline"] == engine_baseline(engine) != 10.0
+
+
+def engine_baseline(engine) -> float | None:  # type: ignore[no-untyped-def]
+    from monitor.checks.slug import detector_of
+
+    [det] = [d for b, r in engine.rules if b.rule == "slug" and (d := detector_of(r)) is not None]
+    return det.baseline  # type: ignore[no-any-return]
