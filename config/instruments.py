@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from config.links import MISSING_POINT
-from config.maps import map_expected, parse_register_map, resolve_map_path, unit_register_expects, with_word_order
+from config.maps import (
+    fixed_unit_expects,
+    map_expected,
+    parse_register_map,
+    resolve_map_path,
+    unit_register_expects,
+    with_word_order,
+)
 from config.reader import ID, ID_EXPECTED, Reader
 from config.schema import (
     ByteOrder,
@@ -41,7 +48,9 @@ _INSTRUMENT_KEYS = {
     "id", "driver", "poll_interval", "timeout", "unit_id", "host", "port", "register_map",
     "serial_port", "baudrate", "bytesize", "parity", "stopbits", "inter_frame_delay",
     "client_id", "qos", "username", "password_file", "keepalive", "time_field", "description", "word_order",
+    "units_check_interval",
 }
+DEFAULT_UNITS_CHECK = 30.0  # s between reads of a catalogue map's units registers while the link stands
 _CHANNEL_KEYS = {
     "id", "instrument", "kind", "unit", "scale", "offset", "valid_min", "valid_max",
     "point", "topic", "field", "payload", "stale_after", "description", "location", "resolution",
@@ -77,6 +86,9 @@ def instrument(raw: dict[str, Any], p: str, site: str, reader: Reader, base: Pat
             password_file=_secret_path(reader.text(raw, "password_file", p, default=""), base),
             keepalive=reader.integer(raw, "keepalive", p, default=30, minimum=5, maximum=3600),
         )
+        if "units_check_interval" in raw:
+            reader.error(f"{p}.units_check_interval", raw["units_check_interval"],
+                         "no units_check_interval: it applies to Modbus instruments")
         return Instrument(**common, mqtt=broker,  # type: ignore[arg-type]
                           time_field=reader.text(raw, "time_field", p, default=""))
     rmap = None
@@ -117,6 +129,8 @@ def instrument(raw: dict[str, Any], p: str, site: str, reader: Reader, base: Pat
         unit_id=reader.integer(raw, "unit_id", p, default=1, minimum=0, maximum=247),
         host=host, port=reader.integer(raw, "port", p, default=502, minimum=1, maximum=65535),
         serial=serial, register_map=rmap,
+        units_check_interval=reader.number(raw, "units_check_interval", p, default=DEFAULT_UNITS_CHECK,
+                                           minimum=0, maximum=86400),
     )
 
 
@@ -136,7 +150,9 @@ def channel(raw: dict[str, Any], p: str, site: str, instruments: dict[str, Instr
             reader.error(f"{p}.point", point,
                          f"a point of register map '{inst.register_map.name}': {sorted(inst.register_map.points)}")
         elif inst.register_map is not None and isinstance(raw.get("unit"), str):
-            expected = unit_register_expects(inst.register_map, point, raw["unit"])
+            expected = (unit_register_expects(inst.register_map, point, raw["unit"])
+                        or fixed_unit_expects(inst.register_map, point, raw["unit"], instrument=inst_id,
+                                              channel=str(raw.get("id", ""))))
             if expected:
                 reader.error(f"{p}.unit", raw["unit"], expected)
     if inst is not None and inst.driver is DriverKind.MQTT and not _valid_topic(topic):

@@ -9,7 +9,12 @@ manual prints it: ``register = 40002`` is converted once, here, to the protocol 
 instrument's ``word_order`` overrides the map's (`with_word_order`). Points may also be:
 
 - a units register: ``[point.units]`` maps the codes the manual lists to our unit words (``"1" = "gal"``); a
-  value point names it with ``unit_point``, and the driver checks it against the channel's ``unit`` at connect;
+  value point names it with ``unit_point``, and the driver checks it against the channel's ``unit`` at connect
+  and every ``units_check_interval`` (`drivers.modbus.device_state`);
+- a value whose unit the register itself fixes (no units register: the manual's "Flow Rate, GPM"): ``unit``
+  states it, and a channel configured in another unit is refused when the site file is loaded;
+- a setting or state register (``setting = true``: a code such as a units setting whose codes the manual does
+  not list, or a program state): read for the record, never a measurement with a unit;
 - a status register: ``[point.faults]`` / ``[point.maintenance]`` map bit numbers (0 = least significant) to the
   manual's own text; set bits make the instrument's readings ``device_fault`` or ``maintenance``.
 
@@ -35,7 +40,7 @@ MAPS_DIR = Path(__file__).parent / "maps"
 _INTEGER = (DataType.UINT16, DataType.INT16, DataType.UINT32, DataType.INT32)
 _MAP_KEYS = {"name", "description", "point", "manual"}
 _POINT_KEYS = {"name", "table", "address", "register", "type", "byte_order", "word_order", "description",
-               "unit_point", "units", "faults", "maintenance"}
+               "unit_point", "units", "faults", "maintenance", "unit", "setting"}
 _MANUAL_KEYS = {"vendor", "model", "title", "revision", "pages", "url", "function_codes", "addressing",
                 "register_offset", "word_order", "notes", "units_register", "vendor_copy"}
 
@@ -115,13 +120,21 @@ def _point(raw: dict[str, Any], p: str, reader: Reader, offset: int | None) -> R
         reader.error(f"{p}.type", dtype.value, "an integer type for a units register")
     if (faults or maintenance) and dtype not in (DataType.UINT16, DataType.INT16):
         reader.error(f"{p}.type", dtype.value, "uint16 for a status register (bits 0..15)")
+    unit = reader.text(raw, "unit", p, default="")
+    setting = raw.get("setting", False)
+    if not isinstance(setting, bool):
+        reader.error(f"{p}.setting", setting, "true or false")
+        setting = False
+    if unit and (units or faults or maintenance or setting or raw.get("unit_point")):
+        reader.error(f"{p}.unit", unit, "no fixed unit on a units, status or setting register, nor beside a "
+                                        "unit_point (the units register says the unit)")
     return RegisterPoint(
         name=name, table=table, address=address, dtype=dtype,
         byte_order=reader.enum(raw, "byte_order", p, ByteOrder, default="big"),
         word_order=reader.enum(raw, "word_order", p, ByteOrder, default="big"),
         description=reader.text(raw, "description", p, default=""), register=register,
         unit_point=reader.text(raw, "unit_point", p, default=""), units=units, faults=faults,
-        maintenance=maintenance,
+        maintenance=maintenance, unit=unit, setting=setting,
     )
 
 
@@ -186,6 +199,17 @@ def unit_register_expects(rmap: RegisterMap, point: str, unit: str) -> str:
         return ""
     return (f"a unit that units register {units.name!r} of map '{rmap.name}' can report for point {point!r}: "
             f"one of {sorted(set(units.units.values()))}")
+
+
+def fixed_unit_expects(rmap: RegisterMap, point: str, unit: str, *, instrument: str, channel: str) -> str:
+    """What a channel's ``unit`` must be when its point's register fixes its unit (the map's ``unit``, from the
+    manual) and the channel states another: naming the instrument, channel, point and both units; "" if fine."""
+    p = rmap.points.get(point)
+    if p is None or not p.unit or same_unit(p.unit, unit):
+        return ""
+    return (f"{p.unit!r}: channel {channel!r} of instrument {instrument!r} reads point {point!r} of map "
+            f"'{rmap.name}', whose register is in {p.unit!r} (fixed by the manual, no units register), not "
+            f"{unit!r}")
 
 
 def maintenance_bindings(site: str, channels: Iterable[Channel],

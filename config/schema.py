@@ -117,6 +117,8 @@ class RegisterPoint:
     units: dict[int, str] = field(default_factory=dict)  # a units register: code -> unit, as the manual lists
     faults: dict[int, str] = field(default_factory=dict)  # a status register: bit -> the vendor's fault text
     maintenance: dict[int, str] = field(default_factory=dict)  # bit -> the vendor's service/calibration text
+    unit: str = ""  # the unit the register itself fixes (the manual's "Flow Rate, GPM"), when it has no units register
+    setting: bool = False  # a setting or state register (a code, not a measurement): read for the record
 
     @property
     def is_status(self) -> bool:
@@ -218,6 +220,7 @@ class Instrument:
     register_map: RegisterMap | None = None  # modbus
     mqtt: MqttBroker | None = None  # mqtt
     time_field: str = ""  # mqtt JSON payloads: the field with the device's timestamp, if any
+    units_check_interval: float = 30.0  # modbus: s between reads of the map's units registers while connected
 
     @property
     def link_key(self) -> str:

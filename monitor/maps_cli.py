@@ -3,8 +3,10 @@ transcribed from, so whoever wires a control manhole can check every address aga
 
 ``list`` prints one line per map (name, description, the manual and its revision, or "generic" for the maps
 that describe no vendor's device); ``show NAME`` prints one map: the manual, its addressing and what it says
-about word order, then every point with its manual register number, protocol address, type, orders and the
-units codes or status bits it carries. Exit 2 for an unknown name (the shipped names are listed) or a map file
+about word order, then the points in sections (values, each with where its unit comes from: a units register,
+the register itself, or the configuration; units registers; status registers; settings and states read for
+the record), each with its manual register number, protocol address, type, orders and the units codes or
+status bits it carries. Exit 2 for an unknown name (the shipped names are listed) or a map file
 with mistakes (each is listed).
 """
 
@@ -93,10 +95,23 @@ def render(rmap: RegisterMap) -> str:
         ]
         lines += [f"note:            {n}" for n in m.notes]
     lines.append("points (address = protocol address, 0-based, as on the wire; an instrument's word_order"
-                 " overrides the word order shown):")
-    for p in rmap.points.values():
-        lines += _point_lines(p)
+                 " overrides the word order shown)")
+    for title, points in _sections(rmap):
+        if points:
+            lines.append(f"{title}:")
+            for p in points:
+                lines += _point_lines(p)
     return "\n".join(lines)
+
+
+def _sections(rmap: RegisterMap) -> list[tuple[str, list[RegisterPoint]]]:
+    """The points by what they are: values (each with where its unit comes from), units registers, status
+    registers, and settings or states read for the record."""
+    pts = list(rmap.points.values())
+    return [("values", [p for p in pts if not p.units and not p.is_status and not p.setting]),
+            ("units registers", [p for p in pts if p.units]),
+            ("status registers (read every poll)", [p for p in pts if p.is_status]),
+            ("settings and states (read for the record, not measurements)", [p for p in pts if p.setting])]
 
 
 def _point_lines(p: RegisterPoint) -> list[str]:
@@ -106,8 +121,12 @@ def _point_lines(p: RegisterPoint) -> list[str]:
     if p.description:
         out.append(f"  {'':<22} {p.description}")
     if p.unit_point:
-        out.append(f"  {'':<22} unit checked at connect against units register {p.unit_point!r}")
-    elif not p.units and not p.is_status:
+        out.append(f"  {'':<22} unit: checked at connect and every units_check_interval against units register "
+                   f"{p.unit_point!r}")
+    elif p.unit:
+        out.append(f"  {'':<22} unit: {p.unit}, fixed by the register (no units register); a channel in another "
+                   "unit is refused")
+    elif not p.units and not p.is_status and not p.setting:
         out.append(f"  {'':<22} no units register: unit taken from the configuration")
     if p.units:
         out.append(f"  {'':<22} units: " + ", ".join(f"{k} = {v}" for k, v in sorted(p.units.items())))

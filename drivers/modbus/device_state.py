@@ -3,12 +3,17 @@
 Catalogue maps (`config.maps`) name, for a value, the register holding its unit code, and list status
 registers whose bits mean a fault or a service/calibration mode, each with the vendor's own text.
 
-- **Units**: read when the link (re)connects (the first poll, and the first after a poll that got no answer)
-  and compared with each channel's ``unit``. A code that means another unit, or a code the manual does not
-  list, makes every reading of that channel ``unit_mismatch`` with the reason naming both units, until a
-  later check agrees: a reading in the wrong unit is never recorded as a number (a flow meter switched from
-  gallons to litres would otherwise read 3.8 times high without a word). The mismatch is also kept for the
-  health snapshot (`mismatches`), where an operator sees it without reading the record.
+- **Units**: read when the link (re)connects (the first poll, and the first after a poll that got no answer),
+  and again every ``units_check_interval`` seconds while it stands (the instrument's key, 30 s by default; 0:
+  every poll), because a unit can be changed at the transmitter's keypad without the link noticing. Each read
+  is compared with each channel's ``unit``. A code that means another unit, or a code the manual does not
+  list, makes every reading of that channel ``unit_mismatch`` with the reason naming both units, from that
+  poll on until a later check agrees: a reading in the wrong unit is never recorded as a number (a flow meter
+  switched from gallons to litres would otherwise read 3.8 times high without a word). Readings taken between
+  the keypad change and the next check cannot be told apart; the interval bounds that time. Each change of a
+  channel's verdict is logged once (a warning when it starts, an info line when the units agree again), and
+  the mismatch is kept for the health snapshot (`mismatches`), where an operator sees it without reading
+  the record.
 - **Status**: read every poll, before the values. A fault bit makes every reading of the instrument
   ``device_fault`` (the reason quotes the vendor's text); a service/calibration bit makes it ``maintenance``:
   the instrument is answering but what it reports is not a measurement of the discharge. A fault wins over
@@ -22,6 +27,8 @@ the values: `drivers.modbus.planner`).
 from __future__ import annotations
 
 import dataclasses
+import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -30,6 +37,8 @@ from config.schema import Channel, ChannelKind, Instrument, RegisterPoint
 from drivers.modbus.link import ReadFailure
 from drivers.modbus.planner import Block, plan_reads
 from monitor.sample import Quality, Sample
+
+log = logging.getLogger(__name__)
 
 BlockRead = Callable[[Block], Awaitable[Sequence[int]]]
 """Reads one planned block from the instrument (registers or bits); raises `ReadFailure`."""
@@ -46,7 +55,8 @@ class _UnitCheck:
 class DeviceState:
     """The units and status registers of one instrument, planned once; see the module docstring."""
 
-    def __init__(self, *, instrument: Instrument, channels: Sequence[Channel]) -> None:
+    def __init__(self, *, instrument: Instrument, channels: Sequence[Channel],
+                 clock: Callable[[], float] = time.monotonic) -> None:
         rmap = instrument.register_map
         if rmap is None:
             raise ValueError(f"instrument {instrument.id!r} has no register map")
@@ -57,6 +67,10 @@ class DeviceState:
         self._unit_plan = self._plan(instrument, [c.unit_point for c in self._checks])
         self._status_plan = self._plan(instrument, list(self._status))
         self.units_read = not self._checks  # nothing to check: as good as checked
+        self._name = f"{instrument.site}/{instrument.id}"
+        self._recheck = instrument.units_check_interval  # s between units reads while the link stands
+        self._clock = clock
+        self._units_due = 0.0  # monotonic time of the next units read while connected
         self.mismatches: dict[str, str] = {}  # channel id -> why its readings are unit_mismatch
         self.faults: tuple[str, ...] = ()  # the vendor's texts of the fault bits set at the last poll
         self.maintenance: tuple[str, ...] = ()
@@ -76,12 +90,14 @@ class DeviceState:
         return plan_reads(pseudo, unique).blocks
 
     async def refresh(self, read: BlockRead) -> None:
-        """Read what is due (units after a (re)connect, status always); never raises for a device problem."""
+        """Read what is due (units after a (re)connect and every ``units_check_interval``, status always);
+        never raises for a device problem."""
         self.failure = None
         try:
-            if not self.units_read:
+            if not self.units_read or (self._checks and self._clock() >= self._units_due):
                 self._check_units(await _values(read, self._unit_plan))
                 self.units_read = True
+                self._units_due = self._clock() + self._recheck
             if self._status:
                 self._check_status(await _values(read, self._status_plan))
         except ReadFailure as failure:
@@ -94,7 +110,7 @@ class DeviceState:
         self.units_read = not self._checks
 
     def _check_units(self, codes: dict[str, float]) -> None:
-        self.mismatches = {}
+        before, self.mismatches = self.mismatches, {}
         for c in self._checks:
             code = int(codes[c.unit_point.name])
             found = c.unit_point.units.get(code)
@@ -107,6 +123,17 @@ class DeviceState:
                     f"unit mismatch: the instrument reports {c.value_point.name!r} in {found!r} (units register "
                     f"{c.unit_point.name!r} = {code}, {_where(c.unit_point)}), the channel is configured in "
                     f"{c.channel.unit!r}: readings not recorded as numbers until they agree")
+        self._log_changes(before)
+
+    def _log_changes(self, before: dict[str, str]) -> None:
+        """One line per channel whose verdict changed (never one per poll): the mismatch, or that it ended."""
+        for channel, why in self.mismatches.items():
+            if before.get(channel) != why:
+                log.warning("%s channel %s: %s", self._name, channel, why,
+                            extra={"instrument": self._name, "channel": channel, "unit_mismatch": why})
+        for channel in before.keys() - self.mismatches.keys():
+            log.info("%s channel %s: the units register agrees with the channel's unit again; readings recorded",
+                     self._name, channel, extra={"instrument": self._name, "channel": channel})
 
     def _check_status(self, words: dict[str, float]) -> None:
         faults: list[str] = []

@@ -11,7 +11,10 @@ after (*as left*), and when the technician says it is next due. Methods:
 
 Entries are never edited or deleted: a mistaken entry is corrected by a later one, and both stay in the table
 and in the journal (kind ``calibration``), which is the record that the calibration was entered, by whom and
-when (an industry's lawyer asks for it first).
+when (an industry's lawyer asks for it first). Each entry keeps both its date (``time``, when the instrument was
+calibrated) and when it was entered (``entered``, the recorded-at time): an entry made today for a calibration
+of last month (backdated) does not rewrite what the record said then. The status shown for a past episode is
+the status as known at its start (`during`), with the later entries beside it where they change it.
 
 **Due and overdue.** After a calibration at ``c`` the instrument is due at the earliest of ``c`` + the interval
 in force (`config.calibration`: the permit's or the site's) and the entry's own ``next_due``. It is *overdue*
@@ -229,9 +232,29 @@ def overdue_spans(log: Sequence[Calibration], interval: Interval | None) -> list
     return spans
 
 
+def known_at(log: Sequence[Calibration], t: float) -> list[Calibration]:
+    """The entries of ``log`` that had been entered by ``t``: the log as anyone could have read it then."""
+    return [c for c in log if c.entered <= t]
+
+
 def during(log: Sequence[Calibration], interval: Interval | None, start: float, end: float | None) -> str:
     """The calibration status over an episode [start, end] (end None: still open), for the enforcement record:
-    the status at its start, and an overdue time that began inside it."""
+    the status at its start, and an overdue time that began inside it, **as known at the time** (from the
+    entries entered by the episode's start). An entry entered later (backdated) never rewrites it: where the
+    log as it stands now says otherwise, both are given, with the later entries' dates and when they were
+    entered ("... (as known at the time); a calibration dated D was entered on E; by the record as it
+    stands: ...")."""
+    then = _during(known_at(log, start), interval, start, end)
+    now = _during(log, interval, start, end)
+    if then == now:
+        return then
+    stop = end if end is not None else math.inf
+    later = [c for c in log if c.entered > start and c.time <= stop]
+    dated = "; ".join(f"a calibration dated {iso_utc(c.time)} was entered on {iso_utc(c.entered)}" for c in later)
+    return f"{then} (as known at the time); {dated}; by the record as it stands: {now}"
+
+
+def _during(log: Sequence[Calibration], interval: Interval | None, start: float, end: float | None) -> str:
     at_start = status_at(log, interval, start)
     text = at_start.text()
     stop = end if end is not None else math.inf

@@ -90,7 +90,7 @@ def channels(inst: Instrument) -> list[Channel]:
     for name, p in points.items():
         if not is_value(p):
             continue
-        unit = min(points[p.unit_point].units.items())[1] if p.unit_point else "u"
+        unit = min(points[p.unit_point].units.items())[1] if p.unit_point else (p.unit or "u")
         out.append(Channel(id=name, site="s", instrument=inst.id, kind=ChannelKind.OTHER, unit=unit, point=name))
     return out
 
@@ -187,7 +187,7 @@ async def test_the_units_register_is_read_again_after_the_device_was_lost() -> N
         dev.set("flow_unit_code", 1)
         async with driver_for(inst, [ch]) as driver:
             assert [s.quality for s in await driver.poll()] == [Quality.GOOD]
-            dev.set("flow_unit_code", 2)  # not noticed while the connection stands: units are read at connect
+            dev.set("flow_unit_code", 2)  # not noticed before units_check_interval (30 s by default) has passed
             assert [s.quality for s in await driver.poll()] == [Quality.GOOD]
             dev.fault = SimFault.SILENT
             assert [s.quality for s in await driver.poll()] == [Quality.COMM_FAILURE]

@@ -34,7 +34,7 @@ def float_point(name: str) -> RegisterPoint:
 def site(tmp_path: Path, name: str, order: str, port: int) -> Path:
     rmap = load_register_map(MAPS_DIR / f"{name}.toml")
     p = float_point(name)
-    unit = min(rmap.points[p.unit_point].units.items())[1] if p.unit_point else "u"
+    unit = min(rmap.points[p.unit_point].units.items())[1] if p.unit_point else (p.unit or "u")
     path = tmp_path / "site.toml"
     path.write_text(f"""
 [daemon]

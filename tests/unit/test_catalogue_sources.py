@@ -50,9 +50,9 @@ def test_maps_show_says_the_unit_comes_from_the_configuration_where_no_units_reg
     assert main(["maps", "show", name]) == 0
     out = capsys.readouterr().out
     value_points = [p for p in load_register_map(MAPS_DIR / f"{name}.toml").points.values()
-                    if not p.units and not p.is_status and p.dtype is not DataType.UINT16]
+                    if not p.units and not p.is_status and not p.unit and p.dtype is not DataType.UINT16]
     assert value_points
-    assert out.count("no units register: unit taken from the configuration") >= len(value_points)
+    assert out.count("no units register: unit taken from the configuration") == len(value_points)
     assert "units register:" in out and "vendor copy:" in out
 
 
@@ -63,8 +63,61 @@ def test_maps_show_names_the_checked_units_register_and_the_page_of_an_unlisted_
     assert "Table 3-15 'Sensor Engineering Units' (p. 3-11" in out and "Base+213" in out
     assert main(["maps", "show", "eh_liquistation_csf22"]) == 0
     out = capsys.readouterr().out
-    assert "unit checked at connect against units register 'ai_1_unit'" in out
-    assert "no units register" not in out.split("ai_1_status")[0].split("ai_1 ")[-1]
+    assert "unit: checked at connect and every units_check_interval against units register 'ai_1_unit'" in out
+    assert "no units register" not in out
+
+
+def test_maps_show_puts_each_unit_line_under_its_value_never_under_a_status_or_setting_register(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The sections of `maps show`: values (each saying where its unit comes from), units registers, status
+    registers, settings and states; "no units register" is said of values only."""
+    assert main(["maps", "show", "msa_ultima_x"]) == 0
+    out = capsys.readouterr().out.split("\npoints (", 1)[1]
+    values, rest = out.split("\nstatus registers (read every poll):\n")
+    status, settings = rest.split("\nsettings and states (read for the record, not measurements):\n")
+    assert "gas_level" in values and "no units register: unit taken from the configuration" in values
+    assert "general_status" in status and "fault_status" in status and "no units register" not in status
+    assert "engineering_units" in settings and "no units register" not in settings
+    assert main(["maps", "show", "dynasonics_tfx_ultra"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("unit: gpm, fixed by the register (no units register)") == 3
+    assert out.count("unit: L/min, fixed by the register") == 1 and "unit taken from the configuration" not in out
+
+
+@pytest.mark.parametrize(("name", "point", "unit"), [
+    ("dynasonics_tfx_ultra", "flow_rate_gpm", "gpm"), ("dynasonics_tfx_ultra", "flow_rate_gpm_long", "gpm"),
+    ("dynasonics_tfx_ultra", "flow_rate_gpm_double", "gpm"), ("dynasonics_tfx_ultra", "flow_rate_lpm", "L/min"),
+    ("hach_pc_sc_ph", "temperature", "degC"),
+])
+def test_a_register_whose_unit_the_manual_fixes_states_it(name: str, point: str, unit: str) -> None:
+    p = load_register_map(MAPS_DIR / f"{name}.toml").points[point]
+    assert p.unit == unit and not p.unit_point
+    assert {"gpm": "GPM", "L/min": "LPM", "degC": "degC"}[unit] in p.description  # as the manual names it
+
+
+def test_check_config_refuses_a_channel_in_another_unit_than_its_register_fixes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The GPM register configured in litres per minute: refused, naming instrument, channel, point and both units;
+    the same unit spelt otherwise ("GPM") is the same unit."""
+    path = _site(tmp_path, "")
+    path.write_text(path.read_text().replace('unit = "gpm"', 'unit = "L/min"'))
+    assert main(["check-config", str(path)]) != 0
+    err = capsys.readouterr()
+    text = err.out + err.err
+    assert "channel 'flow' of instrument 'flow' reads point 'flow_rate_gpm'" in text, text
+    assert "'gpm'" in text and "'L/min'" in text and "dynasonics_tfx_ultra" in text
+    path.write_text(path.read_text().replace('unit = "L/min"', 'unit = "GPM"'))
+    assert load_config(path).channels[0].unit == "GPM"
+
+
+def test_a_fixed_unit_beside_a_units_register_is_a_map_mistake(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\n[[point]]\nname = "v"\ntable = "holding"\naddress = 0\nunit = "gpm"\n'
+                   'unit_point = "u"\n[[point]]\nname = "u"\ntable = "holding"\naddress = 2\n'
+                   '[point.units]\n"1" = "gal"\n')
+    with pytest.raises(ConfigErrors) as exc:
+        load_register_map(bad)
+    assert any("point[0].unit" in str(e) and "unit_point" in str(e) for e in exc.value.errors)
 
 
 def _site(tmp_path: Path, extra: str, driver: str = 'driver = "modbus_tcp"\nhost = "127.0.0.1"') -> Path:

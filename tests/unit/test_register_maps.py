@@ -146,7 +146,7 @@ def test_maps_show_prints_addressing_word_order_and_every_point(capsys: pytest.C
     assert main(["maps", "show", "dynasonics_tfx_ultra"]) == 0
     out = capsys.readouterr().out
     assert "manual 40230 -> holding 229" in out and "1 = gal" in out
-    assert "unit checked at connect against units register 'flow_unit_code'" in out
+    assert "unit: checked at connect and every units_check_interval against units register 'flow_unit_code'" in out
 
 
 def test_maps_show_an_unknown_name_lists_the_shipped_ones(capsys: pytest.CaptureFixture[str]) -> None:
