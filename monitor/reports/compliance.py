@@ -28,7 +28,7 @@ from config.rule_catalogue import DATA_QUALITY_RULES, TAMPER_RULES, RuleName, la
 from config.rule_model import ThresholdParams
 from config.rules import RuleBinding
 from config.schema import ChannelKind, Site, SiteConfig
-from monitor.calibration import channel_status, episode_calibration, logs
+from monitor.calibration import episode_calibration, logs
 from monitor.checks.events import iso_utc
 from monitor.checks.slug_labs import LabSlug
 from monitor.checks.slug_labs import screen as lab_slug_screen
@@ -43,7 +43,7 @@ from monitor.reports.periods import Period
 from monitor.reports.ph_accounting import MonthAccount, monthly_accounts
 from monitor.reports.plan import compile_plans
 from monitor.reports.snc import SncScreen, screen, window_ending
-from monitor.stores.calibration import OVERDUE, Calibration, overdue_spans
+from monitor.stores.calibration import OVERDUE, Calibration, during, overdue_spans
 from monitor.stores.casefile import Invalidation, invalid_episodes
 from monitor.stores.episodes import EpisodeStore
 
@@ -325,13 +325,13 @@ def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Si
 
 def _calibration_rows(site: Site, calibrations: dict[tuple[str, str], list[Calibration]], lo: float,
                       hi: float) -> list[tuple[str, str]]:
-    """Each channel's calibration status at ``hi``, then each span of the period in which its readings were
-    taken while the instrument was overdue (the readings export marks the same rows)."""
+    """Each channel's calibration status at ``hi`` (as known then: `during`), then each span of the period in
+    which its readings were taken while the instrument was overdue (the readings export marks the same rows)."""
     rows = []
     for ch in site.channels:
         log = calibrations.get((site.id, ch.id), [])
-        rows.append((ch.id, channel_status(site, ch.id, log, hi).text()))
         interval = site.calibration.interval(ch.id) if site.calibration is not None else None
+        rows.append((ch.id, during(log, interval, hi, hi)))  # as known then, and now if a later entry differs
         for a, b, why in overdue_spans(log, interval):
             if a < hi and b > lo:
                 how = "while overdue for calibration" if why == OVERDUE else "with no calibration on record"

@@ -301,7 +301,8 @@ def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
     out.append(Section(
         "Instrument calibration", key="calibration",
         text=("Each channel's calibration status at the end of the period (or now, if earlier), from the "
-              "calibration log (pretreat calibration add) and the interval in force (the permit's or the site's). "
+              "calibration log (pretreat calibration add) and the interval in force (the permit's or the site's), "
+              "as known at the time: a calibration entered later with an earlier date is shown beside it. "
               "Readings of an overdue instrument are marked in the readings export.",),
         columns=("Channel", "Status"), widths=(1.2, 5), rows=tuple(r.calibration)))
     return out

@@ -10,7 +10,9 @@ import asyncio
 import csv
 import io
 import shutil
+import sqlite3
 import subprocess
+import time
 from datetime import date
 from pathlib import Path
 
@@ -116,3 +118,36 @@ def test_exceedances_and_the_export_say_the_same(site: tuple[SiteConfig, Path],
     marks = [(r["time"], r["calibration"]) for r in csv.DictReader(io.StringIO(capsys.readouterr().out))]
     assert marks == [("2026-03-03T11:58:00Z", ""), ("2026-03-03T11:59:00Z", ""), ("2026-03-03T12:00:00Z", "overdue"),
                      ("2026-03-03T12:01:00Z", "overdue")]
+
+
+def test_a_backdated_calibration_does_not_rewrite_the_status_known_during_past_episodes(
+        site: tuple[SiteConfig, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`pretreat calibration add` today for a calibration dated 3 March 13:00 (in the overdue time): the episodes
+    of 3 March after it still say OVERDUE as known at the time, with the entry's date and the day it was entered,
+    then the status by the record as it stands; in `pretreat exceedances` and in the report."""
+    config, tmp = site
+    db = tmp_path / "pretreat.sqlite"
+    with sqlite3.connect(config.daemon.historian) as src, sqlite3.connect(db) as dst:
+        src.backup(dst)  # a copy: the module's other tests keep their record
+    (tmp_path / "site.toml").write_text((tmp / "site.toml").read_text().replace(str(tmp / "pretreat.sqlite"), str(db)))
+    entered = time.time()
+    assert main(["calibration", "add", "--config", str(tmp_path / "site.toml"), "--site", SITE, "--channel", "ph",
+                 "--date", "2026-03-03T13:00:00Z", "--who", "J. Smith", "--method", "ph_two_buffer",
+                 "--found", "4.01:4.3", "--found", "7:7.2", "--left", "4.01:4.01", "--left", "7:7"]) == 0
+    capsys.readouterr()
+    assert main(["exceedances", "--config", str(tmp_path / "site.toml"), "--channel", "ph", "--format", "csv",
+                 "--from", "2026-03-03", "--to", "2026-03-04"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    after = [r for r in rows if "2026-03-03T13:00:00Z" < r["start"] < "2026-03-04"]
+    assert after, "episodes after the backdated calibration's date"
+    day = time.strftime("%Y-%m-%d", time.gmtime(entered))
+    for r in after:
+        text = r["calibration"]
+        assert text.startswith(f"calibration OVERDUE since {DUE}"), text  # what the record said then
+        assert "(as known at the time); a calibration dated 2026-03-03T13:00:00Z was entered on " + day in text
+        assert "by the record as it stands: calibration in date (due 2026-03-06T13:00:00Z)" in text
+    report = build_report(load_config(tmp_path / "site.toml"), SITE, PERIOD, now=entered)
+    lines = [e for e in report.episodes if e.channel == "ph" and parse_iso("2026-03-03T13:00:00Z") < e.start
+             < parse_iso("2026-03-04T00:00:00Z")]
+    assert lines and all(e.calibration.startswith(f"calibration OVERDUE since {DUE}") and
+                         "was entered on " + day in e.calibration for e in lines)

@@ -160,6 +160,28 @@ def test_status_over_time() -> None:
     assert during(log, every, T0 + 31 * DAY, None).startswith("calibration OVERDUE since")
 
 
+def test_a_backdated_entry_never_rewrites_the_status_as_known_during_a_past_episode() -> None:
+    """An entry keeps its date and when it was entered. An episode on day 40 happened while the record said
+    OVERDUE (due day 30); a calibration dated day 35 entered on day 60 does not make the enforcement record say
+    "in date" then: both are shown, the status as known at the time first."""
+    from config.calibration import Interval
+
+    every = Interval(30.0, "Permit IU-7, Part III.B")
+    backdated = Calibration(**{**_fields(entry(T0 + 35 * DAY)), "entered": T0 + 60 * DAY})
+    log = [entry(T0), backdated]
+    text = during(log, every, T0 + 40 * DAY, T0 + 41 * DAY)
+    assert text.startswith("calibration OVERDUE since 2026-03-31T00:00:00Z: last calibrated 2026-03-01T00:00:00Z")
+    assert "(as known at the time); a calibration dated 2026-04-05T00:00:00Z was entered on 2026-04-30T00:00:00Z; " \
+        "by the record as it stands: calibration in date (due 2026-05-05T00:00:00Z)" in text, text
+    assert during([entry(T0)], every, T0 + 40 * DAY, T0 + 41 * DAY) == text.split(" (as known at the time)")[0]
+    # an episode after the entry was made: known then, one status
+    assert during(log, every, T0 + 61 * DAY, None).startswith("calibration in date (due 2026-05-05")
+    assert "as known" not in during(log, every, T0 + 61 * DAY, None)
+    # an entry made during an open episode for a calibration after its start changes nothing at its start
+    late = Calibration(**{**_fields(entry(T0 + 50 * DAY)), "entered": T0 + 50 * DAY + 60})
+    assert "as known" not in during([entry(T0), late], every, T0 + 40 * DAY, None)
+
+
 def test_entries_are_validated(tmp_path: Path) -> None:
     db = tmp_path / "pretreat.sqlite"
     e = entry(T0)
