@@ -8,7 +8,9 @@
 ``add`` records one entry in the site's SQLite record (the historian file named by the site file), journaled in
 the hash chain; a running daemon reads it within a minute and clears the channel's ``calibration_overdue``
 alarm if the entry brings the instrument in date. ``list`` prints each channel's status (in date, overdue since
-when, no calibration recorded, or "no calibration interval stated") and then the entries. Exit 0 done, 2 bad
+when, no calibration recorded, or "no calibration interval stated") and then the entries, with when each
+was entered; its times are the site's local time with the zone (``--format json``: ISO 8601 UTC). A date
+alone (``--date 2026-03-02``) is midnight in the site's time zone. Exit 0 done, 2 bad
 usage (unknown site or channel, a method the channel does not take, missing points, a bad time).
 """
 
@@ -19,11 +21,13 @@ import json
 import sys
 import time
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from config.loader import load_config_or_report
 from config.schema import SiteConfig
 from monitor.calibration import logs, statuses
 from monitor.checks.events import iso_utc
+from monitor.logtext import local_time
 from monitor.read.times import UsageError, parse_time
 from monitor.stores.calibration import METHODS, Calibration, CalibrationError, Point, add
 
@@ -36,21 +40,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a.add_argument("--config", required=True, metavar="FILE", help="site file (TOML)")
     a.add_argument("--site", required=True)
     a.add_argument("--channel", required=True)
-    a.add_argument("--date", required=True, metavar="T", help="when it was calibrated (ISO 8601 with Z or offset)")
+    a.add_argument("--date", required=True, metavar="T", help="when it was calibrated: ISO 8601 with Z or an "
+                   "offset, or a date alone (YYYY-MM-DD), taken as midnight in the site's time zone")
     a.add_argument("--who", required=True, help="who calibrated (name, company)")
     a.add_argument("--method", required=True, choices=sorted(METHODS), help="; ".join(
         f"{k}: {v}" for k, v in METHODS.items()))
     a.add_argument("--found", action="append", default=[], metavar="REF:READING", help=f"as found: {_POINT_HELP}")
     a.add_argument("--left", action="append", default=[], metavar="REF:READING", help=f"as left: {_POINT_HELP}")
-    a.add_argument("--next-due", metavar="T", help="the technician's next due date (the permit's interval, if "
-                                                   "shorter, still binds)")
+    a.add_argument("--next-due", metavar="T", help="the technician's next due date (a date alone: midnight in the "
+                                                   "site's time zone; the permit's interval, if shorter, still binds)")
     a.add_argument("--note", default="")
     a.set_defaults(func=_add)
     ls = sub.add_parser("list", help="each channel's calibration status and its log")
     ls.add_argument("--config", required=True, metavar="FILE", help="site file (TOML)")
     ls.add_argument("--site")
     ls.add_argument("--channel")
-    ls.add_argument("--at", metavar="T", help="status at this time (default: now)")
+    ls.add_argument("--at", metavar="T", help="status at this time (default: now; a date alone: midnight UTC)")
     ls.add_argument("--format", choices=("table", "json"), default="table")
     ls.set_defaults(func=_list)
 
@@ -76,12 +81,13 @@ def entry_from(config: SiteConfig, *, site: str, channel: str, date: str, who: s
     kinds = {c.id: c.kind.value for c in sites[site].channels}
     if channel not in kinds:
         raise UsageError(f"no channel {channel!r} in site {site}; known: {sorted(kinds)}")
-    t = parse_time(date)
+    zone = ZoneInfo(sites[site].timezone)  # a date alone is that day at the site, not in UTC
+    t = parse_time(date, zone)
     if t > now + 300:
         raise UsageError(f"calibration date {date} is in the future")
     entry = Calibration(site=site, channel=channel, time=t, who=who.strip(), method=method,
                         as_found=tuple(parse_point(x) for x in found), as_left=tuple(parse_point(x) for x in left),
-                        next_due=parse_time(next_due) if next_due else None, note=note.strip(), entered=now)
+                        next_due=parse_time(next_due, zone) if next_due else None, note=note.strip(), entered=now)
     return entry, kinds[channel]
 
 
@@ -101,7 +107,9 @@ def _add(args: argparse.Namespace) -> int:
     except (UsageError, CalibrationError) as exc:
         print(f"pretreat calibration add: {exc}", file=sys.stderr)
         return 2
-    print(f"recorded: {entry.site}/{entry.channel} calibrated {iso_utc(entry.time)} by {entry.who} "
+    zone = ZoneInfo(next(s.timezone for s in config.sites if s.id == entry.site))
+    print(f"recorded: {entry.site}/{entry.channel} calibrated {local_time(entry.time, zone)} "
+          f"({iso_utc(entry.time)}) by {entry.who} "
           f"({METHODS[entry.method]}); journal record {seq}")
     return 0
 
@@ -126,13 +134,20 @@ def _list(args: argparse.Namespace) -> int:
                               "due": None if st.due is None else iso_utc(st.due), "text": st.text(),
                               "entries": [c.to_dict() for c in found.get((site, channel), [])]}))
         return 0
-    print(f"calibration status at {iso_utc(at)}")
+    zones = {s.id: ZoneInfo(s.timezone) for s in config.sites}
+    shown = {z.key for sid, z in zones.items() if args.site in (None, sid)}
+    print(f"calibration status at {local_time(at, ZoneInfo(shown.pop() if len(shown) == 1 else 'UTC'))}")
     for site, channel, st in rows:
-        print(f"{site}/{channel}: {st.text()}")
+        zone = zones[site]
+
+        def when(t: float, zone: ZoneInfo = zone) -> str:
+            return local_time(t, zone)
+
+        print(f"{site}/{channel}: {st.text(when)}")
         for c in found.get((site, channel), []):
             pts = "; ".join(f"{name} " + ", ".join(f"{r:g} read {v:g}" for r, v in pts)
                             for name, pts in (("as found", c.as_found), ("as left", c.as_left)))
-            due = f"; next due {iso_utc(c.next_due)}" if c.next_due is not None else ""
+            due = f"; next due {when(c.next_due)}" if c.next_due is not None else ""
             note = f"; {c.note}" if c.note else ""
-            print(f"  {iso_utc(c.time)} {c.who}: {METHODS[c.method]}: {pts}{due}{note}")
+            print(f"  {when(c.time)} {c.who}: {METHODS[c.method]}: {pts}{due}{note} (entered {when(c.entered)})")
     return 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, tzinfo
 
 TIME_HELP = "ISO 8601 with Z or an offset, e.g. 2026-01-31T05:00:00Z; a date alone is midnight UTC"
 
@@ -22,12 +22,13 @@ class UsageError(Exception):
     expected."""
 
 
-def parse_time(text: str) -> float:
-    """Epoch seconds of an ISO 8601 time with offset or ``Z``, or of a date's midnight UTC."""
+def parse_time(text: str, zone: tzinfo | None = None) -> float:
+    """Epoch seconds of an ISO 8601 time with offset or ``Z``, or of a date's midnight in ``zone`` (UTC unless
+    the caller knows the site's zone: a technician's "2026-03-02" is that day at the site)."""
     text = text.strip()
     with contextlib.suppress(ValueError):
         d = date.fromisoformat(text)
-        return datetime(d.year, d.month, d.day, tzinfo=UTC).timestamp()
+        return datetime(d.year, d.month, d.day, tzinfo=zone or UTC).timestamp()
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:

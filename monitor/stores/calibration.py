@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,17 +102,18 @@ class Status:
     def overdue(self) -> bool:
         return self.state in (OVERDUE, UNRECORDED)
 
-    def text(self) -> str:
-        """One line for a report, a table cell or an alarm's explanation."""
-        last = (f"last calibrated {iso_utc(self.last.time)} by {self.last.who}" if self.last
+    def text(self, when: Callable[[float], str] = iso_utc) -> str:
+        """One line for a report, a table cell or an alarm's explanation; ``when`` writes its times (ISO 8601
+        UTC by default; `pretreat calibration list` gives the site's local time with its zone)."""
+        last = (f"last calibrated {when(self.last.time)} by {self.last.who}" if self.last
                 else "no calibration recorded")
         every = f"every {self.interval.days:g} days ({self.interval.source})" if self.interval else NO_INTERVAL
         if self.state == OVERDUE:
-            return f"calibration OVERDUE since {iso_utc(self.due or 0.0)}: {last}; {every}"
+            return f"calibration OVERDUE since {when(self.due or 0.0)}: {last}; {every}"
         if self.state == UNRECORDED:
             return f"calibration OVERDUE: no calibration recorded; {every}"
         if self.state == OK:
-            return f"calibration in date (due {iso_utc(self.due or 0.0)}): {last}; {every}"
+            return f"calibration in date (due {when(self.due or 0.0)}): {last}; {every}"
         return f"{NO_INTERVAL}: {last}"
 
 

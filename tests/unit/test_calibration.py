@@ -226,10 +226,11 @@ def test_cli_add_and_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
                  "--date", "2026-03-01T09:00:00Z", "--who", "J. Smith, ACME", "--method", "ph_two_buffer",
                  "--found", "4.01:4.12", "--found", "7.00:7.08", "--left", "4.01:4.01", "--left", "7.00:7.00",
                  "--note", "probe cleaned"]) == 0
-    assert "recorded: acme/ph calibrated 2026-03-01T09:00:00Z by J. Smith, ACME" in capsys.readouterr().out
+    assert "recorded: acme/ph calibrated 2026-03-01 09:00:00 UTC (2026-03-01T09:00:00Z) by J. Smith, ACME" in \
+        capsys.readouterr().out
     assert main(["calibration", "list", "--config", str(path), "--at", "2026-04-15T00:00:00Z"]) == 0
     out = capsys.readouterr().out
-    assert "acme/ph: calibration OVERDUE since 2026-03-31T09:00:00Z: last calibrated 2026-03-01T09:00:00Z" in out
+    assert "acme/ph: calibration OVERDUE since 2026-03-31 09:00:00 UTC: last calibrated 2026-03-01 09:00:00 UTC" in out
     assert "every 30 days (Permit IU-7, Part III.B)" in out
     assert "acme/flow: calibration OVERDUE: no calibration recorded; every 365 days" in out
     assert f"acme/temperature: {NO_INTERVAL}: no calibration recorded" in out
@@ -249,6 +250,31 @@ def test_cli_add_and_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
                  "2026-03-02", "--who", "x", "--method", "reference_check", "--found", "1:1", "--left", "1:1"]) == 2
     assert "known: ['flow', 'ph', 'temperature']" in capsys.readouterr().err
     assert len(read_entries(tmp_path / "pretreat.sqlite")) == 1
+
+
+def test_a_date_alone_is_midnight_at_the_site_and_the_list_speaks_the_sites_time(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A technician in New York types the day: it is that day's midnight in New York (05:00 UTC in winter), not
+    midnight UTC (the evening before, there); `calibration list` prints the site's local time with its zone,
+    and when each entry was entered; --help says how a date alone is taken."""
+    path = site_file(tmp_path)
+    path.write_text(path.read_text().replace('timezone = "UTC"', 'timezone = "America/New_York"'))
+    assert main(["calibration", "add", "--config", str(path), "--site", "acme", "--channel", "ph", "--date",
+                 "2026-03-02", "--who", "J. Smith", "--method", "ph_two_buffer", "--found", "4.01:4.1",
+                 "--found", "7:7.1", "--left", "4.01:4.01", "--left", "7:7", "--next-due", "2026-03-20"]) == 0
+    assert "calibrated 2026-03-02 00:00:00 EST (2026-03-02T05:00:00Z)" in capsys.readouterr().out
+    [c] = read_entries(tmp_path / "pretreat.sqlite")
+    assert (c.time, c.next_due) == (parse_iso("2026-03-02T05:00:00Z"), parse_iso("2026-03-20T04:00:00Z"))  # EDT
+    assert main(["calibration", "list", "--config", str(path), "--channel", "ph", "--at",
+                 "2026-03-10T12:00:00Z"]) == 0
+    out = capsys.readouterr().out
+    assert "calibration status at 2026-03-10 08:00:00 EDT" in out
+    assert "acme/ph: calibration in date (due 2026-03-20 00:00:00 EDT): last calibrated 2026-03-02 00:00:00 EST" in out
+    assert "  2026-03-02 00:00:00 EST J. Smith: pH two-buffer check" in out and "(entered 20" in out
+    assert "T05:00:00Z" not in out
+    with pytest.raises(SystemExit):
+        main(["calibration", "add", "--help"])
+    assert "midnight in the site's time zone" in " ".join(capsys.readouterr().out.split())
 
 
 def test_episode_calibration_names_each_input(tmp_path: Path) -> None:
