@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 CSV_COLUMNS = ["n", "site", "channel", "rule", "status", "start", "end", "duration_s", "start_value",
                "end_value", "peak", "limit", "unit", "readings_good", "readings_expected", "completeness_pct",
                "citation", "end_reason", "measured_s", "unmeasured_s", "maintenance_s", "censored", "invalid",
-               "revisions", "calibration", "confirmed", "permitted"]
+               "revisions", "calibration", "confirmed", "permitted", "fault"]
 EVIDENCE_COLUMNS = ["evidence_channel", "evidence_time", "evidence_value", "evidence_quality",
                     "evidence_reason"]
 
@@ -67,7 +67,7 @@ def _fields(n: int, e: Episode) -> list[Any]:
             "" if e.expected is None else e.expected, "" if pct is None else f"{pct:.1f}", e.citation,
             e.end_reason or "", _num(e.measured), _num(e.unmeasured), _num(e.maintenance),
             "true" if e.censored else "false", e.invalid, "; ".join(e.revisions or ()), e.calibration,
-            iso(e.confirmed), e.permitted]
+            iso(e.confirmed), e.permitted, e.fault]
 
 
 def write_csv(out: TextIO, episodes: Iterable[tuple[int, Episode]], *, evidence: bool,
@@ -152,7 +152,7 @@ def episode_record(n: int, e: Episode, *, evidence: bool) -> dict[str, Any]:
         "maintenance_s": e.maintenance,
         "censored": e.censored, "invalid": e.invalid or None, "revisions": e.revisions or [],
         "calibration": e.calibration or None, "confirmed": iso(e.confirmed) or None,
-        "permitted": e.permitted or None}
+        "permitted": e.permitted or None, "fault": e.fault or None}
     if evidence:
         obj["evidence"] = [{"channel": ch, "time": iso(t), "value": v, "quality": q, "reason": why}
                            for ch, t, v, q, why in e.evidence or ()]
@@ -226,7 +226,8 @@ def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int,
 
 
 def _write_row(out: TextIO, line: str, row: list[str], e: Episode, r: Render, zone: str) -> None:
-    """One episode's line, then what belongs under it: when it was confirmed, revisions, calibration, evidence."""
+    """One episode's line, then what belongs under it: when it was confirmed, revisions, the fault's own words,
+    calibration, evidence."""
     out.write(line.format(*row) + "\n")
     if e.start is not None:
         out.write(f"      episode {stable_id(e)}\n")
@@ -235,6 +236,8 @@ def _write_row(out: TextIO, line: str, row: list[str], e: Episode, r: Render, zo
                   "at its onset)\n")
     for rev in e.revisions or ():
         out.write(f"      revised {rev}\n")
+    if e.fault:
+        out.write(f"      fault: {e.fault}\n")
     if e.calibration:
         out.write(f"      {e.calibration}\n")
     if e.evidence:

@@ -59,7 +59,7 @@ from monitor.permitted_excursions import ALLOWANCE_VIOLATIONS, Span, beyond_allo
 from monitor.read.revisions import revision_lines, withdrawn_ids
 from monitor.stores.casefile import episode_key as casefile_id
 from monitor.stores.casefile import invalid_episodes
-from monitor.stores.historian_db import QUALITY_BY_CODE
+from monitor.stores.historian_db import QUALITY_BY_CODE, opening_reason
 from monitor.stores.readonly import dialect, has_table
 
 EVIDENCE_MARGIN = 3600.0  # s of readings shown before and after an episode with --evidence
@@ -99,6 +99,7 @@ class Episode:
     calibration: str = ""  # the instrument's calibration status during the episode (monitor.calibration)
     confirmed: float | None = None  # duration rules: when the duration was exceeded (start is the onset)
     permitted: str = ""  # a pH excursion 40 CFR 401.17 permits where the permit adopts it: not a violation
+    fault: str = ""  # sensor_fault: the reason of the reading that opened it (the vendor's fault text, quoted)
 
     @property
     def at(self) -> float:
@@ -272,11 +273,17 @@ def annotate(conn: sqlite3.Connection, episodes: list[Episode], config: SiteConf
                 todo += [(n, part, cid, e.start, e.until, want_peak) for cid in series.get((e.site, ch), [])]
     counts = _range_counts(conn, todo)
     _calibration(conn, episodes, config)
+    for e in episodes:
+        if e.rule == FAULT_RULE and e.start is not None:
+            e.fault = opening_reason(conn, e.site, e.channel, e.start)
     for n, e in enumerate(episodes):
         plan = plans[(e.site, e.channel, e.rule)]
         _complete(e, plan, counts, n)
         if evidence:
             e.evidence = list(_evidence(conn, e, plan, series))
+
+
+FAULT_RULE = "sensor_fault"
 
 
 def _permit(conn: sqlite3.Connection, e: Episode, basis: str, spans: dict[tuple[str, str], list[Span]]) -> None:

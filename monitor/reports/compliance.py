@@ -46,6 +46,7 @@ from monitor.reports.snc import SncScreen, screen, window_ending
 from monitor.stores.calibration import OVERDUE, Calibration, during, overdue_spans
 from monitor.stores.casefile import Invalidation, invalid_episodes
 from monitor.stores.episodes import EpisodeStore
+from monitor.stores.historian_db import opening_reason
 
 if TYPE_CHECKING:
     from monitor.slug_history import BaselineDay
@@ -75,6 +76,7 @@ class EpisodeLine:
     calibration: str = ""  # the instrument's calibration status during the episode (monitor.calibration)
     confirmed: float | None = None  # duration rules: when the duration was exceeded (start is the onset)
     annotations: tuple[Annotation, ...] = ()  # every cause/corrective-action entry, oldest first
+    fault: str = ""  # sensor_fault: the reason of the reading that opened it (the vendor's fault text)
 
     @property
     def duration(self) -> float | None:
@@ -303,7 +305,9 @@ def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Si
                               permitted=(e.channel, e.rule) in permitted and not beyond.get(episode_id(e)),
                               invalid=invalid.get(episode_id(e)),
                               calibration=episode_calibration(site, calibrations, e.channel, e.start, e.end),
-                              confirmed=e.confirmed)
+                              confirmed=e.confirmed,
+                              fault=opening_reason(conn, site.id, e.channel, e.start)
+                              if e.rule == RuleName.SENSOR_FAULT else "")
                   for e in episodes)
     snc_first, snc_last = window_ending(period.last)
     labs = read_results(conn, site=site.id, first=min(snc_first, period.first), last=period.last)

@@ -294,10 +294,12 @@ def _record_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
                    for c in r.completeness)))
     out.append(Section(
         "Instrument faults (data quality, not discharge exceedances)", key="faults",
-        columns=("Channel", "Kind", "Start (local)", "Duration (min or h)", "Calibration during the episode"),
-        widths=(1.2, 1.4, 1.6, 1, 3),
+        columns=("Channel", "Kind", "Start (local)", "Duration (min or h)", "Calibration during the episode",
+                 "Fault (as the instrument reported it)"),
+        widths=(1.2, 1.4, 1.6, 1, 3, 3),
         rows=tuple((e.channel, label(e.rule), clock(e.start),
-                    fmt_minutes(e.duration) if e.end is not None else "open", e.calibration) for e in r.faults)))
+                    fmt_minutes(e.duration) if e.end is not None else "open", e.calibration, e.fault)
+                   for e in r.faults)))
     out.append(Section(
         "Instrument calibration", key="calibration",
         text=("Each channel's calibration status at the end of the period (or now, if earlier), from the "

@@ -334,3 +334,17 @@ def read_channels(path: Path) -> list[tuple[str, str, str]]:
         return list_channels(conn)
     finally:
         conn.close()
+
+
+def opening_reason(conn: sqlite3.Connection, site: str, channel: str, start: float) -> str:
+    """The reason recorded with the bad reading that opened a data-quality episode at ``start``: for a
+    ``sensor_fault`` the instrument's own words (``instrument fault: Sensor Missing - Sensor 1 (fault_status bit
+    1)``, the vendor's text) or why the value was refused. The episode store keeps no reason (live equals
+    replay: the rules see qualities only), so it is read from the readings; "" when none is recorded."""
+    if not has_table(conn, "channels") or not has_table(conn, "readings"):
+        return ""
+    row = conn.execute(
+        "SELECT r.reason FROM readings r JOIN channels c ON r.channel_id = c.id WHERE c.site = ? AND c.channel = ? "
+        "AND r.time >= ? AND r.time <= ? AND r.quality != 0 AND r.reason != '' ORDER BY r.time, r.seq LIMIT 1",
+        (site, channel, start - 0.001, start + 0.001)).fetchone()
+    return str(row[0]) if row else ""

@@ -44,6 +44,7 @@ from config.schema import (
 )
 from drivers.modbus import ModbusDriver, ModbusLink
 from monitor.app import Daemon
+from monitor.cli import main
 from monitor.health import health_path
 from monitor.read.status import collect, problems
 from monitor.reports.compliance import build_report
@@ -297,8 +298,9 @@ async def running(config: SiteConfig, sim: SiteSimulator) -> AsyncIterator[Daemo
         await asyncio.wait_for(task, PATIENCE)
 
 
-async def test_the_daemon_records_every_catalogue_instrument_served_by_the_simulator(tmp_path: Path) -> None:
-    config = load_config(catalogue_site(tmp_path))
+async def test_the_daemon_records_every_catalogue_instrument_served_by_the_simulator(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = load_config(site_file := catalogue_site(tmp_path))
     ids = [c.id for c in config.channels]
     async with SiteSimulator(config=config, history=100_000) as sim:
         async with running(config, sim) as daemon:
@@ -337,6 +339,14 @@ async def test_the_daemon_records_every_catalogue_instrument_served_by_the_simul
     assert not any(e.rule == "maintenance" for e in report.exceedances)
     [faults] = [sec for sec in build_sections(report) if sec.key == "faults"]
     assert any(row[1].startswith("Instrument maintenance") for row in faults.rows)
+    # the sensor_fault episode quotes the vendor's fault text, in the report and in `pretreat exceedances`
+    assert any(e.rule == "sensor_fault" and e.channel == "lel" and "Sensor Missing - Sensor 1" in e.fault
+               for e in report.faults)
+    assert any(row[1] == "Sensor fault" and "Sensor Missing - Sensor 1 (fault_status bit 1)" in row[-1]
+               for row in faults.rows)
+    capsys.readouterr()
+    assert main(["exceedances", "--config", str(site_file), "--data-quality", "--channel", "lel"]) == 0
+    assert "fault: instrument fault: Sensor Missing - Sensor 1 (fault_status bit 1)" in capsys.readouterr().out
     first = maintenance.time
     last = max(s.time for s in lel if s.quality is Quality.MAINTENANCE)
     assert not any(s.quality is Quality.STALE and first <= s.time <= last for s in lel), \
