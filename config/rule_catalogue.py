@@ -164,6 +164,19 @@ DURATION_RULES: frozenset[str] = frozenset(r for r, s in CATALOGUE.items() if s.
 # rules whose ``peak`` is no reading of the channel: durations, and data-quality episodes (bad or no samples)
 NO_READING_PEAK: frozenset[str] = DURATION_RULES | DATA_QUALITY_RULES
 TAMPER_RULES: tuple[str, ...] = tuple(r for r, s in CATALOGUE.items() if s.opt_in)
+# rules whose episode ``limit`` is a count, not a number in the channel's unit: what is counted
+COUNTED: dict[str, str] = {
+    RuleName.FLATLINE: "identical readings in a row",
+    RuleName.PH_FROZEN: "identical readings in a row",
+    RuleName.SPAN_PINNED: "readings in a row at the span limit",
+    RuleName.FLOW_ZERO_SAMPLING: "samples counted while the flow read zero",
+}
+
+
+def counted_limit(rule: str, value: float) -> str | None:
+    """``5 identical readings in a row``: a counting rule's limit in words (never ``5 pH``); None for others."""
+    what = COUNTED.get(rule)
+    return None if what is None else f"{value:g} {what}"
 
 
 def spec(rule: str) -> RuleSpec | None:

@@ -192,6 +192,7 @@ def _invalid_text(e: Episode, r: Render) -> str:
 
 def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int, evidence: bool,
                 render: Render | None = None) -> None:
+    from config.rule_catalogue import counted_limit
     from monitor.cli_render import Render
 
     r = render or Render(None)
@@ -201,7 +202,7 @@ def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int,
     rows = [[str(n), r.time(e.start, e.site) or "(not recorded)",
              _end_text(e, r), _duration(e.duration), _measured_text(e),
              f"{e.site}/{e.channel}", e.rule, _value(e, e.peak, r) + (" (censored)" if e.censored else ""),
-             _value(e, e.limit, r),
+             counted_limit(e.rule, e.limit) or _value(e, e.limit, r) if e.limit is not None else "",
              "" if e.completeness is None else f"{e.completeness:.1f}%",
              f"[INVALID: {_invalid_text(e, r)}] {e.citation}" if e.invalid else e.citation] for n, e in episodes]
     widths = [max([len(h)] + [len(x[i]) for x in rows]) for i, h in enumerate(head)]

@@ -71,10 +71,13 @@ def limit(value: float | None, *, site: str, channel: str, rule: str) -> str:
     channel's resolution (``5.00 pH``) unless that would round it (a limit is never shown other than it is)."""
     if value is None:
         return "none"
-    from config.rule_catalogue import DURATION_RULES  # imported here: see the module's docstring
+    from config.rule_catalogue import DURATION_RULES, counted_limit  # imported here: see the module's docstring
 
     if rule in DURATION_RULES:
         return duration(value)
+    counted = counted_limit(rule, value)  # a tamper sign's count of readings is no limit in the channel's unit
+    if counted is not None:
+        return counted
     decimals, unit = SETTINGS.channels.get((site, channel), (None, ""))
     text = number(value, decimals) if decimals is not None and round(value, decimals) == value else number(value)
     return f"{text} {unit}" if unit else text

@@ -142,7 +142,12 @@ def value_vs_limit(n: Notice) -> str:
         return n.citation or "(no text)"
     unit = f" {n.unit}" if n.unit else ""
     value = "no reading" if n.value is None else f"{n.value:g}{unit}"
-    return value if n.limit is None else f"{value} (limit {n.limit:g}{unit})"
+    if n.limit is None:
+        return value
+    from config.rule_catalogue import counted_limit  # imported here: the notifiers start without the catalogue
+
+    counted = counted_limit(n.rule, n.limit)  # a tamper sign's count, not a limit in the channel's unit
+    return f"{value} (after {counted})" if counted is not None else f"{value} (limit {n.limit:g}{unit})"
 
 
 def iso_utc(t: float) -> str:

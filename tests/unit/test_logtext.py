@@ -202,3 +202,38 @@ def test_json_keeps_the_structured_fields_as_measured(site: None) -> None:
     assert doc == {"time": "2026-12-01T21:04:05.250Z", "level": "warning", "logger": "monitor.app",
                    "message": "episode started: ...", "site": "acme", "channel": "ph", "value": 4.8199999,
                    "quiet_s": 10.0521}
+
+
+def test_a_tamper_signs_count_is_said_as_a_count_never_as_a_limit_in_the_channels_unit(site: None) -> None:
+    """ph_frozen's, span_pinned's and flatline's "limit" is how many readings in a row, flow_zero_sampling's how
+    many samples: "limit 5.00 pH" would read as a pH limit of 5."""
+    from alarms.notifiers.base import Notice, value_vs_limit
+
+    t0 = utc(2026, 12, 1, 21, 4, 3)
+    frozen = EpisodeEvent(time=t0, site="acme", channel="ph", rule="ph_frozen", event=START, value=7.0, limit=5.0,
+                          citation="data quality: tamper sign")
+    assert "(limit 5 identical readings in a row; data quality" in episode_message(frozen)
+    assert "pH;" not in episode_message(frozen) and "5.00" not in episode_message(frozen)
+    pinned = Transition(time=t0, alarm_id="acme/flow/span_pinned", kind=Kind.RAISE, from_state=State.NORMAL,
+                        to_state=State.ACTIVE_UNACKED, priority=Priority.LOW, who="system", why="", value=500.0,
+                        limit=10.0, citation="")
+    assert "500 gpm (limit 10 readings in a row at the span limit)" in transition_message(pinned, "ALARM")
+    zero = Notice(seq=1, alarm="acme/flow/flow_zero_sampling", kind=Kind.RAISE, from_state=State.NORMAL,
+                  state=State.ACTIVE_UNACKED, priority=Priority.LOW, time=t0, who="system", why="", value=0.0,
+                  limit=3.0, citation="", level=0, unit="gpm")
+    assert value_vs_limit(zero) == "0 gpm (after 3 samples counted while the flow read zero)"
+    low = Notice(seq=2, alarm="acme/ph/ph_low", kind=Kind.RAISE, from_state=State.NORMAL, state=State.ACTIVE_UNACKED,
+                 priority=Priority.HIGH, time=t0, who="system", why="", value=4.8, limit=5.0, citation="", level=0,
+                 unit="pH")
+    assert value_vs_limit(low) == "4.8 pH (limit 5 pH)"  # a real limit keeps its unit
+    # `pretreat exceedances`' LIMIT column says the same
+    import io
+
+    from monitor.exceedances_render import write_table
+    from monitor.read.episodes import Episode
+
+    out = io.StringIO()
+    write_table(out, [(1, Episode(site="acme", channel="ph", rule="ph_frozen", status="closed", start=t0, end=t0 + 60,
+                                  until=t0 + 60, start_value=7.0, end_value=7.1, limit=5.0, peak=None,
+                                  citation="tamper sign", unit="pH"))], total=1, evidence=False)
+    assert "5 identical readings in a row" in out.getvalue() and "5 pH" not in out.getvalue()
