@@ -119,9 +119,18 @@ def _channel_line(ch: ChannelStatus, now: float) -> str:
     if last.quality != "good":
         why = f" ({last.reason})" if last.reason else ""
         good = (f"last good {_num(ch.last_good.value)} {ch.unit} {ago(now - ch.last_good.time)} ago"
-                if ch.last_good is not None else f"no good reading in the last {GOOD_LOOKBACK}")
+                if ch.last_good is not None else _no_good(ch, now))
         text += f"{why}; {good}"
     return text + flag
+
+
+def _no_good(ch: ChannelStatus, now: float) -> str:
+    """No good reading among those searched: for how long, in time, and how many readings that was."""
+    if ch.bad_since is None:
+        return f"no good reading among its last {GOOD_LOOKBACK:,} readings"
+    which = f"its last {ch.searched:,} readings" if ch.searched >= GOOD_LOOKBACK else \
+        f"none of the {ch.searched:,} readings recorded"
+    return f"no good reading for at least {ago(now - ch.bad_since)} ({which})"
 
 
 def _alarm_lines(alarms: list[AlarmStatus] | None, now: float) -> list[str]:

@@ -54,6 +54,18 @@ def latest_good_row(conn: sqlite3.Connection, ids: list[int], lookback: int = GO
     return best
 
 
+def searched_back(conn: sqlite3.Connection, ids: list[int], lookback: int = GOOD_LOOKBACK) -> tuple[float, int]:
+    """(time of the oldest, how many) of the readings `latest_good_row` searched: when it found no good one,
+    the channel has had none since that time at least (asked only then: it reads the same rows again)."""
+    oldest, count = float("inf"), 0
+    for cid in ids:
+        t, n = conn.execute("SELECT MIN(time), COUNT(*) FROM (SELECT time FROM readings WHERE channel_id = ? "
+                            "ORDER BY time DESC, seq DESC LIMIT ?) AS latest", (cid, lookback)).fetchone()
+        if n:
+            oldest, count = min(oldest, float(t)), count + int(n)
+    return oldest, count
+
+
 def latest(conn: sqlite3.Connection, ids: list[int]) -> dict[str, Any] | None:
     """The newest reading (any quality) across a channel's series."""
     row = latest_row(conn, ids)

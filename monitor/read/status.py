@@ -26,7 +26,7 @@ from typing import Any
 
 from config.schema import Channel, Instrument, SiteConfig
 from monitor.health import health_path
-from monitor.read.readings import latest_good_row, latest_row, reading, series
+from monitor.read.readings import latest_good_row, latest_row, reading, searched_back, series
 from monitor.stores.readonly import connect_readonly
 
 EXIT_HEALTHY = 0
@@ -59,6 +59,8 @@ class ChannelStatus:
     stale: bool
     last: Reading | None = None
     last_good: Reading | None = None  # None: no good reading among the last GOOD_LOOKBACK
+    bad_since: float | None = None  # no good reading: the oldest of the readings searched (none good since)
+    searched: int = 0  # how many readings were searched for a good one, when none was found
 
 
 @dataclass(slots=True)
@@ -205,8 +207,12 @@ def _instrument(inst: Instrument, channels: list[Channel], snap: dict[str, Any],
     out = InstrumentStatus(key=key, driver=inst.driver.value, link=link, counters=counters)
     for ch in channels:
         last, good = _last_readings(conn, inst.site, ch.id) if conn is not None else (None, None)
-        out.channels.append(ChannelStatus(id=ch.id, unit=ch.unit, stale=f"{inst.site}/{ch.id}" in stale,
-                                          last=last, last_good=good))
+        status = ChannelStatus(id=ch.id, unit=ch.unit, stale=f"{inst.site}/{ch.id}" in stale, last=last,
+                               last_good=good)
+        if conn is not None and last is not None and good is None:  # since when, in time: not a row count
+            status.bad_since, status.searched = searched_back(conn, [c for c, _u in series(conn, inst.site,
+                                                                                             ch.id)])
+        out.channels.append(status)
     return out
 
 

@@ -160,6 +160,20 @@ async def test_a_bad_channel_shows_why_and_its_last_good_reading(config: SiteCon
     assert "comm_failure" in line and "(no reply from unit 1); last good 88 gpm 10 min ago" in line
 
 
+async def test_a_channel_with_no_good_reading_says_for_how_long_in_time(config: SiteConfig) -> None:
+    """Not "no good reading in the last 100000": how long, in time, and how many readings that was."""
+    now = time.time()
+    await record(config, [Sample.bad(time=now - 7200 + i, site="acme", channel="flow", unit="gpm",
+                                     quality=Quality.COMM_FAILURE, reason="no reply from unit 1") for i in range(30)])
+    snap = write_snapshot(config, now=now)
+    report = collect(config, now=snap["time"])
+    ch = report.instruments[0].channels[0]
+    assert ch.last_good is None and ch.bad_since == pytest.approx(now - 7200) and ch.searched == 30
+    line = render(report, now=now)
+    assert "(no reply from unit 1); no good reading for at least 2.0 h (none of the 30 readings recorded)" in line
+    assert "100000" not in line and "100,000" not in line
+
+
 async def test_stale_channel_and_active_alarms_make_it_degraded(config: SiteConfig) -> None:
     now = time.time()
     snap = write_snapshot(config, now=now, stale=True)
