@@ -28,8 +28,8 @@ from monitor.stores.calibration import (
     Status,
     during,
     entries,
+    known_overdue_spans,
     latest_id,
-    overdue_spans,
     read_entries,
     status_at,
 )
@@ -79,13 +79,13 @@ def watched(sites: Iterable[Site]) -> list[tuple[str, str]]:
 
 
 def channel_spans(config: SiteConfig, site: str, channel: str) -> list[tuple[float, float, str]]:
-    """The spans during which one channel's instrument was overdue (`overdue_spans`): for marking its exported
-    readings without asking the log per reading."""
+    """The spans during which one channel's instrument was overdue as known at the time (`known_overdue_spans`):
+    for marking its exported readings without asking the log per reading."""
     found = next((s for s in config.sites if s.id == site), None)
     if found is None:
         return []
     interval = found.calibration.interval(channel) if found.calibration is not None else None
-    return overdue_spans(logs(config.daemon.historian, site).get((site, channel), []), interval)
+    return known_overdue_spans(logs(config.daemon.historian, site).get((site, channel), []), interval)
 
 
 class CalibrationWatch:

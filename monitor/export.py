@@ -17,7 +17,8 @@ Output (see `monitor.export_render` for the exact time and number formats):
 - CSV: header ``time,site,channel,value,unit,quality,reason,calibration``; ``time`` ISO 8601 UTC with ``Z``
   (milliseconds when fractional); ``value`` empty for a bad reading; fields quoted only when needed
   (RFC 4180); lines end with ``\\n``. ``calibration`` is empty while the channel's instrument was in
-  calibration (or no interval is stated), else ``overdue`` or ``no calibration recorded``
+  calibration (or no interval is stated), else ``overdue`` or ``no calibration recorded`` as known when the
+  reading was taken (with ``at the time; in date by an entry made later`` where a backdated entry differs)
   (`monitor.stores.calibration`; needs ``--config``, which states the intervals).
 - JSON Lines: one object per reading with the same keys, ``value`` null for a bad reading.
 Readings come in time order (equal times in arrival order). With ``--output`` the file is written under a

@@ -43,7 +43,7 @@ from monitor.reports.periods import Period
 from monitor.reports.ph_accounting import MonthAccount, monthly_accounts
 from monitor.reports.plan import compile_plans
 from monitor.reports.snc import SncScreen, screen, window_ending
-from monitor.stores.calibration import OVERDUE, Calibration, during, overdue_spans
+from monitor.stores.calibration import LATER, OVERDUE, Calibration, during, known_overdue_spans
 from monitor.stores.casefile import Invalidation, invalid_episodes
 from monitor.stores.episodes import EpisodeStore
 from monitor.stores.historian_db import opening_reason
@@ -330,15 +330,18 @@ def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Si
 def _calibration_rows(site: Site, calibrations: dict[tuple[str, str], list[Calibration]], lo: float,
                       hi: float) -> list[tuple[str, str]]:
     """Each channel's calibration status at ``hi`` (as known then: `during`), then each span of the period in
-    which its readings were taken while the instrument was overdue (the readings export marks the same rows)."""
+    which its readings were taken while the instrument was overdue as known then (the readings export marks the
+    same rows)."""
     rows = []
     for ch in site.channels:
         log = calibrations.get((site.id, ch.id), [])
         interval = site.calibration.interval(ch.id) if site.calibration is not None else None
         rows.append((ch.id, during(log, interval, hi, hi)))  # as known then, and now if a later entry differs
-        for a, b, why in overdue_spans(log, interval):
+        for a, b, why in known_overdue_spans(log, interval):
             if a < hi and b > lo:
-                how = "while overdue for calibration" if why == OVERDUE else "with no calibration on record"
+                state, later, _ = why.partition(f" {LATER}")
+                how = "while overdue for calibration" if state == OVERDUE else "with no calibration on record"
+                how += " (as known then; an entry made later says in date)" if later else ""
                 rows.append((ch.id, f"readings from {iso_utc(max(a, lo))} to {iso_utc(min(b, hi))}: taken {how}"))
     return rows
 

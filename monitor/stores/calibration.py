@@ -233,6 +233,33 @@ def overdue_spans(log: Sequence[Calibration], interval: Interval | None) -> list
     return spans
 
 
+LATER = "at the time; in date by an entry made later"  # joined to the state word: "overdue at the time; ..."
+
+
+def known_overdue_spans(log: Sequence[Calibration], interval: Interval | None) -> list[tuple[float, float, str]]:
+    """`overdue_spans` as known at each moment: the [start, end) spans in which the channel was overdue (or had
+    no calibration recorded) by the entries entered by then, with the word for each: the state (`OVERDUE`,
+    `UNRECORDED`), followed by `LATER` where an entry made later (backdated) says the instrument was in date.
+    This is what the readings export marks and the report's Calibration section lists: a later entry never
+    rewrites what the record said when a reading was taken. The status can change only at an entry's date,
+    its due time or when it was entered, so it is judged at each of those moments."""
+    moments = sorted({-math.inf} | {t for c in log for t in (c.time, c.entered, due_after(c, interval))
+                                     if t is not None})
+    spans: list[tuple[float, float, str]] = []
+    for i, t in enumerate(moments):
+        at = t if math.isfinite(t) else (moments[1] - 1.0 if len(moments) > 1 else 0.0)
+        then = status_at(known_at(log, at), interval, at)
+        word = ""
+        if then.overdue:
+            word = then.state if status_at(log, interval, at).overdue else f"{then.state} {LATER}"
+        end = moments[i + 1] if i + 1 < len(moments) else math.inf
+        if spans and spans[-1][2] == word and spans[-1][1] == t:
+            spans[-1] = (spans[-1][0], end, word)
+        elif word:
+            spans.append((t, end, word))
+    return spans
+
+
 def known_at(log: Sequence[Calibration], t: float) -> list[Calibration]:
     """The entries of ``log`` that had been entered by ``t``: the log as anyone could have read it then."""
     return [c for c in log if c.entered <= t]

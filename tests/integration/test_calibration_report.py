@@ -78,7 +78,10 @@ def test_each_episode_carries_the_calibration_status_during_it(site: tuple[SiteC
     assert status["ph"].startswith("calibration in date (due 2026-03-07T00:00:00Z)")
     assert status["flow"] == "no calibration interval stated: no calibration recorded"
     assert [text for ch, text in report.calibration if ch == "ph"][1:] == [
-        f"readings from {DUE} to 2026-03-04T00:00:00Z: taken while overdue for calibration"]
+        f"readings from {DUE} to 2026-03-04T00:00:00Z: taken while overdue for calibration",
+        # the calibration of 00:00 was entered at 00:01: overdue as the record stood for that minute
+        "readings from 2026-03-04T00:00:00Z to 2026-03-04T00:01:00Z: taken while overdue for calibration (as known "
+        "then; an entry made later says in date)"]
 
 
 def test_pages_show_it_beside_each_episode(site: tuple[SiteConfig, Path]) -> None:
@@ -151,3 +154,9 @@ def test_a_backdated_calibration_does_not_rewrite_the_status_known_during_past_e
              < parse_iso("2026-03-04T00:00:00Z")]
     assert lines and all(e.calibration.startswith(f"calibration OVERDUE since {DUE}") and
                          "was entered on " + day in e.calibration for e in lines)
+    # the readings export marks the readings as the record stood when they were taken, and says what changed
+    assert main(["readings", "--config", str(tmp_path / "site.toml"), "--site", SITE, "--channel", "ph",
+                 "--from", "2026-03-03T12:59:00Z", "--to", "2026-03-03T13:01:00Z"]) == 0
+    marks = [(r["time"], r["calibration"]) for r in csv.DictReader(io.StringIO(capsys.readouterr().out))]
+    assert marks == [("2026-03-03T12:59:00Z", "overdue"),
+                     ("2026-03-03T13:00:00Z", "overdue at the time; in date by an entry made later")]

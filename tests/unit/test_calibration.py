@@ -20,6 +20,7 @@ from monitor.calibration import CalibrationWatch, episode_calibration, statuses
 from monitor.checks.events import parse_iso
 from monitor.cli import main
 from monitor.stores.calibration import (
+    LATER,
     OK,
     OVERDUE,
     UNRECORDED,
@@ -27,6 +28,7 @@ from monitor.stores.calibration import (
     CalibrationError,
     add,
     during,
+    known_overdue_spans,
     overdue_spans,
     read_entries,
     status_at,
@@ -177,6 +179,12 @@ def test_a_backdated_entry_never_rewrites_the_status_as_known_during_a_past_epis
     # an episode after the entry was made: known then, one status
     assert during(log, every, T0 + 61 * DAY, None).startswith("calibration in date (due 2026-05-05")
     assert "as known" not in during(log, every, T0 + 61 * DAY, None)
+    # the spans the readings export marks: as known at each moment, saying where a later entry differs
+    assert known_overdue_spans(log, every) == [
+        (-math.inf, T0, UNRECORDED), (T0, T0 + 60, f"{UNRECORDED} {LATER}"), (T0 + 30 * DAY, T0 + 35 * DAY, OVERDUE),
+        (T0 + 35 * DAY, T0 + 60 * DAY, f"{OVERDUE} {LATER}"), (T0 + 65 * DAY, math.inf, OVERDUE)]
+    prompt = [Calibration(**{**_fields(c), "entered": c.time}) for c in log]  # entered as done: the same spans
+    assert known_overdue_spans(prompt, every) == overdue_spans(prompt, every)
     # an entry made during an open episode for a calibration after its start changes nothing at its start
     late = Calibration(**{**_fields(entry(T0 + 50 * DAY)), "entered": T0 + 50 * DAY + 60})
     assert "as known" not in during([entry(T0), late], every, T0 + 40 * DAY, None)
