@@ -12,8 +12,6 @@ simulator serving each, a driver reading it), and the end-to-end case is the sum
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import json
 import math
@@ -21,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,20 +28,15 @@ from pymodbus.client import ModbusTcpClient
 
 from config.errors import ConfigErrors
 from config.loader import load_config
-from config.maps import MAPS_DIR, load_register_map
 from config.schema import (
     ByteOrder,
     Channel,
     ChannelKind,
     DataType,
-    DriverKind,
     Instrument,
     RegisterMap,
     RegisterPoint,
-    SiteConfig,
 )
-from drivers.modbus import ModbusDriver, ModbusLink
-from monitor.app import Daemon
 from monitor.cli import main
 from monitor.health import health_path
 from monitor.read.status import collect, problems
@@ -51,22 +44,25 @@ from monitor.reports.compliance import build_report
 from monitor.reports.periods import Period
 from monitor.reports.sections import build_sections
 from monitor.sample import Quality, Sample
-from monitor.stores.historian import Historian
-from simulators.modbus_server import ModbusSimServer, SimFault
+from simulators.modbus_server import SimFault
 from simulators.playback import resolve
 from simulators.runner import SiteSimulator
 from simulators.scenario import load_scenario
+from tests.catalogue_maps import (
+    CATALOGUE,
+    catalogue_map,
+    catalogue_site,
+    driver_for,
+    instrument,
+    recorded,
+    running,
+    served,
+)
 from tests.support import PATIENCE, eventually, free_port, wait_for_simulator, wait_until
 
-CATALOGUE = ["dynasonics_tfx_5000", "dynasonics_tfx_ultra", "eh_liquistation_csf22", "hach_3400sc_conductivity",
-             "hach_pc_sc_ph", "msa_ultima_x"]
 ORDERS = [(b, w) for b in ByteOrder for w in ByteOrder]
 VALUE = {DataType.FLOAT32: -1234.5, DataType.FLOAT64: math.pi * 1000, DataType.INT32: -123_456_789,
          DataType.UINT32: 3_000_000_000, DataType.INT16: -12_345, DataType.UINT16: 54_321}
-
-
-def catalogue_map(name: str) -> RegisterMap:
-    return load_register_map(MAPS_DIR / f"{name}.toml")
 
 
 def is_value(p: RegisterPoint) -> bool:
@@ -76,11 +72,6 @@ def is_value(p: RegisterPoint) -> bool:
 def with_orders(rmap: RegisterMap, byte_order: ByteOrder, word_order: ByteOrder) -> RegisterMap:
     points = {n: dataclasses.replace(p, byte_order=byte_order, word_order=word_order) for n, p in rmap.points.items()}
     return dataclasses.replace(rmap, points=points)
-
-
-def instrument(rmap: RegisterMap, port: int, iid: str = "dev") -> Instrument:
-    return Instrument(id=iid, site="s", driver=DriverKind.MODBUS_TCP, poll_interval=1.0, timeout=0.5,
-                      host="127.0.0.1", port=port, register_map=rmap)
 
 
 def channels(inst: Instrument) -> list[Channel]:
@@ -94,25 +85,6 @@ def channels(inst: Instrument) -> list[Channel]:
         unit = min(points[p.unit_point].units.items())[1] if p.unit_point else (p.unit or "u")
         out.append(Channel(id=name, site="s", instrument=inst.id, kind=ChannelKind.OTHER, unit=unit, point=name))
     return out
-
-
-@contextlib.asynccontextmanager
-async def served(inst: Instrument) -> AsyncIterator[ModbusSimServer]:
-    [server] = ModbusSimServer.for_instruments([inst])
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-
-
-@contextlib.asynccontextmanager
-async def driver_for(inst: Instrument, chans: Sequence[Channel]) -> AsyncIterator[ModbusDriver]:
-    link = ModbusLink.for_instrument(inst, backoff_initial=0.05, backoff_max=0.2)
-    try:
-        yield ModbusDriver(instrument=inst, channels=chans, link=link)
-    finally:
-        await link.close()
 
 
 def set_units_to_match(dev: object, inst: Instrument, chans: Sequence[Channel]) -> None:
@@ -250,52 +222,9 @@ async def test_a_fault_wins_over_maintenance_and_unread_status_is_never_a_good_r
 
 
 # -- end to end: `pretreat run` (the daemon) against `pretreat sim` (the site simulator) -------------------
-def catalogue_site(tmp_path: Path) -> Path:
-    """A site with one instrument per catalogue map, each on its own loopback port."""
-    specs = {  # map -> [(channel id, point, kind, unit, extra TOML)]
-        "hach_pc_sc_ph": [("ph", "ph", "ph", "pH", "valid_min = 0\nvalid_max = 14"),
-                          ("ph_temperature", "temperature", "temperature", "degC", 'location = "discharge"')],
-        "hach_3400sc_conductivity": [("conductivity", "conductivity", "conductivity", "uS/cm", "")],
-        "dynasonics_tfx_ultra": [("flow", "flow_rate_gpm", "flow", "gpm", "valid_min = 0"),
-                                 ("flow_total", "net_totalizer", "flow_total", "gal", "")],
-        "dynasonics_tfx_5000": [("flow_2", "flow_rate", "other", "gpm", "")],
-        "msa_ultima_x": [("lel", "gas_level", "lel", "%LEL", "valid_min = 0\nvalid_max = 100")],
-        "eh_liquistation_csf22": [("sampler_temperature", "ai_1", "sampler_temperature", "degC", "")],
-    }
-    text = [f'[daemon]\nhistorian = "{tmp_path / "h.sqlite"}"\ncommit_interval = 0.05\ntick_interval = 0.2\n',
-            '[[site]]\nid = "s"\njurisdiction = "southeast"\ntimezone = "UTC"\n']
-    for name in specs:
-        text.append(f'[[site.instrument]]\nid = "{name}"\ndriver = "modbus_tcp"\nhost = "127.0.0.1"\n'
-                    f'port = {free_port()}\nregister_map = "{name}"\npoll_interval = 0.2\ntimeout = 0.5\n')
-    for name, chans in specs.items():
-        for cid, point, kind, unit, extra in chans:
-            text.append(f'[[site.channel]]\nid = "{cid}"\ninstrument = "{name}"\npoint = "{point}"\n'
-                        f'kind = "{kind}"\nunit = "{unit}"\n{extra}\n')
-    path = tmp_path / "catalogue.toml"
-    path.write_text("\n".join(text))
-    return path
-
-
-def recorded(config: SiteConfig, channel: str) -> list[Sample]:
-    return list(Historian.read(path=config.daemon.historian, site="s", channel=channel))
-
-
 def maintenance_span(samples: Sequence[Sample]) -> float:
     times = [s.time for s in samples if s.quality is Quality.MAINTENANCE]
     return max(times) - min(times) if times else 0.0
-
-
-@contextlib.asynccontextmanager
-async def running(config: SiteConfig, sim: SiteSimulator) -> AsyncIterator[Daemon]:
-    daemon = Daemon(config=config)
-    stop = asyncio.Event()
-    task = asyncio.create_task(daemon.run(stop))
-    try:
-        await asyncio.wait_for(daemon.ready.wait(), PATIENCE)
-        yield daemon
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, PATIENCE)
 
 
 async def test_the_daemon_records_every_catalogue_instrument_served_by_the_simulator(

@@ -20,7 +20,7 @@ from monitor.health import health_path
 from monitor.read.status import collect, problems
 from monitor.sample import Quality
 from simulators.runner import SiteSimulator
-from tests.integration.test_catalogue_maps import (
+from tests.catalogue_maps import (
     catalogue_map,
     catalogue_site,
     driver_for,
