@@ -19,6 +19,7 @@ GET  /api/history (json, csv)      yes         its sites          yes
 GET  /api/episodes/{id}            yes         its sites          yes
 GET  /api/health                   yes         its instruments    yes
 GET  /api/events[?site=S]          yes         its sites          yes
+     [&normal=0]
 GET  /api/reports[?site=S]         all sites   its sites          all sites
 GET  /api/reports/{site}/{kind}/   yes         its sites, else    yes
      {name}  (`reports` module)                403
@@ -355,13 +356,14 @@ def industry_snapshot(snap: dict[str, Any] | None, instruments: set[str]) -> dic
 
 
 @router.get("/events")
-async def events(request: Request, site: str | None = None) -> StreamingResponse:
-    """Server-sent events: ``snapshot``, then ``alarm``, ``journal`` and (with ``site``) ``readings``."""
+async def events(request: Request, site: str | None = None, normal: bool = True) -> StreamingResponse:
+    """Server-sent events: ``snapshot`` (without normal alarms when ``normal=0``), then ``alarm``, ``journal``
+    and (with ``site``) ``readings``."""
     c, s = console_of(request), session_of(request)
     sites_ok = allowed_sites(c, s)
     if site is not None:
         site_for(c, s, site)
-    sub, first = c.hub.subscribe(sites=sites_ok, readings_site=site)
+    sub, first = c.hub.subscribe(sites=sites_ok, readings_site=site, normal=normal)
 
     async def stream() -> AsyncIterator[bytes]:
         import asyncio

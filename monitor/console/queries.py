@@ -51,13 +51,15 @@ def alarm_sort_key(row: dict[str, Any]) -> tuple[int, int, float, str]:
     return alarm_view.sort_key(row)
 
 
-def alarms(conn: sqlite3.Connection, config: SiteConfig, sites: Collection[str]) -> list[dict[str, Any]]:
-    """Every alarm of ``sites`` (configured ones, and stored ones no longer configured), in display order."""
+def alarms(conn: sqlite3.Connection, config: SiteConfig, sites: Collection[str],
+           ids: Collection[str] | None = None) -> list[dict[str, Any]]:
+    """Every alarm of ``sites`` (configured ones, and stored ones no longer configured), in display order; with
+    ``ids``, only those alarms (the live follower rebuilds the rows of the alarms that changed)."""
     units = {(c.site, c.id): c.unit for c in config.channels}
     names = {s.id: s.name for s in config.sites}
     companies = {s.id: s.company for s in config.sites}
     out = []
-    for r in alarm_rows(conn, config):
+    for r in alarm_rows(conn, config, ids):
         site, channel, rule = r["alarm"].split("/")
         if site not in sites:
             continue
@@ -80,10 +82,16 @@ def journal(conn: sqlite3.Connection, *, sites: Collection[str], alarm: str | No
 
 
 def spoken(record: dict[str, Any], config: SiteConfig | None) -> dict[str, Any]:
+    """``record`` with its time in the site's zone, the daemon's explanation in words, and the alarm's friendly
+    name (``alarm_name``: site name · channel · rule label), so a page names alarms it holds no row for."""
     if config is None:
         return record
-    zones = {s.id: s.timezone for s in config.sites}
-    zone = ZoneInfo(zones.get(str(record.get("alarm", "")).split("/")[0], "UTC"))
+    site_id, _, rest = str(record.get("alarm", "")).partition("/")
+    channel, _, rule = rest.partition("/")
+    site = alarm_view.site_of(config, site_id)
+    zone = ZoneInfo(site.timezone if site is not None else "UTC")
+    if rule:
+        record["alarm_name"] = f"{site.name if site is not None else site_id} · {channel} · {alarm_view.label(rule)}"
     record["time_text"] = local_time(record["time"], zone)
     if record.get("who") == "system" and record.get("why"):
         record["why_text"] = alarm_view.explain(str(record["why"]), zone)

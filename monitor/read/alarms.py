@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from alarms.model import AlarmKey, State
@@ -32,11 +33,27 @@ JOURNAL_KINDS = ("transition", "action", "refusal")
 """The journal records people read (seals and checkpoints are the record's own bookkeeping)."""
 
 
-def configured_alarms(config: SiteConfig) -> dict[str, tuple[str, str]]:
+_CONFIGURED: list[tuple[SiteConfig, Mapping[str, tuple[str, str]]]] = []  # the last configuration's, by identity
+
+
+def configured_alarms(config: SiteConfig) -> Mapping[str, tuple[str, str]]:
     """alarm id -> (site id, citation) of every alarm the daemon creates: one per rule binding of a site, and
     the overdue-obligation alarm of each site whose episodes oblige anything (`monitor.obligation_watch`), and
     one per channel with a calibration interval in force (`monitor.calibration`), and each site's
-    record-integrity alarm (`monitor.integrity`), which must be acknowledgeable like any other."""
+    record-integrity alarm (`monitor.integrity`), which must be acknowledgeable like any other.
+
+    Kept for the last configuration object asked about (a console asks on every alarm change: tens of
+    milliseconds for 200 sites); a configuration is never changed in place, so the same object gives the same
+    answer, which is read-only."""
+    cached = _CONFIGURED[:1]
+    if cached and cached[0][0] is config:
+        return cached[0][1]
+    out = MappingProxyType(_configured(config))
+    _CONFIGURED[:] = [(config, out)]
+    return out
+
+
+def _configured(config: SiteConfig) -> dict[str, tuple[str, str]]:
     from config.alarms import RECORD_CHANNEL, RECORD_CITATION, RECORD_INTEGRITY
     from monitor.calibration import CALIBRATION_CITATION, watched
 
@@ -49,15 +66,22 @@ def configured_alarms(config: SiteConfig) -> dict[str, tuple[str, str]]:
     return out
 
 
-def alarm_rows(conn: sqlite3.Connection, config: SiteConfig | None) -> list[dict[str, Any]]:
-    """Every alarm: the configured ones (normal if the engine never stored a row for them) and any stored."""
+def alarm_rows(conn: sqlite3.Connection, config: SiteConfig | None,
+               ids: Collection[str] | None = None) -> list[dict[str, Any]]:
+    """Every alarm: the configured ones (normal if the engine never stored a row for them) and any stored; with
+    ``ids``, only those of them (a few changed alarms, read through the table's key)."""
     stored: dict[str, tuple[str, str, str]] = {}
+    sql = "SELECT alarm_id, state, priority, record FROM alarm_state"
     if has_table(conn, "alarm_state"):
-        stored = {r[0]: (r[1], r[2], r[3]) for r in
-                  conn.execute("SELECT alarm_id, state, priority, record FROM alarm_state")}
+        wanted = sorted(ids) if ids is not None else []
+        rows = conn.execute(sql).fetchall() if ids is None else [
+            r for i in range(0, len(wanted), 500) for r in conn.execute(
+                f"{sql} WHERE alarm_id IN ({','.join('?' * len(wanted[i:i + 500]))})", wanted[i:i + 500])]
+        stored = {r[0]: (r[1], r[2], r[3]) for r in rows}
     known = configured_alarms(config) if config is not None else {}
+    chosen = set(known) | set(stored) if ids is None else {i for i in ids if i in known or i in stored}
     out = []
-    for alarm_id in sorted(set(known) | set(stored)):
+    for alarm_id in sorted(chosen):
         state, priority, text = stored.get(alarm_id, (State.NORMAL.value, "", "{}"))
         rec: dict[str, Any] = json.loads(text)
         out.append({"alarm": alarm_id, "state": state, "priority": priority, "since": rec.get("changed"),

@@ -4,7 +4,7 @@
 // kept in the URL; keys: j/k move, x select, a acknowledge, A acknowledge selected (or all shown), Esc.
 "use strict";
 (() => {
-  const { api, el, num, time, duration, stream, cue, PRIORITIES, UNACKED, badge, header } = PT;
+  const { api, el, num, time, duration, stream, cue, PRIORITIES, UNACKED, badge, header, mark, painted } = PT;
   const RANK = Object.fromEntries(PRIORITIES.map((p, i) => [p.id, i]));
   const ACKED = new Set(["active-acknowledged", "latched-acknowledged"]);
   const SUPPRESSED = new Set(["shelved", "out-of-service"]);
@@ -32,15 +32,18 @@
     if (SUPPRESSED.has(state)) return 2;
     return state === "normal" ? 3 : 4;
   }
-  function key(r) { return [group(r.state), RANK[r.priority] ?? 5, -(r.since || 0), r.alarm]; }
-  function compare(a, b) {
-    const x = key(a), y = key(b);
-    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return x[i] < y[i] ? -1 : 1;
-    return 0;
+  // A row's sort key is worked out once, when the row arrives (`keyed`), not at each of a sort's ~10,000
+  // comparisons: group, priority rank, newest first, then the id (the server's `alarm_view.sort_key`).
+  function keyed(r) {
+    r._g = group(r.state); r._p = RANK[r.priority] ?? 5; r._s = r.since || 0;
+    return r;
   }
-  function name(id) {
+  function compare(a, b) {
+    return a._g - b._g || a._p - b._p || b._s - a._s || (a.alarm < b.alarm ? -1 : a.alarm > b.alarm ? 1 : 0);
+  }
+  function name(id, named) {  // named: a journal record's own name of the alarm, for one without a row here
     const r = rows.get(id);
-    return r ? `${r.site_name} · ${r.channel} · ${r.rule_label}` : id;
+    return r ? `${r.site_name} · ${r.channel} · ${r.rule_label}` : named || id;
   }
 
   // ---- filters, kept in the URL ----
@@ -61,11 +64,18 @@
     history.replaceState(null, "", q.toString() ? "?" + q : location.pathname);
   }
   function option(select, value, text) {
-    if (![...select.options].some((o) => o.value === value)) select.append(el("option", { value }, text));
+    for (const o of select.options) if (o.value === value) return;
+    select.append(el("option", { value }, text));
+  }
+  function siteOptions(sites) {  // 200 sites: one pass, not one search of the options per site
+    const select = document.getElementById("f-site"), have = new Set([...select.options].map((o) => o.value));
+    const frag = document.createDocumentFragment();
+    for (const s of sites) if (!have.has(s.id)) frag.append(el("option", { value: s.id }, s.name));
+    select.append(frag);
   }
   function fromUrl(sites) {
     const q = new URLSearchParams(location.search);
-    for (const s of sites) option(document.getElementById("f-site"), s.id, s.name);
+    siteOptions(sites);
     for (const p of PRIORITIES) option(document.getElementById("f-priority"), p.id, `${p.symbol} ${p.label}`);
     for (const f of FILTERS) {
       const v = q.get(f) || "", select = document.getElementById("f-" + f);
@@ -74,9 +84,12 @@
     }
     document.getElementById("show-normal").checked = q.get("normal") === "1";
   }
+  const labelled = new Map();  // rule -> the label its option shows
   function ruleOptions() {
     const select = document.getElementById("f-rule");
     for (const r of rows.values()) {
+      if (labelled.get(r.rule) === r.rule_label) continue;
+      labelled.set(r.rule, r.rule_label);
       const o = [...select.options].find((x) => x.value === r.rule);
       if (o) o.textContent = r.rule_label; else select.append(el("option", { value: r.rule }, r.rule_label));
     }
@@ -148,26 +161,138 @@
       el("td", { class: "actions" }, ...buttons));
   }
 
+  // ---- the table: each row's <tr> is built once and kept while its data and busy state are the same (a live
+  // change rebuilds one row, not 1,000), and the tbody is patched in place: rows no longer shown are removed
+  // and the others moved only where the order changed, so the browser styles and lays out only what moved.
+  const built = new Map();  // alarm -> { r, busy, tr, box }
+  function rowFor(r) {
+    const b = built.get(r.alarm), isBusy = busy.has(r.alarm);
+    if (b && b.r === r && b.busy === isBusy) {
+      const sel = selected.has(r.alarm);
+      if (b.box.checked !== sel) b.box.checked = sel;
+      b.tr.classList.toggle("focus", focused === r.alarm);
+      return b.tr;
+    }
+    const tr = rowElement(r);
+    built.set(r.alarm, { r, busy: isBusy, tr, box: tr.querySelector("input.pick") });
+    return tr;
+  }
+  function patch(body, want) {
+    const wanted = new Set(want);
+    for (const child of [...body.children]) if (!wanted.has(child)) child.remove();
+    let cur = body.firstElementChild;
+    for (const tr of want) {
+      if (cur === tr) { cur = cur.nextElementSibling; continue; }
+      if (cur && cur.nextElementSibling === tr) {  // cur moved down: out now, back in at its place
+        cur.remove(); cur = tr.nextElementSibling; continue;
+      }
+      body.insertBefore(tr, cur);
+    }
+  }
+
+  // ---- the window: a long list keeps in the table only the rows near the viewport ----
+  // Styling and laying out one alarm row costs the browser one to two milliseconds on a small, busy machine, so
+  // 1,000 rows cannot be drawn in 150 ms: past WHOLE rows the table holds the rows in the viewport and AROUND
+  // more on each side, and two spacer rows stand for the others (their height: the drawn rows' mean height
+  // times how many). A new list (the snapshot, a filter) is first drawn with NEAR rows on each side and
+  // widened once that is on screen. Scrolling moves the window; the keyboard, selection, "acknowledge all
+  // shown" and the counts work on the whole list (`shown`), never on what happens to be drawn.
+  const WHOLE = 100, AROUND = 30, NEAR = 3;
+  let rowHeight = 60;  // px, the drawn rows' mean, measured after each paint
+  let bodyTop = null;  // px from the document's top to the tbody's, measured after each paint
+  let from = 0, to = 0;  // shown[from, to) are drawn
+  let around = null;  // a row index the next window must hold (the keyboard moved there)
+  let narrow = true;  // the next draw is of a new list: NEAR rows around the viewport, widened after the paint
+  const spacers = [0, 1].map(() => {
+    const td = el("td", { colspan: 11 });
+    return { tr: el("tr", { class: "spacer", "aria-hidden": "true" }, td), td };
+  });
+  function range(margin) {
+    const n = shown.length;
+    if (n <= WHOLE) return [0, n];
+    let first, last;
+    if (around !== null) { first = last = around; around = null; }
+    else {
+      const top = bodyTop ?? 0;
+      first = Math.floor((window.scrollY - top) / rowHeight);
+      last = Math.ceil((window.scrollY + window.innerHeight - top) / rowHeight);
+    }
+    first = Math.max(0, Math.min(n - 1, first));
+    last = Math.max(first, Math.min(n - 1, last));
+    return [Math.max(0, first - margin), Math.min(n, last + margin + 1)];
+  }
+  function draw(body, margin) {
+    [from, to] = range(margin);
+    const trs = shown.slice(from, to).map(rowFor);
+    spacers[0].td.style.height = `${from * rowHeight}px`;
+    spacers[1].td.style.height = `${(shown.length - to) * rowHeight}px`;
+    patch(body, shown.length > WHOLE ? [spacers[0].tr, ...trs, spacers[1].tr] : trs);
+    body.dataset.shown = String(shown.length);
+    body.dataset.drawn = `${from}-${to}`;
+  }
+  function afterPaint() {  // layout is clean now: reading it costs nothing
+    const body = document.getElementById("alarm-rows");
+    bodyTop = body.getBoundingClientRect().top + window.scrollY;
+    if (to - from >= 2) {
+      const first = built.get(shown[from].alarm), last = built.get(shown[to - 1].alarm);
+      if (first && last && first.tr.isConnected && last.tr.isConnected) {
+        const h = (last.tr.getBoundingClientRect().bottom - first.tr.getBoundingClientRect().top) / (to - from);
+        if (h > 0) rowHeight = h;
+      }
+    }
+    if (shown.length > WHOLE) { draw(body, AROUND); mark("alarms-widened"); }
+  }
+  let scrolling = false;
+  window.addEventListener("scroll", () => {
+    if (scrolling || shown.length <= WHOLE) return;
+    scrolling = true;
+    requestAnimationFrame(() => {
+      scrolling = false;
+      const body = document.getElementById("alarm-rows");
+      bodyTop = body.getBoundingClientRect().top + window.scrollY;  // nothing changed since the last frame: cheap
+      const [a, b] = range(AROUND);
+      // again once the viewport comes within half the margin of the drawn rows' edge
+      if (a + AROUND / 2 < from || b - AROUND / 2 > to) draw(body, AROUND);
+    });
+  }, { passive: true });
+
+  let lastRender = -Infinity;
   function render() {
+    clearTimeout(pending);
     pending = null;
     const f = filter();
-    shown = [...rows.values()].filter((r) => keep(r, f)).sort(compare);
-    const ids = new Set(shown.map((r) => r.alarm));
-    for (const a of [...selected]) if (!ids.has(a)) selected.delete(a);
-    const frag = document.createDocumentFragment();
-    for (const r of shown) frag.append(rowElement(r));
-    if (!shown.length) frag.append(el("tr", {}, el("td", { colspan: 11, class: "empty" }, "No alarms.")));
-    document.getElementById("alarm-rows").replaceChildren(frag);
-    const all = [...rows.values()];
-    document.getElementById("counts").textContent =
-      `${shown.length} shown · ${all.filter((r) => UNACKED.has(r.state)).length} unacknowledged`;
-    header(all);
+    shown = [];
+    for (const r of rows.values()) if (keep(r, f)) shown.push(r);
+    shown.sort(compare);
+    if (selected.size) {
+      const ids = new Set(shown.map((r) => r.alarm));
+      for (const a of [...selected]) if (!ids.has(a)) selected.delete(a);
+    }
+    const body = document.getElementById("alarm-rows");
+    if (shown.length) draw(body, narrow ? NEAR : AROUND);
+    else {
+      from = to = 0;
+      body.replaceChildren(el("tr", {}, el("td", { colspan: 11, class: "empty" }, "No alarms.")));
+      body.dataset.shown = "0";
+    }
+    let unacked = 0;
+    for (const r of rows.values()) if (r._g === 0) unacked += 1;
+    document.getElementById("counts").textContent = `${shown.length} shown · ${unacked} unacknowledged`;
+    header(rows.values());
     ruleOptions();
     bulkButtons();
-    window.__alarmsRendered = performance.now();
+    lastRender = performance.now();
+    window.__alarmsRendered = lastRender;
     window.__renders = (window.__renders || 0) + 1;
+    mark("alarms-rendered");
+    painted("alarms-painted");
+    if (narrow) { narrow = false; requestAnimationFrame(() => setTimeout(afterPaint, 0)); }
   }
-  function schedule() { if (!pending) pending = setTimeout(render, 30); }
+  // Live changes come in bursts (a storm raises hundreds at once): the first is drawn at once, the rest of a
+  // burst at most every 50 ms.
+  function schedule() {
+    if (!pending) pending = setTimeout(render, Math.max(0, lastRender + 50 - performance.now()));
+  }
   const ackable = (list) => list.filter((r) => actions.has("ack") && UNACKED.has(r.state));
   function bulkButtons() {
     const sel = ackable(shown.filter((r) => selected.has(r.alarm))), vis = ackable(shown);
@@ -263,10 +388,18 @@
 
   // ---- keyboard ----
   function focus(alarm) {
+    const before = built.get(focused);
+    if (before) before.tr.classList.remove("focus");
     focused = alarm;
-    for (const tr of document.querySelectorAll("#alarm-rows tr.focus")) tr.classList.remove("focus");
-    const tr = document.querySelector(`#alarm-rows tr[data-alarm="${CSS.escape(alarm)}"]`);
-    if (tr) { tr.classList.add("focus"); tr.focus({ preventScroll: false }); }
+    let b = built.get(alarm);
+    if (!b || !b.tr.isConnected) {  // outside the drawn window: draw the window around it first
+      const i = shown.findIndex((r) => r.alarm === alarm);
+      if (i < 0) return;
+      around = i;
+      render();
+      b = built.get(alarm);
+    }
+    if (b && b.tr.isConnected) { b.tr.classList.add("focus"); b.tr.focus({ preventScroll: false }); }
   }
   function move(step) {
     if (!shown.length) return;
@@ -298,14 +431,14 @@
     let text;
     const why = j.why_text || j.why;
     if (j.record === "transition") {
-      text = `${name(j.alarm)}: ${j.kind} ${STATE_LABEL[j.from] || j.from} → ${STATE_LABEL[j.to] || j.to} by ${j.who}${why ? ": " + why : ""}`;
+      text = `${name(j.alarm, j.alarm_name)}: ${j.kind} ${STATE_LABEL[j.from] || j.from} → ${STATE_LABEL[j.to] || j.to} by ${j.who}${why ? ": " + why : ""}`;
     } else if (j.record === "action" && j.action === "seen") {
-      text = `${name(j.alarm)}: seen by the industry (${j.user})${j.note ? ": " + j.note : ""}`;
+      text = `${name(j.alarm, j.alarm_name)}: seen by the industry (${j.user})${j.note ? ": " + j.note : ""}`;
     } else if (j.record === "action" && j.action === "comment") {
-      text = `${name(j.alarm)}: comment by ${j.user}: ${j.note}`;
+      text = `${name(j.alarm, j.alarm_name)}: comment by ${j.user}: ${j.note}`;
     } else if (j.record === "action") {
-      text = `${name(j.alarm)}: ${j.action} requested by ${j.user}${j.note ? ": " + j.note : ""}${j.reason ? ": " + j.reason : ""}`;
-    } else text = `${name(j.alarm)}: ${j.action} by ${j.user} refused: ${j.reason}`;
+      text = `${name(j.alarm, j.alarm_name)}: ${j.action} requested by ${j.user}${j.note ? ": " + j.note : ""}${j.reason ? ": " + j.reason : ""}`;
+    } else text = `${name(j.alarm, j.alarm_name)}: ${j.action} by ${j.user} refused: ${j.reason}`;
     return el("li", { class: "j-" + j.record, "data-seq": j.seq, "data-alarm": j.alarm }, el("span", { class: "t" },
       j.time_text || time(j.time)), " ", el("span", { class: "seq" }, "#" + j.seq), " ", text);
   }
@@ -328,12 +461,16 @@
     actions = new Set(me.actions);
     fromUrl(me.sites);
     document.getElementById("act-form").addEventListener("submit", submit);
-    for (const id of ["show-normal", ...FILTERS.map((f) => "f-" + f)]) {
-      document.getElementById(id).addEventListener("change", () => { toUrl(); render(); });
+    for (const id of FILTERS.map((f) => "f-" + f)) {
+      document.getElementById(id).addEventListener("change", () => { mark("alarms-filter"); narrow = true; toUrl(); render(); });
     }
+    document.getElementById("show-normal").addEventListener("change", (ev) => {
+      toUrl();
+      if (ev.target.checked && !withNormal) follow(); else { narrow = true; render(); }
+    });
     document.getElementById("f-clear").addEventListener("click", () => {
       for (const f of FILTERS) document.getElementById("f-" + f).value = "";
-      toUrl(); render();
+      narrow = true; toUrl(); render();
     });
     document.getElementById("select-all").addEventListener("change", (ev) => {
       for (const r of shown) if (ev.target.checked) selected.add(r.alarm); else selected.delete(r.alarm);
@@ -342,28 +479,40 @@
     document.getElementById("ack-selected").addEventListener("click", () => ackButton("selected"));
     document.getElementById("ack-visible").addEventListener("click", () => ackButton("visible"));
     document.addEventListener("keydown", onKey);
-    stream("/api/events", {
-      snapshot: (d) => {
-        rows.clear(); for (const r of d.alarms) rows.set(r.alarm, r); render();
-        if (!journalLoaded) { journalLoaded = true; loadJournal(); }  // after the rows: it names alarms by them
-      },
-      alarm: (r) => { rows.set(r.alarm, r); schedule(); },
-      "alarm-gone": (d) => { rows.delete(d.alarm); schedule(); },
-      journal: (j) => {
-        addJournal(j, true);
-        if (j.record === "transition" && j.kind === "raise" && j.priority === "critical") {
-          const r = rows.get(j.alarm), unit = r && r.unit ? " " + r.unit : "";
-          cue(`◆1 ${name(j.alarm)}: ${num(j.value)}${unit} (limit ${num(j.limit)}${unit})`);
-        }
-      },
-    });
+    follow();
     setInterval(() => {
       const now = Date.now() / 1000;
       for (const s of document.querySelectorAll("#alarm-rows .dur")) {
         const since = parseFloat(s.dataset.since);
-        if (!Number.isNaN(since)) s.textContent = duration(now - since);
+        const text = Number.isNaN(since) ? null : duration(now - since);
+        if (text !== null && text !== s.textContent) s.textContent = text;  // untouched rows are not laid out again
       }
     }, 1000);
+  }
+
+  // The live stream. Its snapshot leaves the normal alarms out (three quarters of a large list's rows) until
+  // "show normal" asks for them: then the stream is opened again with them. Every change comes as an `alarm`
+  // event either way, so a row that returns to normal is updated (and hidden).
+  let events = null, withNormal = false;
+  function follow() {
+    if (events) events.close();
+    withNormal = document.getElementById("show-normal").checked;
+    events = stream("/api/events" + (withNormal ? "" : "?normal=0"), {
+      snapshot: (d) => {
+        rows.clear(); built.clear(); for (const r of d.alarms) rows.set(r.alarm, keyed(r));
+        narrow = true; render();
+        if (!journalLoaded) { journalLoaded = true; loadJournal(); }  // after the rows: it names alarms by them
+      },
+      alarm: (r) => { rows.set(r.alarm, keyed(r)); schedule(); },
+      "alarm-gone": (d) => { rows.delete(d.alarm); built.delete(d.alarm); schedule(); },
+      journal: (j) => {
+        addJournal(j, true);
+        if (j.record === "transition" && j.kind === "raise" && j.priority === "critical") {
+          const r = rows.get(j.alarm), unit = r && r.unit ? " " + r.unit : "";
+          cue(`◆1 ${name(j.alarm, j.alarm_name)}: ${num(j.value)}${unit} (limit ${num(j.limit)}${unit})`);
+        }
+      },
+    });
   }
   start();
 })();

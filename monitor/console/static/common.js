@@ -72,13 +72,26 @@ const PT = (() => {
     return `${x}s`;
   }
 
+  // Timing marks (User Timing, shown by DevTools' performance panel; read by bench/bench_console.py): only the
+  // newest of each name is kept, so a console left open for weeks does not collect them, and a count per name.
+  // `painted` marks the first moment after the next frame was drawn (the frame's tasks run before its paint).
+  window.__marks = {};
+  function mark(name) {
+    performance.clearMarks(name);
+    performance.mark(name);
+    window.__marks[name] = (window.__marks[name] || 0) + 1;
+  }
+  function painted(name) { requestAnimationFrame(() => setTimeout(() => mark(name), 0)); }
+
   // The live stream, reconnecting by itself (EventSource does; the banner says so while it is down).
   function stream(path, handlers) {
     const banner = document.getElementById("conn");
     const es = new EventSource(path);
     es.onopen = () => { if (banner) banner.hidden = true; };
     es.onerror = () => { if (banner) banner.hidden = false; };
-    for (const [kind, fn] of Object.entries(handlers)) es.addEventListener(kind, (ev) => fn(JSON.parse(ev.data)));
+    for (const [kind, fn] of Object.entries(handlers)) {
+      es.addEventListener(kind, (ev) => { mark("event-" + kind); fn(JSON.parse(ev.data)); });
+    }
     es.addEventListener("logout", () => { es.close(); location.href = "/login"; });
     return es;
   }
@@ -168,5 +181,6 @@ const PT = (() => {
     }
   });
 
-  return { me, api, el, num, time, parts, iso, duration, stream, cue, PRIORITIES, UNACKED, badge, counts, header };
+  return { me, api, el, num, time, parts, iso, duration, stream, cue, PRIORITIES, UNACKED, badge, counts, header,
+    mark, painted };
 })();

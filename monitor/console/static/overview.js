@@ -2,7 +2,7 @@
 // this month), worst first, searchable; the search and status filter are kept in the URL. Refreshed every 5 s.
 "use strict";
 (() => {
-  const { api, el, badge } = PT;
+  const { api, el, badge, mark, painted } = PT;
   let timer = null;
 
   function toUrl() {
@@ -35,7 +35,9 @@
   }
   async function load() {
     const q = document.getElementById("ov-q").value.trim();
+    mark("overview-request");
     const resp = await api("/api/overview" + (q ? "?q=" + encodeURIComponent(q) : ""));
+    mark("overview-data");
     const box = document.getElementById("tiles");
     if (!resp.ok) { box.replaceChildren(el("p", { class: "error" }, resp.data.detail || String(resp.status))); return; }
     const status = document.getElementById("ov-status").value;
@@ -43,6 +45,7 @@
     box.replaceChildren(...(shown.length ? shown.map(tile) : [el("p", { class: "hint empty" }, "No site matches.")]));
     document.getElementById("ov-count").textContent = `${shown.length} of ${resp.data.total} sites`;
     window.__overviewLoaded = (window.__overviewLoaded || 0) + 1;
+    painted("overview-painted");
   }
   function soon() { clearTimeout(timer); timer = setTimeout(() => { toUrl(); load(); }, 150); }
 
