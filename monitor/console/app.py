@@ -67,7 +67,7 @@ class Console:
 
 
 def create_app(*, config: SiteConfig, users_path: Path, secure_cookies: bool = False,
-               session_lifetime: float = DEFAULT_LIFETIME, poll_interval: float = 0.1,
+               session_lifetime: float = DEFAULT_LIFETIME, poll_interval: float = 0.05,
                action_wait: float = 5.0, limiter: LoginLimiter | None = None, database: str | None = None
                ) -> FastAPI:
     """The console app for ``config``'s daemon file, or (``database``, a ``postgresql://`` URL) for the county
