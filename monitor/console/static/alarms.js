@@ -198,8 +198,8 @@
   // widened once that is on screen. Scrolling moves the window; the keyboard, selection, "acknowledge all
   // shown" and the counts work on the whole list (`shown`), never on what happens to be drawn.
   const WHOLE = 100, AROUND = 30, NEAR = 3;
-  let rowHeight = 60;  // px, the drawn rows' mean, measured after each paint
-  let bodyTop = null;  // px from the document's top to the tbody's, measured after each paint
+  let rowHeight = 60;  // px, the drawn rows' mean, measured once a new list is on screen
+  let bodyTop = null;  // px from the document's top to the tbody's, measured then and at each scroll
   let from = 0, to = 0;  // shown[from, to) are drawn
   let around = null;  // a row index the next window must hold (the keyboard moved there)
   let narrow = true;  // the next draw is of a new list: NEAR rows around the viewport, widened after the paint
