@@ -190,71 +190,9 @@
     }
   }
 
-  // ---- the window: a long list keeps in the table only the rows near the viewport ----
-  // Styling and laying out one alarm row costs the browser one to two milliseconds on a small, busy machine, so
-  // 1,000 rows cannot be drawn in 150 ms: past WHOLE rows the table holds the rows in the viewport and AROUND
-  // more on each side, and two spacer rows stand for the others (their height: the drawn rows' mean height
-  // times how many). A new list (the snapshot, a filter) is first drawn with NEAR rows on each side and
-  // widened once that is on screen. Scrolling moves the window; the keyboard, selection, "acknowledge all
-  // shown" and the counts work on the whole list (`shown`), never on what happens to be drawn.
-  const WHOLE = 100, AROUND = 30, NEAR = 3;
-  let rowHeight = 60;  // px, the drawn rows' mean, measured once a new list is on screen
-  let bodyTop = null;  // px from the document's top to the tbody's, measured then and at each scroll
-  let from = 0, to = 0;  // shown[from, to) are drawn
-  let around = null;  // a row index the next window must hold (the keyboard moved there)
-  let narrow = true;  // the next draw is of a new list: NEAR rows around the viewport, widened after the paint
-  const spacers = [0, 1].map(() => {
-    const td = el("td", { colspan: 11 });
-    return { tr: el("tr", { class: "spacer", "aria-hidden": "true" }, td), td };
-  });
-  function range(margin) {
-    const n = shown.length;
-    if (n <= WHOLE) return [0, n];
-    let first, last;
-    if (around !== null) { first = last = around; around = null; }
-    else {
-      const top = bodyTop ?? 0;
-      first = Math.floor((window.scrollY - top) / rowHeight);
-      last = Math.ceil((window.scrollY + window.innerHeight - top) / rowHeight);
-    }
-    first = Math.max(0, Math.min(n - 1, first));
-    last = Math.max(first, Math.min(n - 1, last));
-    return [Math.max(0, first - margin), Math.min(n, last + margin + 1)];
-  }
-  function draw(body, margin) {
-    [from, to] = range(margin);
-    const trs = shown.slice(from, to).map(rowFor);
-    spacers[0].td.style.height = `${from * rowHeight}px`;
-    spacers[1].td.style.height = `${(shown.length - to) * rowHeight}px`;
-    patch(body, shown.length > WHOLE ? [spacers[0].tr, ...trs, spacers[1].tr] : trs);
-    body.dataset.shown = String(shown.length);
-    body.dataset.drawn = `${from}-${to}`;
-  }
-  function afterPaint() {  // layout is clean now: reading it costs nothing
-    const body = document.getElementById("alarm-rows");
-    bodyTop = body.getBoundingClientRect().top + window.scrollY;
-    if (to - from >= 2) {
-      const first = built.get(shown[from].alarm), last = built.get(shown[to - 1].alarm);
-      if (first && last && first.tr.isConnected && last.tr.isConnected) {
-        const h = (last.tr.getBoundingClientRect().bottom - first.tr.getBoundingClientRect().top) / (to - from);
-        if (h > 0) rowHeight = h;
-      }
-    }
-    if (shown.length > WHOLE) { draw(body, AROUND); mark("alarms-widened"); }
-  }
-  let scrolling = false;
-  window.addEventListener("scroll", () => {
-    if (scrolling || shown.length <= WHOLE) return;
-    scrolling = true;
-    requestAnimationFrame(() => {
-      scrolling = false;
-      const body = document.getElementById("alarm-rows");
-      bodyTop = body.getBoundingClientRect().top + window.scrollY;  // nothing changed since the last frame: cheap
-      const [a, b] = range(AROUND);
-      // again once the viewport comes within half the margin of the drawn rows' edge
-      if (a + AROUND / 2 < from || b - AROUND / 2 > to) draw(body, AROUND);
-    });
-  }, { passive: true });
+  // past 100 rows only those near the viewport are in the table (alarm_window.js)
+  const win = AlarmWindow.create(document.getElementById("alarm-rows"), rowFor, patch);
+  let narrow = true;  // the next draw is of a new list: a few rows around the viewport, widened after the paint
 
   let lastRender = -Infinity;
   function render() {
@@ -269,11 +207,10 @@
       for (const a of [...selected]) if (!ids.has(a)) selected.delete(a);
     }
     const body = document.getElementById("alarm-rows");
-    if (shown.length) draw(body, narrow ? NEAR : AROUND);
+    if (shown.length) win.draw(shown, narrow);
     else {
-      from = to = 0;
+      win.draw([], false);
       body.replaceChildren(el("tr", {}, el("td", { colspan: 11, class: "empty" }, "No alarms.")));
-      body.dataset.shown = "0";
     }
     let unacked = 0;
     for (const r of rows.values()) if (r._g === 0) unacked += 1;
@@ -286,7 +223,7 @@
     window.__renders = (window.__renders || 0) + 1;
     mark("alarms-rendered");
     painted("alarms-painted");
-    if (narrow) { narrow = false; requestAnimationFrame(() => setTimeout(afterPaint, 0)); }
+    if (narrow) { narrow = false; requestAnimationFrame(() => setTimeout(win.widen, 0)); }
   }
   // Live changes come in bursts (a storm raises hundreds at once): the first is drawn at once, the rest of a
   // burst at most every 50 ms.
@@ -395,7 +332,7 @@
     if (!b || !b.tr.isConnected) {  // outside the drawn window: draw the window around it first
       const i = shown.findIndex((r) => r.alarm === alarm);
       if (i < 0) return;
-      around = i;
+      win.reveal(i);
       render();
       b = built.get(alarm);
     }
