@@ -22,6 +22,7 @@ import sys
 import time
 from datetime import date, datetime
 from pathlib import Path
+from typing import Any
 
 from config.loader import load_config_or_report
 from config.schema import SiteConfig
@@ -53,6 +54,8 @@ def add_report(p: argparse.ArgumentParser) -> None:
     p.add_argument("--to", dest="last", type=_day, metavar="D", help="last day (local), included")
     p.add_argument("--format", choices=FORMATS, default="pdf")
     p.add_argument("--output", type=Path, metavar="PATH", help="file to write (default: in the current folder)")
+    p.add_argument("--database", metavar="URL", help="the county hub's database (postgresql://…) instead of the "
+                   "site file's historian; --config then names the county file (monitor.read.hub_site)")
     p.set_defaults(func=_report)
     sub = p.add_subparsers(dest="report_command", metavar="SUBCOMMAND")
     a = sub.add_parser("annotate", help="enter the cause and corrective action of an episode")
@@ -124,9 +127,27 @@ def _report(args: argparse.Namespace) -> int:
     else:
         period = latest_period(site, datetime.now().date())
     tmp_dir = Path(args.output).parent if args.output else Path.cwd()
+    database = getattr(args, "database", None)
+    if database is not None:
+        from monitor.stores.hub_record import is_database_url
+
+        if not is_database_url(database):
+            print(f"pretreat: --database {database!r}: expected a postgresql:// URL (the hub's database)",
+                  file=sys.stderr)
+            return 2
     with Progress(f"report {period.label}", unit="step", total=2) as bar:
-        paths = write_periodic(config, site, period, tmp_dir / ".pretreat-report", now=now, formats=(args.format,),
-                               progress=bar)
+        if database is not None:
+            from monitor.stores.readonly import record_errors
+
+            try:
+                paths = _hub_report(database, config, site_id, period, tmp_dir / ".pretreat-report", now,
+                                    args.format, bar)
+            except record_errors() as exc:
+                print(f"pretreat: cannot read the hub's database: {exc}", file=sys.stderr)
+                return 1
+        else:
+            paths = write_periodic(config, site, period, tmp_dir / ".pretreat-report", now=now,
+                                   formats=(args.format,), progress=bar)
     target = Path(args.output) if args.output else Path.cwd() / paths[0].name
     paths[0].replace(target)
     for folder in (paths[0].parent, paths[0].parent.parent, paths[0].parent.parent.parent):
@@ -136,6 +157,30 @@ def _report(args: argparse.Namespace) -> int:
             break
     print(f"{target}: {period.label}")
     return 0
+
+
+def _hub_report(url: str, config: SiteConfig, site_id: str, period: Any, folder: Path, now: float, fmt: str,
+                bar: Any) -> list[Path]:
+    """The periodic report of one county site from the hub's database: the site's record copied into a
+    temporary SQLite file, its aggregates rebuilt from the readings, then the edge's own report code."""
+    import tempfile
+
+    from monitor.read.hub_site import copy_site
+    from monitor.reports.aggregates import DailyAggregator
+    from monitor.reports.days import day_bounds, zone
+    from monitor.reports.schedule import write_periodic
+
+    tz = zone(config.site(site_id).timezone)
+    lo, hi = day_bounds(period.first, tz)[0], day_bounds(period.last, tz)[1]
+    with tempfile.TemporaryDirectory(prefix="pretreat-hub-report-") as tmp:
+        bar.note("copying the site's record from the hub's database")
+        copied = copy_site(url, config, site_id, lo, min(hi, now), Path(tmp) / "record.sqlite")
+        agg = DailyAggregator(path=copied.daemon.historian, config=copied)
+        try:
+            agg.rebuild(lo, hi, site=site_id)
+        finally:
+            agg.close()
+        return write_periodic(copied, copied.site(site_id), period, folder, now=now, formats=(fmt,), progress=bar)
 
 
 def _annotate(args: argparse.Namespace) -> int:
