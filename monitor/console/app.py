@@ -76,6 +76,7 @@ def create_app(*, config: SiteConfig, users_path: Path, secure_cookies: bool = F
         api,
         calibration,
         casefile,
+        county,
         pages,
         reports,
     )
@@ -108,6 +109,7 @@ def create_app(*, config: SiteConfig, users_path: Path, secure_cookies: bool = F
     app.include_router(reports.router)
     app.include_router(reports.nov_router)
     app.include_router(calibration.router)
+    app.include_router(county.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_exception_handler(UsersError, _users_file_broken)

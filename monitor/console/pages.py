@@ -53,6 +53,8 @@ def render(c: Console, s: Session, *, page: str, title: str, script: str, data: 
         nav += [f'<a href="/sites/{html.escape(x.id)}">{html.escape(x.name)}</a>' for x in mine]
     nav += ['<a href="/history">History</a>', '<a href="/reports">Reports</a>', '<a href="/kpi">KPIs</a>',
             '<a href="/calibration">Calibration</a>', '<a href="/health">Health</a>']
+    if isinstance(c.db, str):  # the county hub's database: its edges and journal feed (monitor.console.county)
+        nav.append('<a href="/county">Edges</a>')
     zones = {x.timezone for x in visible_sites(s.user, c.config)}  # times in the sites' zone, else UTC, named
     data = {"timezone": zones.pop() if len(zones) == 1 else "UTC", **(data or {})}
     attrs = " ".join(f'data-{k}="{html.escape(v)}"' for k, v in data.items())

@@ -70,12 +70,34 @@ def county(tmp_path: Path, mosquitto: Mosquitto, postgres: PostgreSQL) -> Iterat
             edge.connect()
             _feed(edge, site, now, high=high)
         assert wait_until(lambda: _stored(postgres) == (80, 6)), (_stored(postgres), hub.log.read_text()[-2000:])
+        # the county page's material: Acme's edge loses a message (edge_gap: judged once the edge has sent
+        # past it by gap_grace) and seals its journal; Bolt's edge dies (its NDEATH: edge_offline)
+        acme, bolt = edges
+        acme.event("seal", 40, ACME, sites=[ACME], hash="ab" * 32, time=now)
+        acme.skip()
+        sent = [int(now * 1000)]
+
+        def gap_raised() -> bool:  # the edge goes on sending (its payload time is the wall clock) until judged
+            sent.append(sent[-1] + 1000)
+            acme.data(ACME, sent[-1])
+            return ("edge_gap", "edge-acme") in _hub_alarms(postgres)
+
+        assert wait_until(gap_raised, interval=0.3), (_hub_alarms(postgres), hub.log.read_text()[-2000:])
+        bolt.close(die=True)
+        assert wait_until(lambda: _hub_alarms(postgres) == [("edge_gap", "edge-acme"), ("edge_offline", "edge-bolt")]
+                          ), (_hub_alarms(postgres), hub.log.read_text()[-2000:])
         with console(config, users, database=postgres.url) as (base, _app):
             yield {"base": base}
     finally:
         for edge in edges:
             edge.close()
         hub.stop()
+
+
+def _hub_alarms(db: PostgreSQL) -> list[tuple[str, str]]:
+    with psycopg.connect(db.url) as conn:
+        return [(k, n) for k, n in conn.execute("SELECT kind, node FROM hub_alarms WHERE cleared_at IS NULL "
+                                                "ORDER BY kind, node").fetchall()]
 
 
 def _login(browser: Any, base: str, user: str) -> Any:
@@ -123,4 +145,47 @@ def test_two_companies_see_their_own_sites_and_the_operator_sees_all(browser: An
         page.goto(base + "/")
         page.wait_for_selector(f'#alarm-rows tr[data-alarm="{BOLT_PH_HIGH}"]')
         page.wait_for_selector(f'#alarm-rows tr[data-alarm="{ACME_PH_HIGH}"][data-state="active-unacknowledged"]')
+        page.close()
+
+
+def _county_rows(page: Any, base: str) -> dict[str, Any]:
+    page.goto(base + "/county")
+    page.wait_for_selector("#c-edges tr[data-node]")
+    page.wait_for_selector("#c-journal tr[data-type]")
+    return {
+        "edges": page.eval_on_selector_all("#c-edges tr", "r => r.map(x => [x.dataset.node, x.dataset.online, "
+                                           "x.dataset.gap, x.children[1].textContent, x.children[2].textContent])"),
+        "alarms": page.eval_on_selector_all("#c-alarms tr", "r => r.map(x => [x.dataset.kind, x.dataset.node, "
+                                            "x.children[2].textContent])"),
+        "journal": page.eval_on_selector_all("#c-journal tr", "r => r.map(x => [x.dataset.type, x.dataset.site])"),
+        "headline": page.inner_text("#c-headline"),
+    }
+
+
+def test_the_county_page_shows_each_company_its_own_edges_and_journal(browser: Any, county: dict[str, Any]) -> None:
+    """The hub's health of the edges (online or not, gaps, last birth and seq) and the journal feed, by role."""
+    base = county["base"]
+    page = _login(browser, base, "op")
+    seen = _county_rows(page, base)
+    assert [e[:4] for e in seen["edges"]] == [["edge-acme", "true", "true", ACME],
+                                              ["edge-bolt", "false", "false", BOLT]]
+    assert "NDEATH (bdSeq 0)" in seen["edges"][1][4], seen
+    assert sorted(seen["alarms"]) == [["edge_gap", "edge-acme", ACME], ["edge_offline", "edge-bolt", BOLT]]
+    assert sorted(seen["journal"]) == [["alarm", ACME], ["alarm", BOLT], ["seal", ACME]]
+    assert "2 edge(s): 1 offline, 1 with missing messages" in seen["headline"]
+    edges = page.request.get(base + "/api/county/edges").json()["edges"]
+    acme = next(e for e in edges if e["node"] == "edge-acme")
+    assert acme["bdseq"] == 0 and acme["born"] is not None and acme["last_seq"] is not None, acme
+    assert "1 Sparkplug message(s) missing" in acme["gap_detail"], acme
+    page.close()
+    for user, mine, node, alarm, journal in (
+            ("acme", ACME, "edge-acme", "edge_gap", [["alarm", ACME], ["seal", ACME]]),
+            ("bolt", BOLT, "edge-bolt", "edge_offline", [["alarm", BOLT]])):
+        page = _login(browser, base, user)
+        seen = _county_rows(page, base)
+        assert [e[0] for e in seen["edges"]] == [node] and seen["edges"][0][3] == mine, seen
+        assert seen["alarms"] == [[alarm, node, mine]], seen
+        assert sorted(seen["journal"]) == journal, seen
+        api = page.request.get(base + "/api/county/journal").json()
+        assert {r["site"] for r in api} == {mine}, api
         page.close()
