@@ -65,8 +65,10 @@ def payloads(messages: int, metrics: int) -> tuple[list[tuple[str, bytes]], list
     return out, rows
 
 
-def hub_run(broker: Mosquitto, db: PostgreSQL, workdir: Path, msgs: list[tuple[str, bytes]], total: int) -> float:
-    """Seconds from the hub's start to its last reading committed (the messages already queued for it)."""
+def hub_run(broker: Mosquitto, db: PostgreSQL, workdir: Path, msgs: list[tuple[str, bytes]], total: int
+            ) -> tuple[float, float]:
+    """Seconds from the hub's start to its last reading committed (the messages already queued for it), and
+    the CPU seconds this process (the hub's threads) spent meanwhile."""
     cfg = hub_config(broker, db, workdir)
     hub = Hub(cfg)
     stop = threading.Event()
@@ -83,29 +85,30 @@ def hub_run(broker: Mosquitto, db: PostgreSQL, workdir: Path, msgs: list[tuple[s
     edge.close()
     hub, stop = Hub(cfg), threading.Event()
     thread = threading.Thread(target=hub.run, args=(stop,))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     thread.start()
     assert wait_until(lambda: hub.counters.readings_inserted >= total, 600, 0.005), hub.counters
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     stop.set()
     thread.join()
-    return elapsed
+    return elapsed, cpu
 
 
-def bare_copy(db: PostgreSQL, rows: list[tuple[object, ...]]) -> float:
+def bare_copy(db: PostgreSQL, rows: list[tuple[object, ...]]) -> tuple[float, float]:
+    """Seconds of one binary COPY of ``rows`` and its commit, and this process's CPU seconds meanwhile."""
     with psycopg.connect(db.url, autocommit=True) as conn:
         conn.execute("TRUNCATE readings")
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         with conn.transaction(), conn.cursor() as cur, cur.copy(
                 "COPY readings (site, channel, time, rseq, value, quality, pretreat_quality, reason, historical,"
                 " node) FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(["text", "text", "timestamptz", "int8", "float8", "int4", "text", "text", "bool", "text"])
             for row in rows:
                 copy.write_row(row)
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu
 
 
-def one_run(messages: int, metrics: int) -> tuple[float, float, str]:
+def one_run(messages: int, metrics: int) -> tuple[float, float, str, float, float]:
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     msgs, rows = payloads(messages, metrics)
     with tempfile.TemporaryDirectory(prefix="bench-hub-") as tmp:
@@ -113,15 +116,15 @@ def one_run(messages: int, metrics: int) -> tuple[float, float, str]:
         broker.start()
         try:
             db.start()
-            hub_s = hub_run(broker, db, Path(tmp), msgs, len(rows))
+            hub_s, hub_cpu = hub_run(broker, db, Path(tmp), msgs, len(rows))
             with psycopg.connect(db.url) as conn:
                 stored = conn.execute("SELECT count(*) FROM readings").fetchone()
             assert stored == (len(rows),), f"{stored} readings stored of {len(rows)}"
-            copy_s = bare_copy(db, rows)
+            copy_s, copy_cpu = bare_copy(db, rows)
         finally:
             db.remove()
             broker.stop()
-    return len(rows) / hub_s, len(rows) / copy_s, load
+    return len(rows) / hub_s, len(rows) / copy_s, load, hub_cpu, copy_cpu
 
 
 def main() -> int:
@@ -133,16 +136,18 @@ def main() -> int:
     print(f"machine: {machine()}\n")
     total = args.messages * args.metrics
     print(f"{args.messages} DDATA messages x {args.metrics} readings = {total:,} readings a run\n")
-    print("| run | load average before (1/5/15 min) | hub readings/s | bare COPY readings/s | ratio |")
-    print("|---|---|---|---|---|")
+    print("| run | load average before (1/5/15 min) | hub readings/s | hub CPU s (wall s) | bare COPY readings/s "
+          "| COPY CPU s (wall s) | ratio |")
+    print("|---|---|---|---|---|---|---|")
     hubs, copies, ratios = [], [], []
     for i in range(args.runs):
-        hub, copy, load = one_run(args.messages, args.metrics)
+        hub, copy, load, hub_cpu, copy_cpu = one_run(args.messages, args.metrics)
         hubs.append(hub)
         copies.append(copy)
         ratios.append(hub / copy)
-        print(f"| {i + 1} | {load} | {hub:,.0f} | {copy:,.0f} | {hub / copy:.2f} |", flush=True)
-    print(f"| median | | **{statistics.median(hubs):,.0f}** | {statistics.median(copies):,.0f} | "
+        print(f"| {i + 1} | {load} | {hub:,.0f} | {hub_cpu:.2f} ({total / hub:.2f}) | {copy:,.0f} | "
+              f"{copy_cpu:.2f} ({total / copy:.2f}) | {hub / copy:.2f} |", flush=True)
+    print(f"| median | | **{statistics.median(hubs):,.0f}** | | {statistics.median(copies):,.0f} | | "
           f"**{statistics.median(ratios):.2f}** |")
     return 0
 

@@ -20,6 +20,7 @@ Usage: ``python bench/bench_hub_fleet.py [--nodes 500] [--channels 10] [--live 6
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -179,7 +180,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             time.sleep(args.live)
             t1, h1, b1 = time.time(), cpu_seconds(hub.pid), cpu_seconds(broker.proc.pid)
             out["live"] = {"latency": latencies(db, t0 + 5, t1 - 2), "hub_cpu": (h1 - h0) / (t1 - t0),
-                           "broker_cpu": (b1 - b0) / (t1 - t0), "hub_rss": rss_mb(hub.pid), "load": os.getloadavg()}
+                           "broker_cpu": (b1 - b0) / (t1 - t0), "hub_rss": rss_mb(hub.pid), "load": os.getloadavg(),
+                           "hub_cpu_s": h1 - h0, "inbox": inbox(work)}
             report(args.run, "live", out)
             # phase 2: node 0's day of backlog beside the others, live
             stop.set()
@@ -200,7 +202,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out["drain"] = {"readings": sent, "drained": drained, "seconds": t3 - t2,
                             "latency": latencies(db, t2, t3 - 2),
                             "hub_cpu": (h3 - h2) / (t3 - t2), "broker_cpu": (b3 - b2) / (t3 - t2),
-                            "hub_rss": rss_mb(hub.pid), "load": os.getloadavg(), "stored_during": count(db) - before}
+                            "hub_rss": rss_mb(hub.pid), "load": os.getloadavg(), "stored_during": count(db) - before,
+                            "hub_cpu_s": h3 - h2, "inbox": inbox(work)}
             report(args.run, "drain", out)
             return out
         finally:
@@ -213,6 +216,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             broker.stop()
 
 
+def inbox(work: Path) -> str:
+    """The hub's inbox from its health file: messages queued now / the most at once / the bound, and how often
+    the network thread waited for room (backpressure)."""
+    try:
+        h = json.loads((work / "hub.json").read_text())
+    except (OSError, ValueError):
+        return "?"
+    return f"{h.get('queued')} / {h.get('inbox_peak')} / {h.get('queue_bound')}, waited {h.get('inbox_full')}"
+
+
 def report(run_no: int, phase: str, r: dict[str, Any]) -> None:
     p = r[phase]
     lat = p["latency"]
@@ -221,8 +234,8 @@ def report(run_no: int, phase: str, r: dict[str, Any]) -> None:
             else f"{len(lat):,} readings; load before {r['load_before'][0]:.1f}")
     load = " / ".join(f"{x:.1f}" for x in p["load"])
     print(f"| {run_no} | {phase} | {load} | {pct(lat, 0.5):.3f} / {pct(lat, 0.99):.3f} / "
-          f"{(max(lat) if lat else float('nan')):.3f} | {p['hub_cpu']:.2f} | {p['hub_rss']:.0f} | "
-          f"{p['broker_cpu']:.2f} | {note} |", flush=True)
+          f"{(max(lat) if lat else float('nan')):.3f} | {p['hub_cpu']:.2f} ({p['hub_cpu_s']:.1f} s) | "
+          f"{p['hub_rss']:.0f} | {p['broker_cpu']:.2f} | {p['inbox']} | {note} |", flush=True)
 
 
 def main() -> int:
@@ -238,9 +251,9 @@ def main() -> int:
     print(f"machine: {machine()}\n{args.nodes} nodes x {args.channels} channels at 1 s "
           f"({args.nodes * args.channels:,} readings/s live); backlog {DAY:,} x {args.channels} at "
           f"{args.backlog_rate:,.0f} readings/s\n")
-    print("| run | phase | load (1/5/15) after | latency p50 / p99 / max s | hub CPU (cores) | hub RSS MB "
-          "| broker CPU (cores) | note |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| run | phase | load (1/5/15) after | latency p50 / p99 / max s | hub CPU cores (CPU s) | hub RSS MB "
+          "| broker CPU (cores) | hub inbox now / peak / bound | note |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for i in range(args.runs):
         args.run = i + 1
         run(args)

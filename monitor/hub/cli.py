@@ -71,7 +71,8 @@ def render(snap: dict[str, Any], age: float) -> str:
              f"{'unavailable: ' + str(snap['database_error']) if snap.get('database_error') else 'ok'}",
              f"  {snap.get('messages', 0)} messages, {snap.get('readings_inserted', 0)} readings stored "
              f"({snap.get('readings_received', 0)} received), {snap.get('rejected', 0)} refused, "
-             f"queue {snap.get('queued', 0)}"]
+             f"queue {snap.get('queued', 0)} (at most {snap.get('queue_bound', '?')}, peak "
+             f"{snap.get('inbox_peak', 0)})"]
     for e in snap.get("edges", []):
         state = "offline (NDEATH)" if e.get("died_at") else "born" if e.get("born_at") else "seen"
         lines.append(f"  edge {e['node']}: {state}, sites {', '.join(e['sites']) or '-'}, bdSeq {e['bdseq']}, "

@@ -46,17 +46,26 @@ class Counters:
     rejected: int = 0
     batches: int = 0
     database_errors: int = 0
+    inbox_full: int = 0
+    """Times the network thread found the inbox full and waited (backpressure: it stops reading the socket)."""
+    inbox_peak: int = 0
+    """The most messages the inbox held at once (bounded by `Hub.inbox`'s maxsize)."""
 
 
 class Hub:
     def __init__(self, cfg: HubConfig) -> None:
         self.cfg = cfg
         self.store = Store(cfg.database_url)
-        self.inbox: queue.Queue[tuple[int, mqtt.MQTTMessage, Batch]] = queue.Queue()
+        # Bounded: a conforming broker never has more than `receive_maximum` messages unacknowledged with this
+        # hub (MQTT 5 Receive Maximum; mosquitto 2.0 honours it, checked), so the inbox cannot hold more. Should
+        # a broker send more, the network thread waits for room instead of growing the inbox: it stops reading
+        # the socket, TCP pushes back to the broker, which keeps the messages in the hub's session (nothing lost).
+        self.inbox: queue.Queue[tuple[int, mqtt.MQTTMessage, Batch]] = queue.Queue(maxsize=cfg.receive_maximum)
         self.counters = Counters()
         self.connected = False
         self.database_error: str | None = None
         self._generation = 0
+        self._stopping = False
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=cfg.client_id, protocol=mqtt.MQTTv5,
                                   manual_ack=True)
         self.client.on_connect = self._on_connect
@@ -82,32 +91,63 @@ class Hub:
 
     def _on_message(self, _c: Any, _u: Any, msg: mqtt.MQTTMessage) -> None:
         # decoded here, in the network thread: it overlaps the writer's wait on PostgreSQL
-        self.inbox.put((self._generation, msg, self.decode([msg])))
+        item = (self._generation, msg, self.decode([msg]))
+        try:
+            self.inbox.put_nowait(item)
+        except queue.Full:
+            self.counters.inbox_full += 1
+            while not self._stopping:  # backpressure (see __init__): the writer frees room within one batch
+                try:
+                    self.inbox.put(item, timeout=0.5)
+                    break
+                except queue.Full:
+                    continue  # stopping: left unacknowledged, the broker redelivers it to the next start
+        self.counters.inbox_peak = max(self.counters.inbox_peak, self.inbox.qsize())
 
     # -- the writer (the thread that runs `run`) -----------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
-        """Until ``stop`` is set: batches in, commits, acknowledgements, the health check and file."""
+        """Until ``stop`` is set: batches in, commits, acknowledgements; the health check and file in a thread
+        of their own (`_health_loop`)."""
         props = Properties(PacketTypes.CONNECT)
         props.SessionExpiryInterval = self.cfg.session_expiry
         props.ReceiveMaximum = self.cfg.receive_maximum
-        self._connect_database(stop)
-        self.client.connect_async(self.cfg.broker_host, self.cfg.broker_port, keepalive=self.cfg.keepalive,
-                                  clean_start=False, properties=props)
-        self.client.loop_start()
-        next_health = 0.0
+        checker = threading.Thread(target=self._health_loop, args=(stop,), name="hub-health", daemon=True)
+        checker.start()
         try:
+            self._connect_database(stop)
+            self.client.connect_async(self.cfg.broker_host, self.cfg.broker_port, keepalive=self.cfg.keepalive,
+                                      clean_start=False, properties=props)
+            self.client.loop_start()
             while not stop.is_set():
                 taken = self._take()
                 if taken:
                     self._commit(taken, stop)
-                if time.monotonic() >= next_health:
-                    self._health()
-                    next_health = time.monotonic() + self.cfg.health_interval
         finally:
+            self._stopping = True
+            stop.set()
+            checker.join()
             self.client.disconnect()
             self.client.loop_stop()
             self.store.close()
-            self._health(stopped=True)
+            self._health(None, stopped=True)
+
+    def _health_loop(self, stop: threading.Event) -> None:
+        """Every ``health_interval``: the edges' health evaluated and the health file written, on a connection
+        of its own. Not in the writer: at 500 edges one evaluation takes PostgreSQL a good part of a second
+        (the seq holes of ~300,000 message rows), which in the writer's thread stalled ingest every time."""
+        conn: psycopg.Connection[Any] | None = None
+        try:
+            while not stop.is_set():
+                if conn is None and self.store.conn is not None:  # the writer reached the database: so may we
+                    try:
+                        conn = psycopg.connect(self.cfg.database_url, connect_timeout=5, autocommit=True)
+                    except psycopg.Error as exc:
+                        log.warning("health check: database unavailable: %s", str(exc).strip()[:200])
+                conn = self._health(conn)
+                stop.wait(self.cfg.health_interval)
+        finally:
+            if conn is not None:
+                conn.close()
 
     def _take(self) -> list[tuple[int, mqtt.MQTTMessage, Batch]]:
         try:
@@ -131,7 +171,6 @@ class Hub:
                 return
             except psycopg.Error as exc:
                 self._database_down(exc)
-                self._health()  # the store is closed: the file says the database is down, while it is
                 stop.wait(1.0)
 
     def _database_down(self, exc: Exception) -> None:
@@ -155,7 +194,6 @@ class Hub:
                 break
             except psycopg.Error as exc:
                 self._database_down(exc)
-                self._health()  # the store is closed: the file says the database is down, while it is
                 stop.wait(1.0)
         else:
             return  # stopping: nothing acknowledged, the broker redelivers it all to the next start
@@ -200,25 +238,30 @@ class Hub:
             b.device_births.append((topic.node, topic.device))
             b.channels.extend(sparkplug.channels(payload, topic.node, topic.device))
         elif topic.kind == "DDATA" and topic.device:
-            rows, refused = sparkplug.readings(payload, topic.node, topic.device, msg.topic)
+            rows, refused = sparkplug.readings(payload, topic.node, topic.device, msg.topic, b.months)
             b.readings.extend(rows)
             b.rejects.extend((msg.topic, reason, None) for reason in refused)
 
     # -- health ------------------------------------------------------------------------------------------
-    def _health(self, *, stopped: bool = False) -> None:
+    def _health(self, conn: psycopg.Connection[Any] | None, *, stopped: bool = False
+                ) -> psycopg.Connection[Any] | None:
+        """Evaluate the edges on ``conn`` (if any) and write the health file; returns the connection, or None
+        when it failed (it is then closed, and the health loop makes a new one)."""
         states: list[edges.EdgeState] = []
         alarms: list[dict[str, Any]] = []
-        conn = self.store.conn
         if conn is not None and not stopped:
             try:
                 states = edges.evaluate(conn, edge_silence=self.cfg.edge_silence, gap_grace=self.cfg.gap_grace)
                 alarms = edges.open_alarms(conn)
             except psycopg.Error as exc:
-                self._database_down(exc)
+                log.warning("health check failed: %s", str(exc).strip()[:200])
+                conn.close()
+                conn = None
         snapshot = {
             "state": "stopped" if stopped else "running", "hub": self.cfg.client_id, "group": self.cfg.group,
             "pid": os.getpid(), "at": time.time(), "broker_connected": self.connected,
-            "database_error": self.database_error, "queued": self.inbox.qsize(), **asdict(self.counters),
+            "database_error": self.database_error, "queued": self.inbox.qsize(),
+            "queue_bound": self.inbox.maxsize, **asdict(self.counters),
             "edges": [_edge_json(e) for e in states], "alarms": alarms,
         }
         path = self.cfg.health_file
@@ -226,6 +269,7 @@ class Hub:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(snapshot, indent=1))
         tmp.replace(path)
+        return conn
 
 
 def _edge_json(e: edges.EdgeState) -> dict[str, Any]:

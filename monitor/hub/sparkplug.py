@@ -70,26 +70,42 @@ def bd_seq(payload: Any, topic: str) -> int:
     raise BadMessage(f"{topic}: no bdSeq metric")
 
 
-def readings(payload: Any, node: str, site: str, topic: str) -> tuple[list[tuple[Any, ...]], list[str]]:
-    """DDATA metrics as rows in `READING_COLUMNS` order, and the reasons of the metrics refused.
+GOOD_KEYS = [c.QUALITY, c.PRETREAT_QUALITY, c.RSEQ]
+BAD_KEYS = [c.QUALITY, c.PRETREAT_QUALITY, c.REASON, c.RSEQ]
+"""The property names of a good and of a bad reading in the order the edge writes them
+(`monitor.uplink.payloads`): read by position when a metric's keys are exactly these."""
+
+
+def month_start(t: dt.datetime) -> dt.datetime:
+    """The first instant of ``t``'s month, UTC (the ``readings`` partition it belongs to)."""
+    t = t.astimezone(dt.UTC)
+    return dt.datetime(t.year, t.month, 1, tzinfo=dt.UTC)
+
+
+def readings(payload: Any, node: str, site: str, topic: str, months: set[dt.datetime] | None = None
+             ) -> tuple[list[tuple[Any, ...]], list[str]]:
+    """DDATA metrics as rows in `READING_COLUMNS` order, and the reasons of the metrics refused; the month
+    starts of the rows' times are added to ``months`` (the partitions the rows need).
 
     A bad-quality sample arrives as ``is_null`` with its "reason": stored with a NULL value, never a number.
-    The hot path of the hub (one call a reading): the contract's four properties are read by name with their
-    contract types, not through the generic `properties`, which costs twice as much."""
+    The hot path of the hub (one pass a reading; each protobuf attribute read costs ~0.3 µs here): the
+    properties are read by position when their names are the edge's (`GOOD_KEYS`, `BAD_KEYS`), by name
+    otherwise, and one datetime is made per distinct timestamp of the message (the channels of one poll share
+    it), which together took the decoding from ~13 to ~6 µs a reading (bench/bench_hub.py)."""
     rows: list[tuple[Any, ...]] = []
     refused: list[str] = []
+    times: dict[int, dt.datetime] = {}
     for m in payload.metrics:
         props = m.properties
-        rseq = quality = pq = reason = None
-        for key, v in zip(props.keys, props.values, strict=False):
-            if key == c.RSEQ:
-                rseq = v.long_value
-            elif key == c.QUALITY:
-                quality = v.int_value
-            elif key == c.PRETREAT_QUALITY:
-                pq = v.string_value
-            elif key == c.REASON:
-                reason = v.string_value
+        keys = props.keys
+        if keys == GOOD_KEYS:
+            pq_v, rs_v = props.values[1:3]
+            quality, pq, reason, rseq = props.values[0].int_value, pq_v.string_value, None, rs_v.long_value
+        elif keys == BAD_KEYS:
+            q_v, pq_v, re_v, rs_v = props.values
+            quality, pq, reason, rseq = q_v.int_value, pq_v.string_value, re_v.string_value, rs_v.long_value
+        else:
+            quality, pq, reason, rseq = _by_name(props)
         name, t_ms = m.name, m.timestamp
         if not name or rseq is None or not t_ms:
             refused.append(f"{topic}: metric {name or m.alias!r} lacks a name, a timestamp or its rseq property")
@@ -105,9 +121,28 @@ def readings(payload: Any, node: str, site: str, topic: str) -> tuple[list[tuple
             elif value is not None and not isinstance(value, float | int):
                 refused.append(f"{topic}: metric {name!r} has a non-numeric value {value!r}")
                 continue
-        rows.append((site, name, EPOCH + dt.timedelta(milliseconds=t_ms), rseq, value, quality, pq, reason,
-                     m.is_historical, node))
+        t = times.get(t_ms)
+        if t is None:
+            t = times[t_ms] = EPOCH + dt.timedelta(milliseconds=t_ms)
+            if months is not None:
+                months.add(month_start(t))
+        rows.append((site, name, t, rseq, value, quality, pq, reason, m.is_historical, node))
     return rows, refused
+
+
+def _by_name(props: Any) -> tuple[int | None, str | None, str | None, int | None]:
+    """(Quality, pretreat_quality, reason, rseq) of a property set in any order, None where absent."""
+    rseq = quality = pq = reason = None
+    for key, v in zip(props.keys, props.values, strict=False):
+        if key == c.RSEQ:
+            rseq = v.long_value
+        elif key == c.QUALITY:
+            quality = v.int_value
+        elif key == c.PRETREAT_QUALITY:
+            pq = v.string_value
+        elif key == c.REASON:
+            reason = v.string_value
+    return quality, pq, reason, rseq
 
 
 def channels(payload: Any, node: str, site: str) -> list[tuple[Any, ...]]:

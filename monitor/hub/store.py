@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
-from monitor.hub.sparkplug import READING_COLUMNS
+from monitor.hub.sparkplug import READING_COLUMNS, month_start
 from monitor.stores.hub_record import create_views
 
 SCHEMA_LOCK = 0x70726574  # advisory lock key: two hubs starting together create the schema once
@@ -78,16 +77,14 @@ class Batch:
     """(node, Sparkplug seq, payload timestamp ms) of each message that carries a seq."""
     seen: set[str] = field(default_factory=set)
     rejects: list[tuple[str, str, bytes | None]] = field(default_factory=list)
+    months: set[dt.datetime] = field(default_factory=set)
+    """The month starts of the readings' times (the partitions they need), gathered while decoding."""
 
     def extend(self, other: Batch) -> None:
         for name in ("readings", "channels", "events", "births", "deaths", "device_births", "seqs", "rejects"):
             getattr(self, name).extend(getattr(other, name))
         self.seen |= other.seen
-
-
-def month_start(t: dt.datetime) -> dt.datetime:
-    t = t.astimezone(dt.UTC)
-    return dt.datetime(t.year, t.month, 1, tzinfo=dt.UTC)
+        self.months |= other.months
 
 
 class Store:
@@ -127,11 +124,13 @@ class Store:
             finally:
                 self.conn = None
 
-    def _partitions(self, conn: psycopg.Connection[Any], rows: Iterable[tuple[Any, ...]]) -> None:
-        """Create the month partitions the rows need (under an advisory lock: another hub may be making it)."""
+    def _partitions(self, conn: psycopg.Connection[Any], rows: list[tuple[Any, ...]],
+                    months: set[dt.datetime]) -> None:
+        """Create the month partitions the rows need (under an advisory lock: another hub may be making it).
+        ``months``: theirs as the decoder gathered them (a batch built otherwise has none: computed here)."""
         if self.timescale:
             return
-        for month in {month_start(r[2]) for r in rows} - self._months:
+        for month in (months or {month_start(r[2]) for r in rows}) - self._months:
             nxt = (month + dt.timedelta(days=32)).replace(day=1)
             name = f"readings_y{month.year}m{month.month:02d}"
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK + 1,))
@@ -146,7 +145,7 @@ class Store:
             raise psycopg.OperationalError("not connected")
         try:
             with conn.transaction(), conn.cursor() as cur:
-                inserted = self._write_readings(conn, cur, batch.readings)
+                inserted = self._write_readings(conn, cur, batch.readings, batch.months)
                 self._write_record(cur, batch)
         except BaseException:
             self._months.clear()  # a partition made in the failed transaction was rolled back with it
@@ -160,10 +159,10 @@ class Store:
         return inserted
 
     def _write_readings(self, conn: psycopg.Connection[Any], cur: psycopg.Cursor[Any],
-                        rows: list[tuple[Any, ...]]) -> int:
+                        rows: list[tuple[Any, ...]], months: set[dt.datetime]) -> int:
         if not rows:
             return 0
-        self._partitions(conn, rows)
+        self._partitions(conn, rows, months)
         # Nearly every batch is new readings: COPY them straight into `readings` (as fast as the database takes
         # rows). A duplicate (a redelivery, a replayed backlog, another hub's commit of the same message) fails
         # that COPY as a whole: its savepoint is rolled back, and the rows go through the staging table and the

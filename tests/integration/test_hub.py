@@ -192,3 +192,22 @@ def test_bad_messages_are_refused_with_their_reason(hubs: Any, edges: Any, postg
         reasons = [r for (r,) in conn.execute("SELECT reason FROM hub_rejects ORDER BY id")]
     assert "not a Sparkplug B payload" in reasons[0] and "not JSON" in reasons[1]
     assert "must be episode, alarm or seal" in reasons[2]
+
+
+def test_the_inbox_stays_within_the_receive_maximum_while_the_database_is_down(hubs: Any, edges: Any,
+                                                                              postgres: PostgreSQL) -> None:
+    """A hub that cannot commit holds at most ``receive_maximum`` messages (the broker keeps the rest in the
+    hub's session, MQTT 5 Receive Maximum), and when the database is back every reading arrives once."""
+    hub = hubs("hub-a", receive_maximum=20, max_batch=5)
+    e1 = edges("e1", ["acme", "bolt"])
+    publish(e1, NOV_30_235900, 10)
+    assert wait_until(lambda: count(postgres) == 60)
+    postgres.stop()
+    publish(e1, NOV_30_235900 + 10_000, 150)  # 300 messages, the broker PUBACKs the edge for each
+    assert wait_until(lambda: hub.snapshot().get("database_error") and hub.snapshot().get("queued", 0) >= 10)
+    snap = hub.snapshot()  # inbox_peak: the most the inbox ever held (the hub's own count, at each put)
+    assert snap["queue_bound"] == 20 and snap["queued"] <= 20 and snap["inbox_peak"] <= 20, snap
+    postgres.start()
+    assert_exactly_once(postgres, e1.sent)
+    assert wait_until(lambda: hub.snapshot().get("batches", 0) >= 300 // 5)
+    assert hub.snapshot()["inbox_peak"] <= 20, hub.snapshot()
