@@ -18,6 +18,7 @@ transaction as its content, and any hub (or `pretreat hub status`) evaluates the
 from __future__ import annotations
 
 import datetime as dt
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,10 @@ import psycopg
 
 GAP_WINDOW = 600.0
 """s of message rows examined for holes (and kept): a hole older than this was already alarmed."""
+GAP_SHARE = 0.1
+"""The share of wall time the hole count may keep PostgreSQL busy: after a count that took d s the next waits
+at least d / GAP_SHARE s (a 500-edge county keeps ~300,000 message rows in the window; counting them every
+2 s kept the database busy most of the time, beside the hub's own COPY: bench/bench_hub_fleet.py, py-spy)."""
 
 
 @dataclass(frozen=True)
@@ -74,18 +79,40 @@ signed seq steps (-128..127) in the edge's order (its payload timestamps); only 
 about 300,000 message rows in the window, which fetched into the hub every few seconds stalled its ingest."""
 
 
-def edge_states(conn: psycopg.Connection[Any], gap_grace: float) -> list[EdgeState]:
+class GapCounter:
+    """The holes of every edge (`GAPS`), counted anew at most as often as `GAP_SHARE` allows; in between the
+    last count stands (the offline checks, which cost nothing, still run every time)."""
+
+    def __init__(self) -> None:
+        self.gaps: dict[str, int] = {}
+        self.next_at = 0.0
+        self.last_seconds = 0.0
+
+    def count(self, conn: psycopg.Connection[Any], gap_grace: float) -> dict[str, int]:
+        now = time.monotonic()
+        if now >= self.next_at:
+            rows = conn.execute(GAPS, {"window": GAP_WINDOW, "grace_ms": gap_grace * 1000}).fetchall()
+            self.gaps = {node: int(n or 0) for node, n in rows}
+            self.last_seconds = time.monotonic() - now
+            self.next_at = now + self.last_seconds / GAP_SHARE
+        return self.gaps
+
+
+def edge_states(conn: psycopg.Connection[Any], gap_grace: float, counter: GapCounter | None = None
+                ) -> list[EdgeState]:
     rows = conn.execute("SELECT node, sites, bdseq, born_at, died_at, last_seen FROM edges ORDER BY node").fetchall()
-    gaps = dict(conn.execute(GAPS, {"window": GAP_WINDOW, "grace_ms": gap_grace * 1000}).fetchall())
+    gaps = (counter or GapCounter()).count(conn, gap_grace)
     return [EdgeState(node, list(sites), bdseq, born_at, died_at, last_seen, int(gaps.get(node) or 0))
             for node, sites, bdseq, born_at, died_at, last_seen in rows]
 
 
-def evaluate(conn: psycopg.Connection[Any], *, edge_silence: float, gap_grace: float) -> list[EdgeState]:
-    """Raise and clear the hub's alarms from the edges' states, in one transaction; returns the states."""
+def evaluate(conn: psycopg.Connection[Any], *, edge_silence: float, gap_grace: float,
+             counter: GapCounter | None = None) -> list[EdgeState]:
+    """Raise and clear the hub's alarms from the edges' states, in one transaction; returns the states.
+    ``counter``: the hub's `GapCounter`, which spaces the hole counts (without one, they are counted now)."""
     with conn.transaction():
         now = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
-        states = edge_states(conn, gap_grace)
+        states = edge_states(conn, gap_grace, counter)
         wanted = []
         for e in states:
             wanted.append(("edge_offline", e, _offline_reason(e, now, edge_silence)))

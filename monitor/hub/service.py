@@ -55,7 +55,8 @@ class Counters:
 class Hub:
     def __init__(self, cfg: HubConfig) -> None:
         self.cfg = cfg
-        self.store = Store(cfg.database_url)
+        # an edge's last_seen at most every 2 s (a tenth of `edge_silence` if less): silence is judged to that
+        self.store = Store(cfg.database_url, seen_every=min(2.0, cfg.edge_silence / 10))
         # Bounded: a conforming broker never has more than `receive_maximum` messages unacknowledged with this
         # hub (MQTT 5 Receive Maximum; mosquitto 2.0 honours it, checked), so the inbox cannot hold more. Should
         # a broker send more, the network thread waits for room instead of growing the inbox: it stops reading
@@ -66,6 +67,7 @@ class Hub:
         self.database_error: str | None = None
         self._generation = 0
         self._stopping = False
+        self._gaps = edges.GapCounter()
         self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=cfg.client_id, protocol=mqtt.MQTTv5,
                                   manual_ack=True)
         self.client.on_connect = self._on_connect
@@ -251,7 +253,8 @@ class Hub:
         alarms: list[dict[str, Any]] = []
         if conn is not None and not stopped:
             try:
-                states = edges.evaluate(conn, edge_silence=self.cfg.edge_silence, gap_grace=self.cfg.gap_grace)
+                states = edges.evaluate(conn, edge_silence=self.cfg.edge_silence, gap_grace=self.cfg.gap_grace,
+                                        counter=self._gaps)
                 alarms = edges.open_alarms(conn)
             except psycopg.Error as exc:
                 log.warning("health check failed: %s", str(exc).strip()[:200])

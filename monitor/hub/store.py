@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,11 +91,14 @@ class Batch:
 class Store:
     """One connection of one hub; `write` is the batch's single transaction (commit or nothing)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, seen_every: float = 0.0) -> None:
+        """``seen_every``: s between two updates of one edge's ``last_seen`` (0: after every batch)."""
         self.url = url
         self.conn: psycopg.Connection[Any] | None = None
         self.timescale = False
         self._months: set[dt.datetime] = set()
+        self.seen_every = seen_every
+        self._seen_at: dict[str, float] = {}
 
     def connect(self) -> None:
         self.close()
@@ -150,12 +154,15 @@ class Store:
         except BaseException:
             self._months.clear()  # a partition made in the failed transaction was rolled back with it
             raise
-        if batch.seen:
+        now = time.monotonic()
+        due = sorted(n for n in batch.seen if now - self._seen_at.get(n, -1e9) >= self.seen_every)
+        if due:
             # after the commit, in a statement of its own: every batch of every hub touches these rows, and
-            # holding their locks through the batch's transaction would make the hubs take turns
+            # holding their locks through the batch's transaction would make the hubs take turns; at most every
+            # `seen_every` s per edge (each is a commit of its own: one after every batch cost a tenth of ingest)
             conn.execute("INSERT INTO edges (node, last_seen) SELECT unnest(%s::text[]), now() ON CONFLICT (node) "
-                         "DO UPDATE SET last_seen = greatest(edges.last_seen, EXCLUDED.last_seen)",
-                         (sorted(batch.seen),))
+                         "DO UPDATE SET last_seen = greatest(edges.last_seen, EXCLUDED.last_seen)", (due,))
+            self._seen_at.update(dict.fromkeys(due, now))
         return inserted
 
     def _write_readings(self, conn: psycopg.Connection[Any], cur: psycopg.Cursor[Any],
