@@ -33,12 +33,16 @@ from tests.support import eventually, free_port
 
 DEVICES = ("healthy", "silent", "exception", "garbage", "restart")
 POLL, TIMEOUT = 0.5, 0.4
+# the healthy neighbour's own reply timeout: long enough that a loaded machine (make test-loaded, load 16) never
+# makes its replies late; the silent device's 0.4 s timeouts are what must not reach it
+HEALTHY_TIMEOUT = 3.0
 FAULT_FOR = 2.5  # s each fault lasts (the restart keeps its server down for DOWN of it)
 DOWN = 2.0
 
 
 def fault_site(tmp_path: Path) -> Path:
-    instruments = [tcp_instrument(d, port=free_port(), poll=POLL, timeout=TIMEOUT) for d in DEVICES]
+    instruments = [tcp_instrument(d, port=free_port(), poll=POLL,
+                                  timeout=HEALTHY_TIMEOUT if d == "healthy" else TIMEOUT) for d in DEVICES]
     channels = []
     for d in DEVICES:
         channels.append(channel(f"{d}_flow", instrument=d, kind="flow", unit="gpm", point="flow_rate",
@@ -110,7 +114,8 @@ async def test_each_device_fault_is_recorded_poll_for_poll_and_recovers(tmp_path
     healthy = channels["healthy_flow"]
     assert all(r.good for r in healthy)
     gaps = [b.time - a.time for a, b in itertools.pairwise(healthy)]
-    assert max(gaps) < 2 * POLL + TIMEOUT, max(gaps)
+    max_gap = config.site(SITE).channel("healthy_flow").max_gap  # no hole in its record, as the rules see it
+    assert max(gaps) <= max_gap, (max(gaps), max_gap)
     for d in DEVICES:
         after = [r for r in channels[f"{d}_flow"] if r.time > t_clear + 2.0]
         assert len(after) >= 2 and all(r.good for r in after), (d, after[:3])
