@@ -67,7 +67,7 @@ def render(check: RecordCheck) -> str:
     lines += [f"note: {f.line()}" for f in s.findings if not f.problem]
     rate = f", {s.readings / s.seconds:,.0f} readings/s" if s.seconds > 0 and s.readings else ""
     seals = (f"seals {'intact' if not bad else 'NOT intact'}: {s.seals} day seals over {s.readings} readings, "
-             f"{s.episode_events} episode events{rate}"
+             f"{s.episode_events} episode events{rate}" + (f", minute indexes by {s.engine}" if s.readings else "")
              + (f", {s.purged} seals of days purged by retention not recomputed" if s.purged else ""))
     if chain.ok:
         summary = f"journal intact: {chain.records} records; {seals}; head {seq}:{digest}"

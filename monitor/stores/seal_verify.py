@@ -13,7 +13,7 @@ import multiprocessing
 import sqlite3
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,17 +29,20 @@ from monitor.stores.seals import (
     RETENTION,
     SEAL,
     SEALING_STARTED,
+    day_index,
     digest_of,
     episode_columns,
     episode_payload,
+    file_uri,
     legacy_episode_digest,
-    minute_index,
+    native_available,
     parse_index,
-    read_day,
+    scan_engine,
 )
 
 _MAX_LATE_LISTED = 20
 _PARALLEL_FROM = 1_000_000  # sealed readings from which worker processes pay for their start-up
+_THREADS_FROM = 100_000  # the same for threads (the C scanner releases the GIL): they cost next to nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,7 @@ class SealReport:
     episode_events: int = 0
     seconds: float = 0.0
     purged: int = 0  # seals of days purged by retention, not recomputed
+    engine: str = ""  # the path that recomputed the minute indexes (`monitor.stores.seals.scan_engine`)
 
     @property
     def ok(self) -> bool:
@@ -83,10 +87,11 @@ def verify_seals(conn: sqlite3.Connection, *, last: int | None = None, path: Pat
                  jobs: int = 1) -> SealReport:
     """Recompute every seal (or only the ``last`` N) and compare the episode events with their records.
 
-    With ``jobs`` > 1 and the file's ``path``, the day seals are recomputed by that many worker processes
-    (each its own read-only connection): reading rows into Python is the cost, one core's worth at a time."""
+    With ``jobs`` > 1 and the file's ``path``, the day seals are recomputed by that many threads (the C
+    scanner, which releases the GIL) or, on the Python path, worker processes (each its own read-only
+    connection): reading rows into Python is the cost there, one core's worth at a time."""
     started = time.perf_counter()
-    report = SealReport(findings=[])
+    report = SealReport(findings=[], engine=scan_engine())
     if not _has(conn, "journal"):
         return report
     seals = list(_seal_records(conn, last))
@@ -96,10 +101,16 @@ def verify_seals(conn: sqlite3.Connection, *, last: int | None = None, path: Pat
         kept = [(seq, p) for seq, p in seals if float(p["start"]) >= float(cutoff)]
         report.purged = len(seals) - len(kept)
         seals = kept
-    if jobs > 1 and path is not None and sum(int(p["count"]) for _, p in seals) >= _PARALLEL_FROM:
+    native = native_available()
+    if jobs > 1 and path is not None and \
+            sum(int(p["count"]) for _, p in seals) >= (_THREADS_FROM if native else _PARALLEL_FROM):
         parts = [seals[i::jobs] for i in range(jobs)]
-        ctx = multiprocessing.get_context("spawn")  # safe whatever threads the caller runs
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        pool: Executor
+        if native:
+            pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="seal-verify")
+        else:  # spawn: safe whatever threads the caller runs
+            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+        with pool:
             for findings, n_seals, n_readings in pool.map(_check_part, [path] * jobs, parts):
                 report.findings += findings
                 report.seals += n_seals
@@ -137,6 +148,7 @@ def _check_seals(conn: sqlite3.Connection, seals: list[tuple[int, dict[str, Any]
     readings = 0
     ids = {(s, c, u): i for i, s, c, u in conn.execute("SELECT id, site, channel, unit FROM channels")} \
         if _has(conn, "channels") else {}
+    uri = file_uri(conn)
     wanted = [seq for seq, _ in seals]
     stored: dict[int, bytes] = {}
     if _has(conn, "seal_minutes"):
@@ -152,11 +164,10 @@ def _check_seals(conn: sqlite3.Connection, seals: list[tuple[int, dict[str, Any]
                                     f"all {p['count']} sealed readings: the series is gone"))
             continue
         day = float(p["start"])
-        rows = read_day(conn, cid, day, int(p["seq_max"]))
-        readings += len(rows)
-        index = minute_index(rows, day)
-        if len(rows) != p["count"] or digest_of(index) != p["digest"]:
-            findings += _locate(where, p, index, stored.get(seq), len(rows))
+        count, index = day_index(conn, cid, day, int(p["seq_max"]), uri)
+        readings += count
+        if count != p["count"] or digest_of(index) != p["digest"]:
+            findings += _locate(where, p, index, stored.get(seq), count)
         late = conn.execute("SELECT time FROM readings WHERE channel_id = ? AND time >= ? AND time < ? "
                             "AND seq > ? ORDER BY time LIMIT ?",
                             (cid, day, day + DAY, p["seq_max"], _MAX_LATE_LISTED)).fetchall()

@@ -26,11 +26,13 @@ The journal (`alarms.journal`) proves its own records; the evidence an enforceme
 Sealing runs in a background thread (`Sealer.run_once`, its own connections), never on the event loop.
 Verification is `monitor.stores.seal_verify`.
 
-Why the encoding is done here and not by SQLite (``group_concat`` over the day in index order, one string into
-``hashlib``): measured with ``bench/bench_seals.py`` on SQLite 3.40, exact text from SQL costs as much CPU a
-reading as the Python rows it saves (``printf('%!.17g')`` more; its digits come from long double arithmetic,
-so they may differ between platforms), ``group_concat`` has no documented order before SQLite 3.44, and the
-minute index would need a second pass. See the README (Benchmarks) for the figures.
+Where the index is computed: by the C extension `monitor.stores._sealscan` where it is built (setup.py; it
+needs gcc, the Python and SQLite headers at install): one call per channel-day opens the file read-only with the
+SQLite C API, runs `READINGS_SQL` and returns the count and the index, the GIL released meanwhile, ~10× less CPU
+a reading than rows handed to Python. Otherwise (not built, ``PRETREAT_SEALS_PYTHON=1``, or a row the C code
+would not read as Python does) `minute_index` over the rows: the same bytes, slower. `scan_engine` names the
+path (the health snapshot's seal stats, `pretreat journal verify`'s summary). See the README (Seals) for the
+figures of both.
 """
 
 from __future__ import annotations
@@ -40,13 +42,14 @@ import hashlib
 import logging
 import multiprocessing
 import operator
+import os
 import sqlite3
 import struct
 import sys
 import time
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import repeat
@@ -56,6 +59,11 @@ from typing import Any
 
 from alarms.journal import Entry, Journal, append_in_transaction, canonical, head_of
 from monitor.stores.readonly import connect_readonly
+
+try:  # the C scanner (setup.py); absent where it could not be built
+    from monitor.stores import _sealscan as _native
+except ImportError:  # the install had no C compiler or headers
+    _native = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +150,55 @@ def minute_index(rows: list[tuple[Any, ...]], day_start: float) -> bytes:
     return b"".join(out)
 
 
+FORCE_PYTHON_ENV = "PRETREAT_SEALS_PYTHON"  # "1": the Python path even where the C scanner is built
+
+
+def native_available() -> bool:
+    """Whether channel-days are scanned in C: the extension is built and not switched off (`FORCE_PYTHON_ENV`,
+    read at each call so a benchmark or test can compare both paths in one process)."""
+    return _native is not None and os.environ.get(FORCE_PYTHON_ENV, "") != "1"
+
+
+def scan_engine() -> str:
+    """The path that computes minute indexes, for the health snapshot and `pretreat journal verify`."""
+    if _native is None:
+        return "Python (the C scanner is not built: gcc, python3-dev and libsqlite3-dev at install)"
+    if not native_available():
+        return f"Python ({FORCE_PYTHON_ENV}=1)"
+    return f"C (_sealscan, SHA-256 {_native.sha256_impl()}, SQLite {_native.sqlite_version})"
+
+
+def file_uri(conn: sqlite3.Connection) -> str | None:
+    """A read-only URI of the file ``conn`` has open as ``main`` (None: an in-memory or temporary database),
+    for the C scanner's own connection."""
+    for _, name, file in conn.execute("PRAGMA database_list"):
+        if name == "main" and file:
+            return f"{Path(file).resolve().as_uri()}?mode=ro"
+    return None
+
+
+def day_index(conn: sqlite3.Connection, channel_id: int, day_start: float, seq_max: int,
+              uri: str | None = None, *, busy_timeout: float = 30.0) -> tuple[int, bytes]:
+    """(count, minute index) of one channel-day: in C over ``uri`` (default: the file ``conn`` has open)
+    where `native_available`, else (or when the C scanner declines a row it would read differently from
+    Python) `read_day` and `minute_index` on ``conn``. Same bytes either way (tests/unit/test_seal_native.py).
+    The C path reads through its own read-only connection, committed rows only, like ``conn`` outside a
+    transaction; a file it cannot read raises `sqlite3.OperationalError` with SQLite's message."""
+    if native_available():
+        assert _native is not None
+        uri = uri or file_uri(conn)
+        if uri is not None:
+            try:
+                done = _native.scan_day(uri, READINGS_SQL, channel_id, day_start, day_start + DAY, seq_max,
+                                        int(busy_timeout * 1000))
+            except _native.Error as exc:
+                raise sqlite3.OperationalError(str(exc)) from None
+            if done is not None:
+                return int(done[0]), bytes(done[1])
+    rows = read_day(conn, channel_id, day_start, seq_max)
+    return len(rows), minute_index(rows, day_start)
+
+
 def parse_index(blob: bytes) -> dict[int, tuple[int, bytes]]:
     """minute -> (count, digest) from a minute index."""
     return {m: (c, d) for m, c, d in _BUCKET.iter_unpack(blob)}
@@ -217,6 +274,7 @@ class SealStats:
     readings: int = 0
     last_pass_s: float = 0.0
     last_error: str = ""
+    engine: str = ""  # the path the last pass computed its minute indexes with (`scan_engine`)
 
 
 class Sealer:
@@ -291,18 +349,24 @@ class Sealer:
     def _indexes(self, db: sqlite3.Connection, todo: list[tuple[int, tuple[str, str, str], float]],
                  seq_max: int) -> Iterator[tuple[Entry, tuple[int, float, bytes]]]:
         """Each channel-day's seal record and minute index, in ``todo`` order (reading only; `_commit`
-        writes them). With ``workers`` > 1 the indexes are computed by that many processes (reading rows
-        into Python is one core's work per reader), this thread only collects them."""
+        writes them). With ``workers`` > 1 that many threads scan in C (each call releases the GIL), or,
+        on the Python path, that many processes (rows into Python are one core's work per reader)."""
+        self.stats.engine = scan_engine()
+        uri = f"{self.path.resolve().as_uri()}?mode=ro"
         if self.workers > 1 and len(todo) > 1:
-            ctx = multiprocessing.get_context("spawn")  # never fork a process running an event loop and threads
-            with ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx) as pool:
-                jobs = [(str(self.path), cid, day, seq_max) for cid, _, day in todo]
+            jobs = [(str(self.path), cid, day, seq_max) for cid, _, day in todo]
+            pool: Executor
+            if native_available():
+                pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="seal-scan")
+            else:  # never fork a process running an event loop and threads
+                pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+            with pool:
                 for (cid, series, day), (count, index) in zip(todo, pool.map(_index_job, jobs), strict=True):
                     yield self._entry(cid, series, day, seq_max, count, index)
             return
         for cid, series, day in todo:
-            rows = read_day(db, cid, day, seq_max)
-            yield self._entry(cid, series, day, seq_max, len(rows), minute_index(rows, day))
+            count, index = day_index(db, cid, day, seq_max, uri)
+            yield self._entry(cid, series, day, seq_max, count, index)
 
     def _entry(self, cid: int, series: tuple[str, str, str], day: float, seq_max: int, count: int,
                index: bytes) -> tuple[Entry, tuple[int, float, bytes]]:
@@ -326,12 +390,11 @@ class Sealer:
 
 
 def _index_job(job: tuple[str, int, float, int]) -> tuple[int, bytes]:
-    """In a worker process: (count, minute index) of one channel-day."""
+    """In a worker thread or process: (count, minute index) of one channel-day."""
     path, cid, day, seq_max = job
     conn = connect_readonly(path, timeout=30.0)
     try:
-        rows = read_day(conn, cid, day, seq_max)
-        return len(rows), minute_index(rows, day)
+        return day_index(conn, cid, day, seq_max)
     finally:
         conn.close()
 

@@ -1,0 +1,19 @@
+"""The one compiled part of pretreat-monitor: `monitor.stores._sealscan`, the seals' minute index in C.
+
+Everything else is declared in pyproject.toml. The extension is optional: where it cannot be built (no C
+compiler, no Python or SQLite headers) the install still succeeds and the seals run in Python (the same bytes,
+slower); `pretreat journal verify` and the health snapshot say which ran. To build it on Debian:
+``apt-get install gcc python3-dev libsqlite3-dev``. It links the system's libsqlite3, the library Python's
+sqlite3 module uses, so the process holds one SQLite (two copies would break each other's file locks).
+"""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension(
+    "monitor.stores._sealscan",
+    sources=["monitor/stores/_sealscan.c"],
+    libraries=["sqlite3"],
+    # no fused multiply-add: the minute boundaries must be computed exactly as Python computes them
+    extra_compile_args=["-O2", "-ffp-contract=off", "-Wall", "-Wextra"],
+    optional=True,
+)])
