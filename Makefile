@@ -15,7 +15,13 @@ UV     := var/tools/uv
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT    := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
-# Debian packages, as package:command (a package is installed when its command is missing).
+# Debian packages, as package:command (a package is installed when its command is missing) or package:/file
+# (installed when that file is missing).
+# Building the package (`pip install -e .`, before anything else): the seals' C scanner (setup.py,
+# monitor/stores/_sealscan.c) needs a C compiler and the headers of this Python and of the system's SQLite (the
+# library Python's sqlite3 module uses). Without them the install still succeeds and seals run in Python, slower.
+PY_INCLUDE := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+BUILD_DEBS := gcc:gcc python3-dev:$(PY_INCLUDE)/Python.h libsqlite3-dev:/usr/include/sqlite3.h
 # The demo: mosquitto (the MQTT broker the LEL meter publishes to), socat (the pH meter's RS-485 pty pair).
 DEMO_DEBS := mosquitto:mosquitto socat:socat
 # The tests add: victoria-metrics (the InfluxDB write API), chromium (console browser tests), poppler-utils
@@ -30,6 +36,7 @@ TEST_DEBS := $(DEMO_DEBS) victoria-metrics:victoria-metrics chromium:chromium po
 define install_debs
 	@missing=""; \
 	for pair in $(1); do \
+	  case "$${pair#*:}" in /*) [ -e "$${pair#*:}" ] || missing="$$missing $${pair%%:*}"; continue;; esac; \
 	  command -v "$${pair#*:}" >/dev/null || [ -x "/usr/sbin/$${pair#*:}" ] || \
 	    ls /usr/lib/postgresql/*/bin/"$${pair#*:}" >/dev/null 2>&1 || missing="$$missing $${pair%%:*}"; \
 	done; \
@@ -39,7 +46,7 @@ define install_debs
 	fi
 endef
 
-.PHONY: demo test test-loaded test-slow lint bench demo-deps test-deps system-deps clean
+.PHONY: demo test test-loaded test-slow lint bench build-deps demo-deps test-deps system-deps clean
 
 # The virtualenv is made without pip and filled by uv (scripts/get_uv.py fetches the pinned release's binary from
 # the package index): from an empty cache that is ~20 s where `python3 -m venv` + pip took ~140 s here. A `uv` on
@@ -62,7 +69,8 @@ define venv_install
 endef
 
 # No bytecode up front (uv's default; pip's --no-compile): Python writes it for the modules the daemon imports.
-$(STAMP): pyproject.toml | $(PY)
+# build-deps first: the install compiles the seals' C scanner (an edit of its source or setup.py rebuilds it)
+$(STAMP): pyproject.toml setup.py monitor/stores/_sealscan.c | $(PY) build-deps
 	$(call venv_install,-e .)
 	@touch $@
 
@@ -70,13 +78,16 @@ $(TEST_STAMP): $(STAMP)
 	$(call venv_install,-e '.[test]')
 	@touch $@
 
+build-deps:
+	$(call install_debs,$(BUILD_DEBS))
+
 demo-deps:
 	$(call install_debs,$(DEMO_DEBS))
 
 test-deps:
 	$(call install_debs,$(TEST_DEBS))
 
-system-deps: test-deps
+system-deps: build-deps test-deps
 
 demo: $(STAMP) demo-deps
 	@bash scripts/demo.sh

@@ -307,8 +307,8 @@ static int flush_minute(minute_buf *m, long minute, scan_result *r) {
 }
 
 /* Appends the current row to the minute; SCAN_UNUSUAL when the Python path would see it differently. */
-static int add_row(sqlite3_stmt *st, minute_buf *m) {
-    int tt = sqlite3_column_type(st, 0), ts = sqlite3_column_type(st, 1), tv = sqlite3_column_type(st, 2);
+static int add_row(sqlite3_stmt *st, double t, int tt, minute_buf *m) {
+    int ts = sqlite3_column_type(st, 1), tv = sqlite3_column_type(st, 2);
     int tq = sqlite3_column_type(st, 3), tr = sqlite3_column_type(st, 4);
     if ((tt != SQLITE_FLOAT && tt != SQLITE_INTEGER) || ts != SQLITE_INTEGER || tq != SQLITE_INTEGER
         || tr != SQLITE_TEXT || (tv != SQLITE_FLOAT && tv != SQLITE_INTEGER && tv != SQLITE_NULL))
@@ -324,7 +324,7 @@ static int add_row(sqlite3_stmt *st, minute_buf *m) {
     if (m->n == m->cap && grow(m))
         return SCAN_NOMEM;
     size_t i = m->n;
-    double t = sqlite3_column_double(st, 0), v = tv == SQLITE_NULL ? 0.0 : sqlite3_column_double(st, 2);
+    double v = tv == SQLITE_NULL ? 0.0 : sqlite3_column_double(st, 2);
     uint64_t bits;
     memcpy(&bits, &t, 8);
     put_u64le(m->times + 8 * i, bits);
@@ -358,6 +358,7 @@ static int step_rows(sqlite3_stmt *st, double day_start, scan_result *r) {
     long minute = -1;
     double end = 0.0;  /* the current minute's end: the first reading at or after it starts the next one */
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int tt = sqlite3_column_type(st, 0);
         double t = sqlite3_column_double(st, 0);
         if (minute >= 0 && !(t < end)) {
             if ((status = flush_minute(&m, minute, r)))
@@ -377,7 +378,7 @@ static int step_rows(sqlite3_stmt *st, double day_start, scan_result *r) {
                 break;
             }
         }
-        if ((status = add_row(st, &m)))
+        if ((status = add_row(st, t, tt, &m)))
             break;
         r->count++;
     }
@@ -394,7 +395,7 @@ static int scan(const char *uri, const char *sql, sqlite3_int64 channel, double 
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     int status = SCAN_SQLITE;
-    int rc = sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    int rc = sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_busy_timeout(db, busy_ms);
         rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);

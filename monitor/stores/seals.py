@@ -282,15 +282,18 @@ class Sealer:
     it opens its own connections each pass, so a replaced file is never written through a stale handle."""
 
     def __init__(self, *, path: Path, seal_after: float = SEAL_AFTER, on_sealed: Any = None,
-                 pass_budget: float = 60.0, workers: int = 1) -> None:
+                 pass_budget: float = 60.0, workers: int = 1, threads: int | None = None) -> None:
         """``on_sealed(head)`` is called with the journal head after a pass that sealed something (the
         anchors). ``pass_budget`` (s) bounds one pass: a first start on years of readings catches up over
-        several passes."""
+        several passes. The channel-days are scanned by ``threads`` threads where the C scanner runs (default:
+        one a core, at most 2: each scan releases the GIL, so the event loop and polling run beside them), else
+        by ``workers`` processes (1: the calling thread itself)."""
         self.path = Path(path)
         self.seal_after = seal_after
         self.on_sealed = on_sealed
         self.pass_budget = pass_budget
         self.workers = workers
+        self.threads = threads if threads is not None else min(2, os.cpu_count() or 1)
         self.stats = SealStats()
 
     def run_once(self, now: float | None = None) -> int:
@@ -349,17 +352,19 @@ class Sealer:
     def _indexes(self, db: sqlite3.Connection, todo: list[tuple[int, tuple[str, str, str], float]],
                  seq_max: int) -> Iterator[tuple[Entry, tuple[int, float, bytes]]]:
         """Each channel-day's seal record and minute index, in ``todo`` order (reading only; `_commit`
-        writes them). With ``workers`` > 1 that many threads scan in C (each call releases the GIL), or,
-        on the Python path, that many processes (rows into Python are one core's work per reader)."""
+        writes them). In C, ``threads`` threads scan (each call releases the GIL); on the Python path
+        ``workers`` processes (rows into Python are one core's work per reader); 1: this thread alone."""
         self.stats.engine = scan_engine()
         uri = f"{self.path.resolve().as_uri()}?mode=ro"
-        if self.workers > 1 and len(todo) > 1:
+        native = native_available()
+        parallel = self.threads if native else self.workers
+        if parallel > 1 and len(todo) > 1:
             jobs = [(str(self.path), cid, day, seq_max) for cid, _, day in todo]
             pool: Executor
-            if native_available():
-                pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="seal-scan")
+            if native:
+                pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="seal-scan")
             else:  # never fork a process running an event loop and threads
-                pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+                pool = ProcessPoolExecutor(max_workers=parallel, mp_context=multiprocessing.get_context("spawn"))
             with pool:
                 for (cid, series, day), (count, index) in zip(todo, pool.map(_index_job, jobs), strict=True):
                     yield self._entry(cid, series, day, seq_max, count, index)
