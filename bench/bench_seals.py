@@ -1,35 +1,36 @@
-"""Benchmark of sealing and verifying the readings (not a test; run it by hand or from `make bench`).
+"""Benchmark of sealing and verifying the readings, both paths (not a test; run it by hand or from `make bench`).
 
-    .venv/bin/python bench/bench_seals.py [--runs 3] [--seal-channels 100] [--seal-workers 1,2]
-                                          [--verify-days 30] [--verify-channels 10] [--workdir DIR]
+    .venv/bin/python bench/bench_seals.py [--runs 3] [--seal-channels 100] [--python-seal-channels 20]
+                                          [--verify-days 2] [--verify-channels 10] [--paths c,python]
+                                          [--workdir DIR]
 
 Issue 15 asks: sealing a day of 1-s data for 100 channels takes under 5 s in a background thread, and
 `pretreat journal verify` over a year of 10 channels at 1 s runs at 2 M readings/s or more. A year is 315 M
-readings (~11 GB): too large to build here quickly, so the verify figure is measured over ``--verify-days``
-(default a month, 25.9 M readings) and reported as readings/s, which does not depend on the length.
+readings (~11 GB): too large to build here quickly, so the verify figure is measured over ``--verify-days`` and
+reported as readings/s, which does not depend on the length.
 
-- seal: a historian holding one UTC day of 1-s readings for ``--seal-channels`` channels (one reading in 1,000
-  bad, with a reason), built directly in SQL; `Sealer.run_once` runs in a worker thread (as the daemon runs
-  it) while the main thread waits; time of the pass, readings/s. Each run seals a fresh copy of the file.
-  Measured with the thread alone (``workers=1``) and with two worker processes reading (the daemon's setting).
-- verify: the same for ``--verify-days`` × ``--verify-channels``, sealed once; then `verify_seals` (what
-  `pretreat journal verify` runs for the seals) with 2 worker processes over all of them, readings/s; and the
-  command itself, end to end (chain, tail and seals; ``--jobs`` defaults to the cores).
-- encoding in SQLite: the CPU a reading costs when SQLite builds the day's canonical text itself
-  (``group_concat`` over the readings in (time, seq) order, so Python receives one string a channel-day and
-  hashes it), beside what reading rows into Python and hashing them costs (the seals' own path), over the
-  verify file's first day. Two SQL encodings are timed: ``printf('%!.17g')`` lines, and exact integer columns
-  (a REAL as its integer part and its fraction times 2^52). See the README (Seals) for what this showed.
+Two paths compute the same minute indexes (`monitor.stores.seals.day_index`): the C scanner
+(`monitor.stores._sealscan`: one call per channel-day, the GIL released) and the Python one (rows into Python,
+`minute_index`), chosen here with ``PRETREAT_SEALS_PYTHON``. The Python path seals ``--python-seal-channels``
+channels (fewer: it costs ~4 µs of CPU a reading).
 
-Every figure is given as wall time and CPU time (the sealing thread's own CPU plus its worker processes'), with
-the load average before and after: the machine these figures come from is shared, and wall time on a loaded
-machine says more about the others than about this code.
+- seal: a historian holding one UTC day of 1-s readings per channel (one reading in 1,000 bad, with a reason),
+  built directly in SQL; `Sealer.run_once` runs in a worker thread (as the daemon runs it) while the main thread
+  waits; each run seals a fresh copy of the file. C: with its two scanning threads (the default) and with one;
+  Python: the thread alone (the daemon's setting).
+- verify: ``--verify-days`` x ``--verify-channels``, sealed once; then `verify_seals` (what `pretreat journal
+  verify` runs for the seals) with 2 jobs (C: threads; Python: worker processes); and the command itself, end to
+  end (chain, tail and seals; ``--jobs`` defaults to the cores).
+
+Every figure is wall time and CPU time (the whole process's, all its threads, plus its worker processes'), with
+the load average before and after and a calibration of the machine's speed at that moment (the CPU seconds a
+10 M-iteration empty Python loop takes): the machine these figures come from is shared, and wall time on a
+loaded machine says more about the others than about this code.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import resource
 import shutil
@@ -39,8 +40,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -48,10 +50,11 @@ from bench.machine import machine
 from monitor.stores.historian_db import open_for_writing
 from monitor.stores.readonly import connect_readonly
 from monitor.stores.seal_verify import verify_seals
-from monitor.stores.seals import DAY, Sealer, minute_index, read_day
+from monitor.stores.seals import DAY, FORCE_PYTHON_ENV, Sealer, native_available, scan_engine
 
 DAY0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
-SMOKE_ARGS = ["--runs", "1", "--seal-channels", "5", "--verify-days", "1", "--verify-channels", "2"]
+SMOKE_ARGS = ["--runs", "1", "--seal-channels", "5", "--python-seal-channels", "2", "--verify-days", "1",
+              "--verify-channels", "2"]
 
 
 def build(path: Path, *, channels: int, days: int) -> int:
@@ -87,103 +90,73 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def seal_in_thread(path: Path, workers: int = 1) -> tuple[float, float, int]:
-    """(wall s, CPU s, readings) of one sealing pass in a worker thread; CPU is the thread's own plus that of
-    the worker processes it started."""
-    sealer = Sealer(path=path, pass_budget=3600.0, workers=workers)
-    done: list[tuple[float, float]] = []
+def calibration() -> float:
+    """CPU s of a 10 M-iteration empty Python loop: how fast this machine is right now."""
+    c = time.process_time()
+    for _ in range(10_000_000):
+        pass
+    return time.process_time() - c
+
+
+def state() -> str:
+    return f"load {load()}, 10 M-loop {calibration():.2f} s CPU"
+
+
+@contextmanager
+def on_path(name: str) -> Iterator[str]:
+    """Run the block on the C scanner ("c") or the Python path ("python"); worker processes inherit it.
+    Yields the path's name as `scan_engine` gives it."""
+    before = os.environ.get(FORCE_PYTHON_ENV)
+    os.environ[FORCE_PYTHON_ENV] = "1" if name == "python" else ""
+    try:
+        if name == "c" and not native_available():
+            raise SystemExit(f"the C scanner is not available: {scan_engine()}")
+        yield scan_engine()
+    finally:
+        if before is None:
+            os.environ.pop(FORCE_PYTHON_ENV, None)
+        else:
+            os.environ[FORCE_PYTHON_ENV] = before
+
+
+def seal_in_thread(path: Path, *, threads: int = 1, workers: int = 1) -> tuple[float, float, int]:
+    """(wall s, CPU s, readings) of one sealing pass in a worker thread; CPU is the whole process's (the sealing
+    thread and its scanning threads: the main thread only waits) plus that of worker processes."""
+    sealer = Sealer(path=path, pass_budget=3600.0, workers=workers, threads=threads)
+    done: list[float] = []
 
     def run() -> None:
-        t, c = time.perf_counter(), time.thread_time()
+        t = time.perf_counter()
         sealer.run_once(now=DAY0 + 40 * DAY)
-        done.append((time.perf_counter() - t, time.thread_time() - c))
+        done.append(time.perf_counter() - t)
 
-    kids = children_cpu()
+    kids, cpu = children_cpu(), time.process_time()
     worker = threading.Thread(target=run, name="sealer")
     worker.start()
     worker.join()
-    wall, cpu = done[0]
-    return wall, cpu + children_cpu() - kids, sealer.stats.readings
-
-
-_P52 = "4503599627370496.0"  # 2^52: the fraction of a REAL with |x| >= 1 times this is an exact integer
-SQL_ENCODINGS = {
-    "printf('%!.17g') lines": "printf('%!.17g,%d,%!.17g,%d,%s', time, seq, value, quality, hex(reason))",
-    "exact integer columns": None,  # built below: one group_concat a column
-}
-
-
-def _int_columns_sql() -> str:
-    def whole(x: str) -> str:
-        return f"CAST({x} AS INTEGER)"
-
-    def frac(x: str) -> str:
-        return f"CAST(({x} - CAST({x} AS INTEGER)) * {_P52} AS INTEGER)"
-
-    inner = (f"SELECT {whole('time')} AS ti, {frac('time')} AS tf, seq, coalesce({whole('value')}, 'n') AS vi, "
-             f"{frac('value')} AS vf, quality, CASE WHEN reason <> '' THEN seq || ':' || length(reason) || ':' "
-             f"|| reason END AS r FROM readings WHERE channel_id = ? AND time >= ? AND time < ? ORDER BY time, seq")
-    return ("SELECT count(*), group_concat(ti), group_concat(tf), group_concat(seq), group_concat(vi), "
-            f"group_concat(vf), group_concat(quality), group_concat(r, '') FROM ({inner})")
-
-
-def encoding_costs(path: Path, channels: int, runs: int) -> dict[str, float]:
-    """CPU µs a reading of each way of turning a channel-day into a digest (median of ``runs``): rows into
-    Python (the seals' path) and SQLite building the text (`SQL_ENCODINGS`). Only the cost is compared: the
-    SQL texts are not the seal's format."""
-    lines = ("SELECT count(*), group_concat(l, char(10)) FROM (SELECT {} AS l FROM readings WHERE channel_id = ? "
-             "AND time >= ? AND time < ? ORDER BY time, seq)")
-    queries = {name: lines.format(expr) if expr else _int_columns_sql() for name, expr in SQL_ENCODINGS.items()}
-    conn = connect_readonly(path)
-    try:
-        def python_path(cid: int) -> int:
-            rows = read_day(conn, cid, DAY0, 2**62)
-            hashlib.sha256(minute_index(rows, DAY0)).digest()
-            return len(rows)
-
-        def sql_path(query: str) -> Any:
-            def run(cid: int) -> int:
-                n, *texts = conn.execute(query, (cid, DAY0, DAY0 + DAY)).fetchone()
-                h = hashlib.sha256()
-                for text in texts:
-                    h.update((text or "").encode())
-                return int(n)
-            return run
-
-        ways = {"rows into Python, minute index (the seals' path)": python_path,
-                **{f"SQLite builds the text: {name}": sql_path(q) for name, q in queries.items()}}
-        out = {}
-        for name, way in ways.items():
-            per = []
-            for _ in range(runs):
-                c = time.process_time()
-                n = sum(way(cid) for cid in range(1, channels + 1))
-                per.append((time.process_time() - c) / n * 1e6)
-            out[name] = statistics.median(per)
-        return out
-    finally:
-        conn.close()
+    return done[0], time.process_time() - cpu + children_cpu() - kids, sealer.stats.readings
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seal-channels", type=int, default=100)
-    ap.add_argument("--seal-workers", default="1,2", help="reader processes for sealing, one run each (1: the "
-                                                          "worker thread alone)")
-    ap.add_argument("--verify-days", type=int, default=30)
+    ap.add_argument("--python-seal-channels", type=int, default=20, help="channels the Python path seals")
+    ap.add_argument("--verify-days", type=int, default=2)
     ap.add_argument("--verify-channels", type=int, default=10)
+    ap.add_argument("--paths", default="c,python", help="which paths to measure: c, python or both")
     ap.add_argument("--workdir", type=Path, default=None, help="where to build the files (default: a temp dir)")
     args = ap.parse_args()
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     work = Path(tempfile.mkdtemp(prefix="bench-seals-", dir=args.workdir))
     try:
-        print(f"Machine: {machine()}\nload average at the start: {load()}\n")
-        rows = seal_rows(work, args)
-        rows += verify_rows(work, args)
-        print(f"\nmedian of {args.runs} runs (CPU: the thread's own and its worker processes')\n")
-        print("| what | measured | goal |\n|---|---|---|")
+        print(f"Machine: {machine()}\nat the start: {state()}\n")
+        rows = seal_rows(work, args, paths)
+        rows += verify_rows(work, args, paths)
+        print(f"\nmedian of {args.runs} runs (CPU: the process's, all threads, and its worker processes')\n")
+        print("| path | what | measured | goal |\n|---|---|---|---|")
         print("\n".join(rows))
-        print(f"\nload average at the end: {load()}")
+        print(f"\nat the end: {state()}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -194,59 +167,74 @@ def _fig(n: int, walls: list[float], cpus: list[float]) -> str:
             f"CPU {cpu:.2f} s ({n / cpu:,.0f} readings per CPU-second, {cpu / n * 1e6:.2f} µs a reading)")
 
 
-def seal_rows(work: Path, args: argparse.Namespace) -> list[str]:
-    base = work / "day.sqlite"
-    t = time.perf_counter()
-    n = build(base, channels=args.seal_channels, days=1)
-    print(f"built one day x {args.seal_channels} channels ({n:,} readings) in {time.perf_counter() - t:.1f} s")
+def seal_rows(work: Path, args: argparse.Namespace, paths: list[str]) -> list[str]:
     rows = []
-    for workers in (int(w) for w in args.seal_workers.split(",")):
+    plans = [("c", args.seal_channels, 2), ("c", args.seal_channels, 1), ("python", args.python_seal_channels, 1)]
+    built: dict[int, tuple[Path, int]] = {}
+    for name, channels, threads in plans:
+        if name not in paths:
+            continue
+        if channels not in built:
+            base = work / f"day-{channels}.sqlite"
+            t = time.perf_counter()
+            built[channels] = (base, build(base, channels=channels, days=1))
+            print(f"built one day x {channels} channels ({built[channels][1]:,} readings) "
+                  f"in {time.perf_counter() - t:.1f} s")
+        base, n = built[channels]
         walls, cpus = [], []
-        for i in range(args.runs):
-            copy = work / f"seal-{i}-{workers}.sqlite"
-            shutil.copy(base, copy)
-            wall, cpu, readings = seal_in_thread(copy, workers)
-            assert readings == n, (readings, n)
-            walls.append(wall)
-            cpus.append(cpu)
-            copy.unlink()
-        how = "the worker thread alone" if workers == 1 else f"the worker thread and {workers} processes"
-        rows.append(f"| seal one UTC day, {args.seal_channels} channels at 1 s ({n:,} readings), {how} | "
-                    f"{_fig(n, walls, cpus)} | < 5 s |")
+        with on_path(name) as engine:
+            before = state()
+            for i in range(args.runs):
+                copy = work / f"seal-{i}.sqlite"
+                shutil.copy(base, copy)
+                wall, cpu, readings = seal_in_thread(copy, threads=threads)
+                assert readings == n, (readings, n)
+                walls.append(wall)
+                cpus.append(cpu)
+                copy.unlink()
+        how = (f"the sealing thread, {threads} scanning thread{'s' if threads > 1 else ''}" if name == "c"
+               else "the sealing thread alone")
+        rows.append(f"| {engine} | seal one UTC day, {channels} channels at 1 s ({n:,} readings), {how} "
+                    f"(before: {before}) | {_fig(n, walls, cpus)} | < 5 s for 8,640,000 |")
     return rows
 
 
-def verify_rows(work: Path, args: argparse.Namespace) -> list[str]:
-    vpath = work / "month.sqlite"
+def verify_rows(work: Path, args: argparse.Namespace, paths: list[str]) -> list[str]:
+    vpath = work / "verify.sqlite"
     t = time.perf_counter()
     vn = build(vpath, channels=args.verify_channels, days=args.verify_days)
     print(f"built {args.verify_days} days x {args.verify_channels} channels ({vn:,} readings) "
           f"in {time.perf_counter() - t:.1f} s")
-    seal_in_thread(vpath, 2)
-    walls, cpus = [], []
-    for _ in range(args.runs):
-        kids, c = children_cpu(), time.process_time()
-        conn = connect_readonly(vpath)
-        report = verify_seals(conn, path=vpath, jobs=2)
-        conn.close()
-        assert report.ok and report.readings == vn, (report.findings[:3], report.readings)
-        walls.append(report.seconds)
-        cpus.append(time.process_time() - c + children_cpu() - kids)
-    cli_walls, cli_cpus = [], []
-    for _ in range(args.runs):
-        kids, t = children_cpu(), time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "monitor.cli", "journal", "verify", "--db", str(vpath)],
-                              capture_output=True, text=True, check=False)
-        cli_walls.append(time.perf_counter() - t)
-        cli_cpus.append(children_cpu() - kids)
-        assert done.returncode == 0, done.stdout + done.stderr
-    rows = [f"| verify seals, {args.verify_days} days x {args.verify_channels} channels ({vn:,} readings), "
-            f"2 processes | {_fig(vn, walls, cpus)} | >= 2,000,000 readings/s |",
-            f"| `pretreat journal verify` as a command, same file | {_fig(vn, cli_walls, cli_cpus)} | |"]
-    channels = min(args.verify_channels, 10)
-    for name, us in encoding_costs(vpath, channels, args.runs).items():
-        rows.append(f"| {name}: one day x {channels} channels | {us:.2f} µs CPU a reading "
-                    f"({1e6 / us:,.0f} readings per CPU-second) | |")
+    with on_path("c" if "c" in paths else "python"):
+        seal_in_thread(vpath, threads=2)
+    rows = []
+    for name in paths:
+        with on_path(name) as engine:
+            before = state()
+            walls, cpus = [], []
+            for _ in range(args.runs):
+                kids, c = children_cpu(), time.process_time()
+                conn = connect_readonly(vpath)
+                report = verify_seals(conn, path=vpath, jobs=2)
+                conn.close()
+                assert report.ok and report.readings == vn, (report.findings[:3], report.readings)
+                assert report.engine == engine, (report.engine, engine)
+                walls.append(report.seconds)
+                cpus.append(time.process_time() - c + children_cpu() - kids)
+            cli_walls, cli_cpus = [], []
+            for _ in range(args.runs):
+                kids, t = children_cpu(), time.perf_counter()
+                done = subprocess.run([sys.executable, "-m", "monitor.cli", "journal", "verify", "--db", str(vpath)],
+                                      capture_output=True, text=True, check=False)
+                cli_walls.append(time.perf_counter() - t)
+                cli_cpus.append(children_cpu() - kids)
+                assert done.returncode == 0, done.stdout + done.stderr
+                assert f"minute indexes by {engine}" in done.stdout, done.stdout
+        how = "2 threads" if name == "c" else "2 worker processes"
+        rows += [f"| {engine} | verify seals, {args.verify_days} days x {args.verify_channels} channels ({vn:,} "
+                 f"readings), {how} (before: {before}) | {_fig(vn, walls, cpus)} | >= 2,000,000 readings/s |",
+                 f"| {engine} | `pretreat journal verify` as a command, same file (`--jobs` = cores) | "
+                 f"{_fig(vn, cli_walls, cli_cpus)} | |"]
     return rows
 
 

@@ -191,8 +191,9 @@ def test_sealing_and_verifying_say_which_path_ran(native: Any, tmp_path: Path, f
     # two scanning threads on the C path (a process pool on the Python path: not started here, its spawn
     # leaves multiprocessing's resource tracker running)
     sealer = Sealer(path=path, workers=1, threads=2)
-    assert sealer.run_once(now=DAY0 + 3 * DAY) >= 3
     expected = "Python" if force_python else "C (_sealscan"
+    assert sealer.stats.engine.startswith(expected)  # in the health snapshot from the start
+    assert sealer.run_once(now=DAY0 + 3 * DAY) >= 3
     assert sealer.stats.engine.startswith(expected)
     conn = connect_readonly(path)
     try:
