@@ -318,6 +318,8 @@ static int add_row(sqlite3_stmt *st, double t, int tt, minute_buf *m) {
         return SCAN_UNUSUAL;
     const uint8_t *text = sqlite3_column_text(st, 4);
     size_t tlen = (size_t)sqlite3_column_bytes(st, 4);
+    if (!text && tlen)
+        return SCAN_NOMEM;
     long points = utf8_code_points(text, tlen);
     if (points < 0 || (uint64_t)points > UINT32_MAX)
         return SCAN_UNUSUAL;
