@@ -9,7 +9,7 @@ Issue 15 asks: sealing a day of 1-s data for 100 channels takes under 5 s in a b
 readings (~11 GB): too large to build here quickly, so the verify figure is measured over ``--verify-days`` and
 reported as readings/s, which does not depend on the length.
 
-Two paths compute the same minute indexes (`monitor.stores.seals.day_index`): the C scanner
+Two paths compute the same minute indexes (`monitor.stores.seal_scan.day_index`): the C scanner
 (`monitor.stores._sealscan`: one call per channel-day, the GIL released) and the Python one (rows into Python,
 `minute_index`), chosen here with ``PRETREAT_SEALS_PYTHON``. The Python path seals ``--python-seal-channels``
 channels (fewer: it costs ~4 µs of CPU a reading).
@@ -49,8 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.machine import machine
 from monitor.stores.historian_db import open_for_writing
 from monitor.stores.readonly import connect_readonly
+from monitor.stores.seal_scan import DAY, FORCE_PYTHON_ENV, native_available, scan_engine
 from monitor.stores.seal_verify import verify_seals
-from monitor.stores.seals import DAY, FORCE_PYTHON_ENV, Sealer, native_available, scan_engine
+from monitor.stores.seals import Sealer
 
 DAY0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 SMOKE_ARGS = ["--runs", "1", "--seal-channels", "5", "--python-seal-channels", "2", "--verify-days", "1",

@@ -1,8 +1,8 @@
-/* _sealscan: the minute index of one channel-day of readings, computed in C (monitor/stores/seals.py).
+/* _sealscan: the minute index of one channel-day of readings, computed in C (monitor/stores/seal_scan.py).
  *
  * Why: in Python each reading costs ~4 µs of CPU, nearly all of it handing the row from SQLite to Python
  * objects; here a reading is one sqlite3_step and a few stores into column buffers. The bytes produced are
- * exactly those of `monitor.stores.seals.minute_index` (pinned by tests/unit/test_seal_format.py and compared
+ * exactly those of `monitor.stores.seal_scan.minute_index` (pinned by tests/unit/test_seal_format.py and compared
  * with the Python path over randomized days by tests/unit/test_seal_native.py):
  *   for each minute with readings, in (time, seq) order: "<HI16s" (minute of the day, count, the first 16
  *   bytes of SHA-256 over: little-endian float64 times, int64 seqs, float64 values (0 where NULL), one byte
@@ -10,7 +10,7 @@
  *
  * The call opens the historian read-only with the SQLite C API (the process's one libsqlite3, the library
  * Python's sqlite3 module uses: two copies of SQLite in one process would break each other's POSIX locks), runs
- * the SELECT it is given (seals.READINGS_SQL) and releases the GIL for all of it, so the daemon's event loop
+ * the SELECT it is given (seal_scan.READINGS_SQL) and releases the GIL for all of it, so the daemon's event loop
  * and other sealing threads run meanwhile.
  *
  * A row the Python path would see differently is never guessed at: a column of an unexpected storage class
@@ -502,7 +502,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_sealscan",
-    "The seals' minute index of a channel-day computed in C (see monitor/stores/seals.py).", -1, methods,
+    "The seals' minute index of a channel-day computed in C (see monitor/stores/seal_scan.py).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

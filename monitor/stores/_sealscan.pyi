@@ -1,4 +1,4 @@
-"""Types of the C extension built from _sealscan.c (see that file and monitor/stores/seals.py)."""
+"""Types of the C extension built from _sealscan.c (see that file and monitor/stores/seal_scan.py)."""
 
 sqlite_version: str
 

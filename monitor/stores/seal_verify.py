@@ -21,23 +21,25 @@ from typing import Any
 
 from alarms.journal import canonical, head_of
 from monitor.stores.readonly import connect_readonly
-from monitor.stores.seals import (
+from monitor.stores.seal_scan import (
     DAY,
-    EPISODE_EVENT,
-    EPISODE_WITHDRAWN,
     MINUTE,
-    RETENTION,
-    SEAL,
-    SEALING_STARTED,
     day_index,
     digest_of,
-    episode_columns,
-    episode_payload,
     file_uri,
-    legacy_episode_digest,
     native_available,
     parse_index,
     scan_engine,
+)
+from monitor.stores.seals import (
+    EPISODE_EVENT,
+    EPISODE_WITHDRAWN,
+    RETENTION,
+    SEAL,
+    SEALING_STARTED,
+    episode_columns,
+    episode_payload,
+    legacy_episode_digest,
 )
 
 _MAX_LATE_LISTED = 20

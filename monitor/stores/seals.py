@@ -26,49 +26,40 @@ The journal (`alarms.journal`) proves its own records; the evidence an enforceme
 Sealing runs in a background thread (`Sealer.run_once`, its own connections), never on the event loop.
 Verification is `monitor.stores.seal_verify`.
 
-Where the index is computed: by the C extension `monitor.stores._sealscan` where it is built (setup.py; it
-needs gcc, the Python and SQLite headers at install): one call per channel-day opens the file read-only with the
-SQLite C API, runs `READINGS_SQL` and returns the count and the index, the GIL released meanwhile: ~1 µs of CPU
-a reading (most of it SQLite stepping through the rows) against ~3.6 µs for rows handed to Python. Otherwise
-(not built, ``PRETREAT_SEALS_PYTHON=1``, or a row the C code would not read as Python does) `minute_index` over
-the rows: the same bytes, slower. `scan_engine` names the path (the health snapshot's seal stats, `pretreat
-journal verify`'s summary). See the README (Seals, Benchmarks) for the figures of both.
+The minute index of a channel-day (the C scanner, the Python path) is `monitor.stores.seal_scan`.
 """
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import logging
 import multiprocessing
-import operator
 import os
 import sqlite3
-import struct
-import sys
 import time
-from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import repeat
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from alarms.journal import Entry, Journal, append_in_transaction, canonical, head_of
 from monitor.stores.readonly import connect_readonly
 
-try:  # the C scanner (setup.py); absent where it could not be built
-    from monitor.stores import _sealscan as _native
-except ImportError:  # the install had no C compiler or headers
-    _native = None  # type: ignore[assignment]
+# the minute index (`seal_scan`): its names re-exported, as they were defined here before
+from monitor.stores.seal_scan import DAY as DAY
+from monitor.stores.seal_scan import MINUTE as MINUTE
+from monitor.stores.seal_scan import READINGS_SQL as READINGS_SQL
+from monitor.stores.seal_scan import day_index as day_index
+from monitor.stores.seal_scan import digest_of as digest_of
+from monitor.stores.seal_scan import minute_index as minute_index
+from monitor.stores.seal_scan import native_available, scan_engine
+from monitor.stores.seal_scan import parse_index as parse_index
+from monitor.stores.seal_scan import read_day as read_day
 
 log = logging.getLogger(__name__)
 
-DAY = 86_400.0
-MINUTE = 60.0
 SEAL_AFTER = 3 * 3600.0  # s after a UTC day's end before it is sealed: the late-data window
 SEAL = "seal"
 EPISODE_EVENT = "episode_event"
@@ -76,10 +67,8 @@ SEALING_STARTED = "sealing_started"
 EPISODE_WITHDRAWN = "episode_withdrawn"  # an episode event's withdrawn flag changed (`journal_withdrawn`)
 EPISODE_REVISION = "episode_revision"  # a correction after late readings (`journal_revision`)
 RETENTION = "retention"  # raw readings before ``cutoff`` were purged ([daemon] retention_days)
-_BUCKET = struct.Struct("<HI16s")
 _SEALS_PER_COMMIT = 200  # channel-days appended in one transaction
 _MAX_SEALS_PER_PASS = 5_000  # channel-days one pass computes at most (the rest: the next pass)
-_BIG = sys.byteorder == "big"
 SEAL_SCHEMA = """
 CREATE TABLE IF NOT EXISTS seal_minutes (
     journal_seq INTEGER PRIMARY KEY,   -- the seal record this minute index belongs to
@@ -89,8 +78,6 @@ CREATE TABLE IF NOT EXISTS seal_minutes (
 );
 CREATE INDEX IF NOT EXISTS seal_minutes_channel ON seal_minutes (channel_id, day);
 """
-READINGS_SQL = ("SELECT time, seq, value, quality, reason FROM readings "
-                "WHERE channel_id = ? AND time >= ? AND time < ? AND seq <= ? ORDER BY time, seq")
 EPISODE_COLUMNS = ("id", "time", "site", "channel", "rule", "event", "value", "limit_value", "peak",
                    "citation", "data_quality", "end_reason", "measured", "unmeasured", "censored")
 # columns added later (episode schema 4: ``confirmed``, 5: ``maintenance``), journaled only when set: records
@@ -108,108 +95,6 @@ def episode_columns(conn: sqlite3.Connection) -> str:
 
 def day_label(day_start: float) -> str:
     return datetime.fromtimestamp(day_start, UTC).strftime("%Y-%m-%d")
-
-
-def minute_index(rows: list[tuple[Any, ...]], day_start: float) -> bytes:
-    """The ``<HI16s`` records of every minute with readings; ``rows`` are (time, seq, value, quality, reason)
-    ordered by time, seq.
-
-    Why column-wise: each column is taken out of the rows once (``itemgetter`` mapped in C) into an array, and
-    each minute is hashed from slices of them (memoryviews: no copies); a Python loop per reading would cost
-    several times what SQLite takes to read it. (``zip(*rows)`` transposes the same, but costs half again as
-    much as the whole of this: a day is 86,400 arguments.)"""
-    if not rows:
-        return b""
-    t = array("d", map(itemgetter(0), rows))
-    seqs = array("q", map(itemgetter(1), rows))
-    v = list(map(itemgetter(2), rows))
-    try:
-        values, nulls = array("d", v), bytes(len(v))
-    except TypeError:  # some bad readings carry no value (NULL): 0 in the column, flagged
-        values = array("d", [0.0 if x is None else x for x in v])
-        nulls = bytes(map(operator.is_, v, repeat(None)))
-    quality = bytes(map(itemgetter(3), rows))
-    r = list(map(itemgetter(4), rows))
-    lengths = array("I", map(len, r))
-    times = array("d", t) if _BIG else t  # `t` stays in native order for the minute search
-    if _BIG:
-        for arr in (times, seqs, values, lengths):
-            arr.byteswap()
-    cols = [memoryview(c) for c in (times, seqs, values, nulls, quality, lengths)]
-    out = []
-    a, end = 0, len(rows)
-    while a < end:
-        minute = int((t[a] - day_start) // MINUTE)
-        b = bisect.bisect_left(t, day_start + (minute + 1) * MINUTE, lo=a)
-        h = hashlib.sha256()
-        for col in cols:
-            h.update(col[a:b])
-        h.update("".join(r[a:b]).encode("utf-8", "surrogatepass"))
-        out.append(_BUCKET.pack(minute, b - a, h.digest()[:16]))
-        a = b
-    return b"".join(out)
-
-
-FORCE_PYTHON_ENV = "PRETREAT_SEALS_PYTHON"  # "1": the Python path even where the C scanner is built
-
-
-def native_available() -> bool:
-    """Whether channel-days are scanned in C: the extension is built and not switched off (`FORCE_PYTHON_ENV`,
-    read at each call so a benchmark or test can compare both paths in one process)."""
-    return _native is not None and os.environ.get(FORCE_PYTHON_ENV, "") != "1"
-
-
-def scan_engine() -> str:
-    """The path that computes minute indexes, for the health snapshot and `pretreat journal verify`."""
-    if _native is None:
-        return "Python (the C scanner is not built: gcc, python3-dev and libsqlite3-dev at install)"
-    if not native_available():
-        return f"Python ({FORCE_PYTHON_ENV}=1)"
-    return f"C (_sealscan, SHA-256 {_native.sha256_impl()}, SQLite {_native.sqlite_version})"
-
-
-def file_uri(conn: sqlite3.Connection) -> str | None:
-    """A read-only URI of the file ``conn`` has open as ``main`` (None: an in-memory or temporary database),
-    for the C scanner's own connection."""
-    for _, name, file in conn.execute("PRAGMA database_list"):
-        if name == "main" and file:
-            return f"{Path(file).resolve().as_uri()}?mode=ro"
-    return None
-
-
-def day_index(conn: sqlite3.Connection, channel_id: int, day_start: float, seq_max: int,
-              uri: str | None = None, *, busy_timeout: float = 30.0) -> tuple[int, bytes]:
-    """(count, minute index) of one channel-day: in C over ``uri`` (default: the file ``conn`` has open)
-    where `native_available`, else (or when the C scanner declines a row it would read differently from
-    Python) `read_day` and `minute_index` on ``conn``. Same bytes either way (tests/unit/test_seal_native.py).
-    The C path reads through its own read-only connection, committed rows only, like ``conn`` outside a
-    transaction; a file it cannot read raises `sqlite3.OperationalError` with SQLite's message."""
-    if native_available():
-        assert _native is not None
-        uri = uri or file_uri(conn)
-        if uri is not None:
-            try:
-                done = _native.scan_day(uri, READINGS_SQL, channel_id, day_start, day_start + DAY, seq_max,
-                                        int(busy_timeout * 1000))
-            except _native.Error as exc:
-                raise sqlite3.OperationalError(str(exc)) from None
-            if done is not None:
-                return int(done[0]), bytes(done[1])
-    rows = read_day(conn, channel_id, day_start, seq_max)
-    return len(rows), minute_index(rows, day_start)
-
-
-def parse_index(blob: bytes) -> dict[int, tuple[int, bytes]]:
-    """minute -> (count, digest) from a minute index."""
-    return {m: (c, d) for m, c, d in _BUCKET.iter_unpack(blob)}
-
-
-def read_day(conn: sqlite3.Connection, channel_id: int, day_start: float, seq_max: int) -> list[Any]:
-    return conn.execute(READINGS_SQL, (channel_id, day_start, day_start + DAY, seq_max)).fetchall()
-
-
-def digest_of(index: bytes) -> str:
-    return hashlib.sha256(index).hexdigest()
 
 
 def episode_payload(row: Sequence[Any]) -> dict[str, Any]:
@@ -365,9 +250,11 @@ class Sealer:
                 pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="seal-scan")
             else:  # never fork a process running an event loop and threads
                 pool = ProcessPoolExecutor(max_workers=parallel, mp_context=multiprocessing.get_context("spawn"))
-            with pool:
+            try:
                 for (cid, series, day), (count, index) in zip(todo, pool.map(_index_job, jobs), strict=True):
                     yield self._entry(cid, series, day, seq_max, count, index)
+            finally:  # a pass over its budget stops here: the days not started yet wait for the next pass
+                pool.shutdown(wait=True, cancel_futures=True)
             return
         for cid, series, day in todo:
             count, index = day_index(db, cid, day, seq_max, uri)

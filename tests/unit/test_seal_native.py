@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from monitor.stores import seal_verify, seals
+from monitor.stores import seal_scan, seal_verify
 from monitor.stores.historian_db import open_for_writing
 from monitor.stores.readonly import connect_readonly
+from monitor.stores.seal_scan import DAY, FORCE_PYTHON_ENV, MINUTE, day_index, digest_of, minute_index, read_day
 from monitor.stores.seal_verify import verify_seals
-from monitor.stores.seals import DAY, FORCE_PYTHON_ENV, MINUTE, Sealer, day_index, digest_of, minute_index, read_day
+from monitor.stores.seals import Sealer
 from tests.support import IN_CI
 from tests.unit.test_seal_format import DAY0
 from tests.unit.test_seal_format import _rows as pinned_rows
@@ -28,19 +29,19 @@ REASONS = ["", "", "", "COMM_FAILURE: no reply within 0.5 s", "Temperatur außer
 
 
 def test_the_c_scanner_is_built_under_ci() -> None:
-    if not IN_CI and seals._native is None:
+    if not IN_CI and seal_scan._native is None:
         pytest.skip("the C scanner is not built here (gcc, python3-dev, libsqlite3-dev at install)")
-    assert seals._native is not None, "monitor/stores/_sealscan.c was not built: see setup.py"
-    assert seals.scan_engine().startswith("C (_sealscan")
+    assert seal_scan._native is not None, "monitor/stores/_sealscan.c was not built: see setup.py"
+    assert seal_scan.scan_engine().startswith("C (_sealscan")
 
 
 @pytest.fixture
 def native() -> Any:
-    if seals._native is None:
+    if seal_scan._native is None:
         if IN_CI:
             pytest.fail("the C scanner is not built (see test_the_c_scanner_is_built_under_ci)")
         pytest.skip("the C scanner is not built here")
-    return seals._native
+    return seal_scan._native
 
 
 def _store(path: Path, days: dict[int, list[Row]]) -> None:
@@ -77,7 +78,7 @@ def _random_day(rnd: random.Random, day: float, first_seq: int) -> list[Row]:
 def _both(native: Any, conn: sqlite3.Connection, cid: int, day: float, seq_max: int
           ) -> tuple[tuple[int, bytes], tuple[int, bytes]]:
     """(count, index) from the C scanner itself (never its fallback) and from the Python path."""
-    c = native.scan_day(seals.file_uri(conn), seals.READINGS_SQL, cid, day, day + DAY, seq_max, 5000)
+    c = native.scan_day(seal_scan.file_uri(conn), seal_scan.READINGS_SQL, cid, day, day + DAY, seq_max, 5000)
     assert c is not None, "the C scanner declined rows the store holds"
     rows = read_day(conn, cid, day, seq_max)
     return c, (len(rows), minute_index(rows, day))
@@ -112,7 +113,7 @@ def test_c_gives_the_pinned_digests_of_the_format(native: Any, tmp_path: Path) -
     _store(path, {1: pinned_rows(), 2: [(DAY0 + i * MINUTE / 4, 100 + i, 7.0 + i / 100, 0, "") for i in range(10)]})
     conn = connect_readonly(path)
     try:
-        assert seals.native_available()
+        assert seal_scan.native_available()
         count, index = day_index(conn, 1, DAY0, 2**62)
         assert count == 7
         assert digest_of(index) == "4a2b443c3a7e106cad6985de2a8f5ae35375ab75b5ab47f79ce5fee99f6c51e8"
@@ -153,7 +154,7 @@ def test_invalid_utf8_in_a_reason_is_left_to_the_python_path(native: Any, tmp_pa
         conn.execute("INSERT INTO readings VALUES (1, ?, 2, 7.0, 0, CAST(X'41EDA080' AS TEXT))", (DAY0 + 1,))
     conn.close()
     uri = f"{path.resolve().as_uri()}?mode=ro"
-    assert native.scan_day(uri, seals.READINGS_SQL, 1, DAY0, DAY0 + DAY, 2**62, 1000) is None
+    assert native.scan_day(uri, seal_scan.READINGS_SQL, 1, DAY0, DAY0 + DAY, 2**62, 1000) is None
     conn = connect_readonly(path)
     try:
         with pytest.raises(sqlite3.OperationalError, match="decode"):
