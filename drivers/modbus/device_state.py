@@ -72,6 +72,7 @@ class DeviceState:
         self._clock = clock
         self._units_due = 0.0  # monotonic time of the next units read while connected
         self.mismatches: dict[str, str] = {}  # channel id -> why its readings are unit_mismatch
+        self.reported: dict[str, str] = {}  # channel id -> the unit its units register names, while mismatched
         self.faults: tuple[str, ...] = ()  # the vendor's texts of the fault bits set at the last poll
         self.maintenance: tuple[str, ...] = ()
         self.failure: ReadFailure | None = None  # why the last read of these registers got no answer
@@ -110,7 +111,7 @@ class DeviceState:
         self.units_read = not self._checks
 
     def _check_units(self, codes: dict[str, float]) -> None:
-        before, self.mismatches = self.mismatches, {}
+        before, self.mismatches, self.reported = self.mismatches, {}, {}
         for c in self._checks:
             code = int(codes[c.unit_point.name])
             found = c.unit_point.units.get(code)
@@ -119,6 +120,7 @@ class DeviceState:
                     f"units register {c.unit_point.name!r} ({_where(c.unit_point)}) holds code {code}, which "
                     f"the manual does not list ({_listed(c.unit_point)}); channel unit is {c.channel.unit!r}")
             elif not same_unit(found, c.channel.unit):
+                self.reported[c.channel.id] = found
                 self.mismatches[c.channel.id] = (
                     f"unit mismatch: the instrument reports {c.value_point.name!r} in {found!r} (units register "
                     f"{c.unit_point.name!r} = {code}, {_where(c.unit_point)}), the channel is configured in "
@@ -161,9 +163,16 @@ class DeviceState:
             else:
                 counters_bad[s.quality] -= 1
             counters_bad[quality] += 1
-            shown = f" (read {s.value:g} {s.unit})" if s.value is not None else ""
+            shown = "" if s.value is None else f" (read {s.value:g} {self._unit_read(s, quality)})"
             out.append(dataclasses.replace(s, value=None, quality=quality, reason=reason + shown))
         return out, taken
+
+    def _unit_read(self, s: Sample, quality: Quality) -> str:
+        """The unit the value read is in: the channel's, except under a unit mismatch, where it is the unit the
+        instrument's units register names (or an unlisted one)."""
+        if quality is not Quality.UNIT_MISMATCH:
+            return s.unit
+        return self.reported.get(s.channel, "in a unit its manual does not list")
 
     def _verdict(self, s: Sample, failure: ReadFailure | None) -> tuple[Quality, str] | None:
         if s.quality not in _ANSWERED:

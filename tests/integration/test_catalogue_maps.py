@@ -125,13 +125,14 @@ def test_the_catalogue_uses_every_register_data_type() -> None:
     assert used >= {DataType.FLOAT32, DataType.FLOAT64, DataType.INT32, DataType.UINT16}
 
 
-@pytest.mark.parametrize(("name", "point", "unit", "wrong", "says"), [
-    ("dynasonics_tfx_ultra", "net_totalizer", "gal", 2, "in 'L'"),  # the meter was set to litres
-    ("dynasonics_tfx_ultra", "net_totalizer_long", "gal", 99, "code 99, which the manual does not list"),
-    ("eh_liquistation_csf22", "ai_1", "degC", 53, "in 'pH'"),  # slot 1 holds the pH, not the fridge
+@pytest.mark.parametrize(("name", "point", "unit", "wrong", "says", "read"), [
+    ("dynasonics_tfx_ultra", "net_totalizer", "gal", 2, "in 'L'", "(read 1500 L)"),  # the meter was set to litres
+    ("dynasonics_tfx_ultra", "net_totalizer_long", "gal", 99, "code 99, which the manual does not list",
+     "(read 1500 in a unit its manual does not list)"),
+    ("eh_liquistation_csf22", "ai_1", "degC", 53, "in 'pH'", "(read 1500 pH)"),  # slot 1 holds the pH
 ])
 async def test_a_units_register_that_disagrees_makes_every_reading_unit_mismatch(
-        name: str, point: str, unit: str, wrong: int, says: str) -> None:
+        name: str, point: str, unit: str, wrong: int, says: str, read: str) -> None:
     inst = instrument(catalogue_map(name), free_port())
     rmap = inst.register_map
     assert rmap is not None
@@ -145,7 +146,8 @@ async def test_a_units_register_that_disagrees_makes_every_reading_unit_mismatch
             health = driver.device.health()
     for [s] in (first, second):
         assert s.quality is Quality.UNIT_MISMATCH and s.value is None
-        assert says in s.reason and repr(unit) in s.reason and "(read 1500" in s.reason
+        # the value read is labelled in the unit the instrument reports it in, never the channel's
+        assert says in s.reason and repr(unit) in s.reason and s.reason.endswith(read), s.reason
     assert says in health["unit_mismatch"]["total"]  # type: ignore[index]
     assert driver.counters.bad[Quality.UNIT_MISMATCH] == 2 and driver.counters.good == 0
 
