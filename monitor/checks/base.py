@@ -43,8 +43,10 @@ INF = math.inf
 EMPTY = (INF, -INF, -INF)  # no reading is quiet
 FULL = (-INF, INF, INF)  # every reading is quiet
 MARGIN = 1e-3  # s: deadlines are pulled in by this much so float rounding can never skip a due transition
+# a unit mismatch is the value at fault too: the instrument reports it in another unit than the channel's, so the
+# enforcement record shows a sensor_fault episode quoting why (not only, later, a stale one saying "no reading")
 SENSOR_FAULT_QUALITIES = frozenset(
-    {"out_of_range", "bad_value", "device_exception", "decode_error", "device_fault"}
+    {"out_of_range", "bad_value", "device_exception", "decode_error", "device_fault", "unit_mismatch"}
 )
 Band = tuple[float, float, float]
 

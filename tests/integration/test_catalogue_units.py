@@ -19,6 +19,7 @@ from config.schema import Channel, ChannelKind, Instrument
 from monitor.health import health_path
 from monitor.read.status import collect, problems
 from monitor.sample import Quality
+from monitor.stores.readonly import connect_readonly
 from simulators.runner import SiteSimulator
 from tests.catalogue_maps import (
     catalogue_map,
@@ -123,6 +124,14 @@ async def test_the_daemon_marks_readings_from_the_poll_after_a_keypad_change(
     assert any("s/dynasonics_tfx_ultra channel flow_total: unit mismatch" in p for p in problems(report))
     lines = [m for m in _mismatch_lines(caplog) if "flow_total" in m]
     assert len(lines) == 1 and "'L'" in lines[0], lines
+    # the enforcement record says why there were no numbers: a sensor_fault episode from the first mismatch
+    conn = connect_readonly(config.daemon.historian)
+    try:
+        starts = conn.execute("SELECT time FROM episode_events WHERE channel = 'flow_total' AND "
+                              "rule = 'sensor_fault' AND event = 'start'").fetchall()
+    finally:
+        conn.close()
+    assert [t for (t,) in starts] == [first]
 
 
 def test_units_check_interval_is_for_modbus_instruments(tmp_path: Path) -> None:
