@@ -408,7 +408,7 @@ def week_trend(client: httpx.Client, now: float, runs: int) -> dict[str, list[fl
     pw, b, page = browser()
     try:
         page.goto(BASE[0] + "/sites/s000")
-        canvas = 'canvas.trend[data-channel="ph0"]'
+        canvas = '.trend[data-channel="ph0"]'
         page.wait_for_selector(f"{canvas}[data-drawn]")
         for _ in range(runs):
             drawn = int(page.get_attribute(canvas, "data-drawn"))

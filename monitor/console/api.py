@@ -13,8 +13,8 @@ POST /api/alarms/{id}/seen         403         its sites' alarms  403
 POST /api/alarms/{id}/comment      yes         its sites' alarms  403
 POST /api/alarms/{id}/shelve,      yes         403                403
      unshelve, reset
-GET  /api/sites/{site}[/trend]     yes         its sites, else    yes
-                                               403
+GET  /api/sites/{site}[/trend,     yes         its sites, else    yes
+     /slug]                                    403
 GET  /api/history (json, csv)      yes         its sites          yes
 GET  /api/episodes/{id}            yes         its sites          yes
 GET  /api/health                   yes         its instruments    yes
@@ -58,6 +58,7 @@ from monitor.console.requests import (
     site_for,
     writable_record,
 )
+from monitor.console.trend_slug import slug_line
 from monitor.console.trends import trend
 from monitor.console.users import Role
 from monitor.exceedances_render import episode_record, json_line, write_csv, write_json
@@ -231,12 +232,27 @@ def site_trend(request: Request, site: str, channel: str, start: float | None = 
     start = end - 86400.0 if start is None else start
     conn = open_db(c)
     try:
-        return trend(conn, c.config, chosen, channel, start=start, end=end, buckets=buckets, now=now)
+        return trend(conn, c.config, chosen, channel, start=start, end=end, buckets=buckets, now=now,
+                     source=str(c.db))
     except ValueError as exc:
         raise HTTPException(400, str(exc)) from exc
     finally:
         if conn is not None:
             conn.close()
+
+
+@router.get("/sites/{site}/slug")
+def site_slug_line(request: Request, site: str, channel: str, start: float, end: float) -> list[dict[str, Any]]:
+    """The slug threshold in force per local day of the window (`monitor.console.trend_slug`)."""
+    c, s = console_of(request), session_of(request)
+    chosen = site_for(c, s, site)
+    if channel not in {ch.id for ch in chosen.channels}:
+        raise HTTPException(404, f"no channel {channel!r} at {site}")
+    if not end > start or end - start > 31 * 86400.0:
+        raise HTTPException(400, "the window must end after its start and cover at most 31 days")
+    if not isinstance(c.db, Path):
+        return []  # the hub's database: the daemon's rebuild reads the historian file
+    return slug_line(c.config, chosen, channel, start=start, end=end, now=clock.wall())
 
 
 @router.get("/history")

@@ -1,13 +1,18 @@
 """Trends for the site and episode pages: a channel's readings over a window, downsampled on the server.
 
-A week of a 1-second channel is 604,800 readings; the browser gets at most a few thousand numbers instead:
-the window is cut into ``buckets`` equal slices and each slice reports the minimum and maximum good value,
-the number of good readings and the number of readings of any quality. Min/max (not a mean) keeps every
-excursion visible however far the chart is zoomed out: a 30-second pH spike still reaches its true peak. A
-slice with readings but no good one is drawn as a data-quality gap; a slice without readings as missing.
+A month of a 1-second channel is 2.6 M readings; the browser gets at most a few thousand buckets instead: the
+window is cut into ``buckets`` equal slices (one per pixel column of the chart) and each slice reports the
+minimum and maximum value, the number of readings with a value ("good") and of all readings, and the times
+of its first and last reading with a value. Min/max (not a mean) keeps every excursion visible however far
+the chart is zoomed out: a 30-second pH spike still reaches its true peak, and each episode's peak reading
+(listed with its time) is inside its bucket's min..max. A slice with readings but none with a value is a
+data-quality gap (shaded); the line is broken only where consecutive readings with a value are more than the
+channel's ``max_gap`` apart (``gaps``), never merely because a bucket is shorter than the poll interval.
 
-The aggregation is one SQL statement per series over the clustered (channel_id, time) key of ``readings``:
-a sequential range read (see bench/bench_console.py for the cost of a week).
+Whole UTC days of windows with buckets of 2 minutes or more come from the per-minute rollups of
+`monitor.console.trend_rollup` (a month in well under a second); the rest is one SQL aggregation per series
+over the clustered (channel_id, time) key of ``readings``. Ticks and the zone's name come from
+`monitor.console.trend_axis` (the site's zone, never the browser's).
 
 Episodes overlapping the window come from `monitor.read.episodes.find_episodes` and `details` (the pairing
 `pretreat exceedances` uses), so shaded spans match the history page exactly.
@@ -18,22 +23,26 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from config.schema import Site, SiteConfig
+from config.schema import ChannelKind, Site, SiteConfig
+from monitor.console.trend_axis import ticks, zone_label
+from monitor.console.trend_rollup import MIN_BUCKET, ROLLUPS, Agg, Rollups, from_rollups, merge
 from monitor.read.episodes import details, find_episodes
 from monitor.read.readings import completeness, limits, series
 from monitor.stores.readonly import dialect
 
 MAX_BUCKETS = 4000
-MAX_SPAN = 31 * 86400.0  # a month: more than the zoom-out the site view offers (a week)
+MAX_SPAN = 31 * 86400.0  # a month: the longest window the site view offers (30 days)
+BOOLEAN_KINDS = frozenset({ChannelKind.SAMPLER_BOTTLE_FULL, ChannelKind.SAMPLER_FAULT})  # 0/1, drawn as steps
 
 
 def trend(conn: sqlite3.Connection | None, config: SiteConfig, site: Site, channel: str, *, start: float,
-          end: float, buckets: int, now: float) -> dict[str, Any]:
-    """Bucketed readings of ``channel`` over [start, end), its limits, the episodes and the completeness.
+          end: float, buckets: int, now: float, source: str = "", cache: Rollups = ROLLUPS) -> dict[str, Any]:
+    """Bucketed readings of ``channel`` over [start, end), its limits, gaps, episodes, ticks, completeness.
 
-    ``t`` is each bucket's start (epoch s); ``min``/``max`` are null where a bucket has no good reading.
-    Buckets with no reading at all are left out (the chart shows the gap).
-    """
+    ``t`` is each bucket's start (epoch s) and ``x`` where to draw it (the middle of its first and last
+    reading with a value, else its start); ``min``/``max`` are null where a bucket has no value. Buckets with
+    no reading at all are left out. ``gaps`` are the [last, next) spans between readings with a value longer
+    than ``max_gap`` s. ``source`` names the record for the rollup cache (the historian's path)."""
     if not end > start:
         raise ValueError("the window's end must be after its start")
     if end - start > MAX_SPAN:
@@ -43,42 +52,91 @@ def trend(conn: sqlite3.Connection | None, config: SiteConfig, site: Site, chann
     ch = site.channel(channel)
     inst = config.instruments_by_id.get((site.id, ch.instrument))
     interval = inst.poll_interval if inst is not None else None
-    merged: dict[int, list[Any]] = {}
     ids = [cid for cid, _u in series(conn, site.id, channel)] if conn is not None else []
-    # the bucket: (time - start) / width truncated (time >= start, so toward zero is down); PostgreSQL's CAST
-    # rounds instead, so there it is floor()
-    bucket = "floor((time - ?) / ?)::bigint" if dialect(conn) == "postgresql" else "CAST((time - ?) / ? AS INTEGER)"
+    merged: dict[int, Agg] = {}
     for cid in ids:
         assert conn is not None
-        for b, lo, hi, good, total in conn.execute(
-                f"SELECT {bucket} AS b, MIN(value), MAX(value), COUNT(value), COUNT(*) "
-                "FROM readings WHERE channel_id = ? AND time >= ? AND time < ? GROUP BY b",
-                (start, width, cid, start, end)):
-            m = merged.get(b)
-            if m is None:
-                merged[b] = [lo, hi, good, total]
-                continue
-            m[0] = lo if m[0] is None else (m[0] if lo is None else min(m[0], lo))
-            m[1] = hi if m[1] is None else (m[1] if hi is None else max(m[1], hi))
-            m[2] += good
-            m[3] += total
+        _aggregate(conn, source, cache, cid, start, end, width, merged)
     order = sorted(merged)
-    episodes = _episodes(conn, site.id, channel, start, end, now)
+    rows = [merged[b] for b in order]
     return {
-        "site": site.id, "channel": channel, "unit": ch.unit, "start": start, "end": end, "bucket_s": width,
-        "t": [start + b * width for b in order], "min": [merged[b][0] for b in order],
-        "max": [merged[b][1] for b in order], "good": [merged[b][2] for b in order],
-        "total": [merged[b][3] for b in order], "limits": limits(site, channel), "episodes": episodes,
+        "site": site.id, "channel": channel, "unit": ch.unit, "kind": ch.kind.value,
+        "boolean": ch.kind in BOOLEAN_KINDS, "start": start, "end": end, "bucket_s": width,
+        "poll_interval": interval, "max_gap": ch.max_gap,
+        "slug_rule": any(b.rule == "slug" and b.channel == channel for b in site.checks), "timezone": site.timezone,
+        "zone": zone_label(start, end, site.timezone), "ticks": ticks(start, end, site.timezone, buckets),
+        "t": [start + b * width for b in order],
+        "x": [(r[4] + r[5]) / 2 if r[4] is not None else start + b * width for b, r in zip(order, rows, strict=True)],
+        "min": [r[0] for r in rows], "max": [r[1] for r in rows], "good": [r[2] for r in rows],
+        "total": [r[3] for r in rows], "gaps": gaps(rows, ch.max_gap), "limits": limits(site, channel),
+        "episodes": _episodes(conn, ids, site.id, channel, start, end, now),
         "completeness": (completeness(conn, ids, start, min(end, now), interval)
                          if conn is not None and min(end, now) > start else None),
     }
 
 
-def _episodes(conn: sqlite3.Connection | None, site: str, channel: str, start: float, end: float,
+def _aggregate(conn: sqlite3.Connection, source: str, cache: Rollups, cid: int, start: float, end: float,
+               width: float, into: dict[int, Agg]) -> None:
+    """One series' buckets: whole UTC days from the rollups when buckets are wide enough, the rest (and
+    every narrower window) aggregated by SQL over the readings' primary key range."""
+    a, b = (start, start)
+    if width >= MIN_BUCKET and dialect(conn) == "sqlite":
+        a, b = from_rollups(cache, conn, source, cid, start, end, width, into)
+    for lo, hi in ((start, a), (b, end)) if b > a else ((start, end),):
+        if hi > lo:
+            _raw(conn, cid, start, width, lo, hi, into)
+
+
+def _raw(conn: sqlite3.Connection, cid: int, start: float, width: float, lo: float, hi: float,
+         into: dict[int, Agg]) -> None:
+    # the bucket: (time - start) / width truncated (time >= start, so toward zero is down); PostgreSQL's CAST
+    # rounds instead, so there it is floor()
+    bucket = "floor((time - ?) / ?)::bigint" if dialect(conn) == "postgresql" else "CAST((time - ?) / ? AS INTEGER)"
+    for b, mn, mx, good, total, t0, t1 in conn.execute(
+            f"SELECT {bucket} AS b, MIN(value), MAX(value), COUNT(value), COUNT(*), "
+            "MIN(CASE WHEN value IS NOT NULL THEN time END), MAX(CASE WHEN value IS NOT NULL THEN time END) "
+            "FROM readings WHERE channel_id = ? AND time >= ? AND time < ? GROUP BY b",
+            (start, width, cid, lo, hi)):
+        merge(into, int(b), mn, mx, int(good), int(total), t0, t1)
+
+
+def gaps(rows: list[Agg], max_gap: float) -> list[list[float]]:
+    """[last, next] between consecutive readings with a value (in bucket order) more than ``max_gap`` s
+    apart; none when ``max_gap`` is 0 (no gap detection configured). A gap inside one bucket is narrower than
+    a pixel column and is not listed (completeness still counts it)."""
+    out: list[list[float]] = []
+    last: float | None = None
+    for r in rows:
+        if r[4] is None:
+            continue
+        if last is not None and max_gap > 0 and r[4] - last > max_gap:
+            out.append([last, r[4]])
+        last = r[5]
+    return out
+
+
+def _episodes(conn: sqlite3.Connection | None, ids: list[int], site: str, channel: str, start: float, end: float,
               now: float) -> list[dict[str, Any]]:
+    """The episodes overlapping the window, each with its peak reading and when it was reached."""
     if conn is None:
         return []
     found = find_episodes(conn, now=now, site=site, channel=channel, start=start, end=end)
-    return [{"id": f[5] if f[5] is not None else f[6], "rule": e.rule, "status": e.status, "start": e.start,
-             "end": e.end, "until": e.until, "limit": e.limit, "citation": e.citation}
-            for f, e in zip(found, details(conn, found), strict=True)]
+    out = []
+    for f, e in zip(found, details(conn, found), strict=True):
+        out.append({"id": f[5] if f[5] is not None else f[6], "rule": e.rule, "status": e.status,
+                    "start": e.start, "end": e.end, "until": e.until, "limit": e.limit, "peak": e.peak,
+                    "peak_time": _peak_time(conn, ids, e.start, e.until, e.peak), "citation": e.citation})
+    return out
+
+
+def _peak_time(conn: sqlite3.Connection, ids: list[int], a: float | None, b: float | None,
+               peak: float | None) -> float | None:
+    """When the episode's peak reading was recorded (the first reading of that value in its span)."""
+    if a is None or b is None or peak is None:
+        return None
+    for cid in ids:
+        row = conn.execute("SELECT time FROM readings WHERE channel_id = ? AND time >= ? AND time <= ? "
+                           "AND value = ? ORDER BY time LIMIT 1", (cid, a, b, peak)).fetchone()
+        if row is not None:
+            return float(row[0])
+    return None

@@ -20,18 +20,13 @@
       to: new Date(d.window.end * 1000).toISOString(), format: "csv", evidence: "true", download: "true" });
     document.getElementById("ep-csv").href = "/api/history?" + q;
     if (!d.channel_known) return;
-    const canvas = document.getElementById("ep-chart");
-    const tq = new URLSearchParams({ channel: e.channel, start: d.window.start, end: d.window.end,
-      buckets: Math.max(100, Math.round(canvas.clientWidth || 1000)) });
-    const tr = await api(`/api/sites/${encodeURIComponent(d.site)}/trend?${tq}`);
-    if (!tr.ok) return;
-    const data = { ...tr.data, live: [], limits: d.limits.length ? d.limits : tr.data.limits };
-    PTChart.draw(canvas, data);
-    PTChart.zoomable(canvas, async (a, b) => {
-      const zq = new URLSearchParams({ channel: e.channel, start: a, end: b, buckets: Math.round(canvas.clientWidth || 1000) });
-      const z = await api(`/api/sites/${encodeURIComponent(d.site)}/trend?${zq}`);
-      if (z.ok) PTChart.draw(canvas, { ...z.data, live: [], limits: data.limits });
-    });
+    const box = document.getElementById("ep-chart");
+    const show = async (a, b) => {
+      const tq = new URLSearchParams({ channel: e.channel, start: a, end: b, buckets: Math.max(100, Math.round(box.clientWidth || 1000)) });
+      const tr = await api(`/api/sites/${encodeURIComponent(d.site)}/trend?${tq}`);
+      if (tr.ok) PTChart.draw(box, { ...tr.data, live: [], slug: [], limits: d.limits.length ? d.limits : tr.data.limits }, show);
+    };
+    await show(d.window.start, d.window.end);
   }
   // Enforcement staff draft the notice of violation (the server refuses every other role as well).
   if (document.body.dataset.role === "enforcement") {
