@@ -426,6 +426,55 @@ def week_trend(client: httpx.Client, now: float, runs: int) -> dict[str, list[fl
 
 # ---- the report ------------------------------------------------------------------------------------------
 
+MONTH = 30 * 86400
+
+
+def month_trend(db: Path, client: httpx.Client, now: float, runs: int) -> dict[str, list[float]]:
+    """The 30-day trend of a 1-second channel (``s000/ph1``: 2,592,000 readings inserted here, outside the
+    timing, beside its two recent hours): the server's answer over HTTP for 1,000 buckets, the first request
+    (which builds the per-minute rollups of the 30 whole UTC days, `monitor.console.trend_rollup`) apart from the
+    later ones (the rollups checked by one count and merged); then in the browser the site view's "30 days"
+    button, from the click to the channel's chart redrawn with the month (every channel of the site reloads, as
+    an operator's click does)."""
+    conn = open_for_writing(db, busy_timeout=30.0)
+    (cid,) = conn.execute("SELECT id FROM channels WHERE site = 's000' AND channel = 'ph1'").fetchone()
+    (seq,) = conn.execute("SELECT value FROM historian_meta WHERE key = 'next_seq'").fetchone()
+    start = int(now) - MONTH
+    conn.execute("BEGIN")
+    conn.executemany("INSERT INTO readings VALUES (?, ?, ?, ?, 0, '')",  # one 13.0 spike, the rest 7..8
+                     ((cid, float(start + i), seq + i, 13.0 if i == MONTH // 3 else 7.0 + (i % 5400) / 5400.0)
+                      for i in range(MONTH)))
+    conn.execute("UPDATE historian_meta SET value = ? WHERE key = 'next_seq'", (seq + MONTH,))
+    conn.execute("COMMIT")
+    conn.close()
+    out: dict[str, list[float]] = {"first": [], "http": [], "browser": []}
+    window = {"channel": "ph1", "start": start, "end": int(now), "buckets": 1000}
+    for k in range(max(runs, 5) + 1):
+        t0 = time.perf_counter()
+        r = client.get("/api/sites/s000/trend", params=window, timeout=300)
+        out["first" if k == 0 else "http"].append(time.perf_counter() - t0)
+        body = r.json()
+        assert r.status_code == 200 and sum(body["total"]) >= MONTH and max(body["max"]) == 13.0, r.text[:200]
+    pw, b, page = browser()
+    try:
+        box = '.trend[data-channel="ph1"]'
+        for _ in range(runs):
+            page.goto(BASE[0] + "/sites/s000")
+            page.wait_for_selector(f"{box}[data-drawn]")
+            until(page, "window.__trendsLoaded !== undefined")
+            drawn = int(page.get_attribute(box, "data-drawn"))
+            t0 = time.perf_counter()
+            page.click('[data-range="2592000"]')
+            until(page, f"Number(document.querySelector('{box}').dataset.drawn) > {drawn} && "
+                        f"document.querySelector('{box}')._chart.trends[0].end - "
+                        f"document.querySelector('{box}')._chart.trends[0].start > {MONTH - 60}", timeout=120)
+            out["browser"].append(time.perf_counter() - t0)
+    finally:
+        b.close()
+        pw.stop()
+    return out
+
+
 def ms(xs: list[float], q: float | None = None) -> str:
     if q is None:
         return f"{statistics.median(xs) * 1000:.0f} ms"
@@ -476,6 +525,13 @@ def report(args: argparse.Namespace, got: dict[str, Any], phases: dict[str, Phas
         row(f"week trend of a 1-s channel ({WEEK:,} readings), HTTP, 1,000 buckets "
             f"({statistics.median(w['kib']):.0f} KiB)", w["http"], "< 1 s", cost(phases.get("trend")))
         row("week trend in the browser (click to chart redrawn)", w["browser"], "< 1 s", "")
+    if "month" in got:
+        m = got["month"]
+        row(f"30-day trend of a 1-s channel ({MONTH:,} readings), HTTP, 1,000 buckets, first request (builds "
+            "the minute rollups)", m["first"], "", cost(phases.get("month")))
+        row("30-day trend, HTTP, later requests (rollups checked and merged)", m["http"], "< 1 s", "")
+        row("30-day trend in the browser (click on \"30 days\" to chart redrawn, 10 channels reload)",
+            m["browser"], "< 1 s", "")
 
 
 def main() -> int:
@@ -483,7 +539,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--transitions", type=int, default=30, help="per run, for the live update")
-    ap.add_argument("--only", default="list,live,overview,trend")
+    ap.add_argument("--only", default="list,live,overview,trend,month")
     args = ap.parse_args()
     only = set(args.only.split(","))
     print(f"machine: {machine()}; load average {os.getloadavg()}")
@@ -513,6 +569,9 @@ def main() -> int:
             if "trend" in only:
                 with phase(proc.pid, phases, "trend"):
                     got["trend"] = week_trend(client, rec.now, args.runs)
+            if "month" in only:
+                with phase(proc.pid, phases, "month"):
+                    got["month"] = month_trend(rec.config.daemon.historian, client, rec.now, args.runs)
             client.close()
         finally:
             proc.send_signal(signal.SIGTERM)

@@ -45,5 +45,6 @@ and the event stream), `reports` (the daemon's generated reports: list and downl
 behind the stream), `pages` (HTML), `queries`/`trends` (the console's views of what `monitor.read` reads),
 `actions` (the command queue), `remarks` (industry ``seen`` and comments on the alarm rows), `overview` (site
 tiles), `history_view` (the history page's columns), `kpi` (ISA-18.2 alarm KPIs), `cli` (commands). Pages are drawn
-by the scripts in ``static/`` (no CDN, nothing loaded from elsewhere; charts drawn on a canvas by ``chart.js``).
+by the scripts in ``static/`` (no CDN, nothing loaded from elsewhere; trends drawn by the vendored uPlot
+through ``chart.js``).
 """

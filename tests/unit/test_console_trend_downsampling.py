@@ -209,3 +209,33 @@ def test_ticks_on_a_fall_back_day_name_the_repeated_hour() -> None:
     labels = [x["label"] for x in out]
     assert labels[:4] == ["Sun 11-01", "01:00 EDT", "01:00 EST", "02:00"] and labels[-1] == "Mon 11-02"
     assert len(out) == 26
+
+
+async def test_slug_line_is_the_baseline_pretreat_rules_shows(tmp_path: Path) -> None:
+    """The chart's slug line per local day: multiplier × the baseline in force that day, rebuilt from the
+    historian as `pretreat rules` does (two recorded days at 12 gpm: none on the first, whose look-back is
+    empty; 60 gpm from the next day on)."""
+    import time as _time
+
+    from monitor.console.trend_slug import slug_line
+    from monitor.rules_cli import slug_baselines
+    from monitor.sample import Sample
+    from monitor.stores.historian import Historian
+    from tests.unit.checks_helpers import channel, load, site_toml
+
+    config = load(tmp_path, site_toml(channel("flow"), extra="[site.rules.slug]\nloading = false\n"))
+    now = _time.time()
+    midnight = now - now % 86400.0  # UTC midnight today (the site's zone is UTC)
+    h = Historian(path=config.daemon.historian, commit_interval=0.01)
+    await h.start()
+    h.submit([Sample(time=midnight - 2 * 86400.0 + 60.0 * i, site="acme", channel="flow", value=12.0, unit="gpm")
+              for i in range(2 * 1440 + 1)])
+    await h.close()
+    site = config.site("acme")
+    line = slug_line(config, site, "flow", start=midnight - 2 * 86400.0, end=now, now=now)
+    assert [(x["day"], x["threshold"]) for x in line] == [(midnight - 2 * 86400.0, None), (midnight - 86400.0, 60.0),
+                                                         (midnight, 60.0)]
+    assert line[-1]["baseline"] == 12.0 and line[-1]["multiplier"] == 5.0 and line[-1]["unit"] == "gpm"
+    assert "slug above 60 gpm" in slug_baselines(config, now)[("acme", "flow")]
+    assert slug_line(config, site, "flow", start=now - 3600, end=now, now=now)[-1]["threshold"] == 60.0
+    assert slug_line(config, site, "ph", start=now - 3600, end=now, now=now) == []  # no slug rule there
