@@ -239,3 +239,29 @@ async def test_slug_line_is_the_baseline_pretreat_rules_shows(tmp_path: Path) ->
     assert "slug above 60 gpm" in slug_baselines(config, now)[("acme", "flow")]
     assert slug_line(config, site, "flow", start=now - 3600, end=now, now=now)[-1]["threshold"] == 60.0
     assert slug_line(config, site, "ph", start=now - 3600, end=now, now=now) == []  # no slug rule there
+
+
+def test_the_aggregation_reads_the_primary_key_range(recorded: tuple[SiteConfig, list]) -> None:
+    """Both reads of the readings (the per-bucket aggregation, a day's rollup) search the clustered
+    (channel_id, time) key: no scan of the table, no sort for the rollup."""
+    import monitor.console.trends as trends_module
+    from monitor.console import trend_rollup
+
+    config, _rows = recorded
+    conn = sqlite3.connect(config.daemon.historian)
+    plans = []
+    real = conn.execute
+
+    class Spy:
+        def execute(self, sql: str, args: tuple = ()) -> sqlite3.Cursor:
+            if "FROM readings" in sql and not sql.startswith("EXPLAIN"):
+                plans.append(" ".join(str(r[3]) for r in real("EXPLAIN QUERY PLAN " + sql, args)))
+            return real(sql, args)
+
+    spy = Spy()
+    trends_module._raw(spy, 1, T0, 60.0, T0, T0 + 3600, {})  # type: ignore[arg-type]
+    trend_rollup.build_day(spy, 1, T0)
+    assert len(plans) == 2
+    assert all("USING PRIMARY KEY (channel_id=? AND time>? AND time<?)" in p for p in plans), plans
+    assert "TEMP B-TREE" not in plans[1]
+    conn.close()
