@@ -9,8 +9,9 @@ readings, and the times of the first and last reading with a value (for gaps). A
 
 Nothing stale is ever shown: the readings table is append-only (the historian never updates a row; retention
 only deletes whole old days), so a day's reading count changes exactly when a late reading arrives or a
-purge removes some. Each request counts the readings of the cached days in one range query (a key-only scan,
-~10 ms of CPU per day of 1-s readings) and rebuilds any day whose count differs. Bucket boundaries are not
+purge removes some. A request counts the readings of the cached days in one range query (a key-only scan,
+~10 ms of CPU per day of 1-s readings; for the same span at most every `CHECK_EVERY` s, so a late reading for a
+past day is drawn within half a minute) and rebuilds any day whose count differs. Bucket boundaries are not
 minute boundaries: a minute goes into the bucket its start falls in, so the rollup is used only when a bucket
 spans at least `MIN_BUCKET` s (the misplacement is then under half a bucket, i.e. under half a pixel column);
 finer windows aggregate the readings themselves.
@@ -23,12 +24,14 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from array import array
 from collections import OrderedDict
 from typing import Any
 
 DAY = 86400.0
 MIN_BUCKET = 120.0  # s: narrower buckets aggregate raw readings (a minute misplaced by < half a bucket)
+CHECK_EVERY = 30.0  # s: a span's cached days are counted again at most this often
 MAX_DAYS = 600  # channel-days kept (each 1,440 minutes × 7 doubles ≈ 80 KiB): ~48 MiB at most
 NAN = math.nan
 Agg = list[Any]  # [min, max, good, total, first good time, last good time] of one bucket (None where no value)
@@ -48,10 +51,12 @@ class _Day:
 class Rollups:
     """The cache: (source, series id, UTC day start) → `_Day`. Thread-safe (the console's worker threads)."""
 
-    def __init__(self, max_days: int = MAX_DAYS) -> None:
+    def __init__(self, max_days: int = MAX_DAYS, check_every: float = CHECK_EVERY) -> None:
         self.max_days = max_days
+        self.check_every = check_every
         self._days: OrderedDict[tuple[str, int, float], _Day] = OrderedDict()
         self._lock = threading.Lock()
+        self._checked: dict[tuple[str, int, float, float], float] = {}  # when a span's days were last counted
         self.built = 0  # days built (or rebuilt) since start: tests and the benchmark read it
 
     def clear(self) -> None:
@@ -78,7 +83,9 @@ class Rollups:
         starts = [first + k * DAY for k in range(round((last - first) / DAY))]
         cached = {s: self._get((source, cid, s)) for s in starts}
         known = {s: d for s, d in cached.items() if d is not None}
-        if known:
+        key = (source, cid, first, last)
+        if known and time.monotonic() - self._checked.get(key, -math.inf) >= self.check_every:
+            self._checked[key] = time.monotonic()
             lo, hi = min(known), max(known)
             (n,) = conn.execute("SELECT COUNT(*) FROM readings WHERE channel_id = ? AND time >= ? AND time < ?",
                                 (cid, lo, hi + DAY)).fetchone()

@@ -70,9 +70,27 @@ def trend(conn: sqlite3.Connection | None, config: SiteConfig, site: Site, chann
         "min": [r[0] for r in rows], "max": [r[1] for r in rows], "good": [r[2] for r in rows],
         "total": [r[3] for r in rows], "gaps": gaps(rows, ch.max_gap), "limits": limits(site, channel),
         "episodes": _episodes(conn, ids, site.id, channel, start, end, now),
-        "completeness": (completeness(conn, ids, start, min(end, now), interval)
-                         if conn is not None and min(end, now) > start else None),
+        "completeness": _completeness(conn, ids, start, end, now, interval, sum(r[2] for r in rows)),
     }
+
+
+def _completeness(conn: sqlite3.Connection | None, ids: list[int], start: float, end: float, now: float,
+                  interval: float | None, good: int) -> dict[str, Any] | None:
+    """`monitor.read.readings.completeness` over [start, min(end, now)] (closed), counted from the buckets'
+    readings with a value instead of a second pass over the window: plus those at exactly ``end``, minus any
+    stamped after ``now`` (a device clock ahead). Both corrections are index look-ups of an empty range."""
+    stop = min(end, now)
+    if conn is None or not stop > start:
+        return None
+    for cid in ids:
+        (at_end,) = conn.execute("SELECT COUNT(value) FROM readings WHERE channel_id = ? AND time = ?",
+                                 (cid, stop)).fetchone()
+        (ahead,) = conn.execute("SELECT COUNT(value) FROM readings WHERE channel_id = ? AND time > ? AND time < ?",
+                                (cid, stop, end)).fetchone()
+        good += int(at_end) - int(ahead)
+    c = completeness(conn, [], start, stop, interval)  # the expected count and the percentage, one definition
+    pct = None if not c["expected"] else min(100.0, 100.0 * good / c["expected"])
+    return {**c, "good": good, "pct": pct}
 
 
 def _aggregate(conn: sqlite3.Connection, source: str, cache: Rollups, cid: int, start: float, end: float,

@@ -87,6 +87,7 @@ const PTChart = (() => {
       e.k = k;
     });
     g.setLineDash([6 * dpr, 4 * dpr]); g.lineWidth = 1.2 * dpr; g.font = `${11 * dpr}px system-ui, sans-serif`;
+    g.textAlign = "left"; g.textBaseline = "alphabetic";  // uPlot leaves its axis alignment on the context
     trends.forEach((d) => {
       g.strokeStyle = LIMIT; g.fillStyle = LIMIT;
       for (const l of d.limits || []) {
