@@ -218,7 +218,7 @@
       });
     }
     document.getElementById("zoom-reset").addEventListener("click", () => { zoom = null; loadAll(); });
-    document.getElementById("site-zone").textContent = `Times in the site's zone, ${s.timezone} (${PT.parts(Date.now() / 1000).zoneName}).`;
+    document.getElementById("site-zone").textContent = `Times in ${s.timezone} (${PT.parts(Date.now() / 1000).zoneName}).`;
     await loadAll();
     await loadAlarms();
     stream(`/api/events?site=${encodeURIComponent(site)}`, { readings: onReadings, alarm: loadAlarms });
