@@ -252,7 +252,9 @@ def site_slug_line(request: Request, site: str, channel: str, start: float, end:
         raise HTTPException(400, "the window must end after its start and cover at most 31 days")
     if not isinstance(c.db, Path):
         return []  # the hub's database: the daemon's rebuild reads the historian file
-    return slug_line(c.config, chosen, channel, start=start, end=end, now=clock.wall())
+    snapshot, _why = daemon_snapshot(c.db)
+    live = ((snapshot or {}).get("slug_baselines") or {}).get(f"{chosen.id}/{channel}")
+    return slug_line(c.config, chosen, channel, start=start, end=end, now=clock.wall(), live=live)
 
 
 @router.get("/history")

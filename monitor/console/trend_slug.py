@@ -1,7 +1,8 @@
 """The slug limit line of a trend: the threshold in force on each local day (multiplier × that day's baseline).
 
-The baseline is the one the rules know: a permit's fixed normal-sewage strength, or the trailing baseline
-rebuilt from the historian exactly as `pretreat rules` and the periodic report do
+The baseline is the one the rules know: a permit's fixed normal-sewage strength; for the day in progress the
+one the running daemon judges by (its health snapshot's ``slug_baselines``); for earlier days of the window the
+trailing baseline rebuilt from the historian exactly as `pretreat rules` and the periodic report do
 (`monitor.slug_history.baseline_days`). That rebuild replays up to 60 days of readings, so it is served apart
 from the trend (the chart draws first and adds the line when it arrives) and kept for `TODAY_TTL` s per
 window (to the hour).
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import date, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from config.schema import Site, SiteConfig
 from monitor.slug_history import baseline_days
@@ -21,10 +24,13 @@ _CACHE: dict[tuple[str, str, float, float], tuple[float, list[dict[str, Any]]]] 
 _LOCK = threading.Lock()
 
 
-def slug_line(config: SiteConfig, site: Site, channel: str, *, start: float, end: float,
-              now: float) -> list[dict[str, Any]]:
+def slug_line(config: SiteConfig, site: Site, channel: str, *, start: float, end: float, now: float,
+              live: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Per local day overlapping [start, end): ``day`` (its start), ``threshold`` (None: no baseline that day,
-    no slug judged), ``baseline``, ``unit``, ``multiplier`` and the rule's citation. Empty without a slug rule."""
+    no slug judged), ``baseline``, ``unit``, ``multiplier``, ``source`` and the rule's citation. Empty without a
+    slug rule. ``live`` is the daemon's health snapshot entry for the rule (`monitor.slug_history.BaselineSection`):
+    the day in progress takes the baseline the running daemon judges by ("daemon"); earlier days are rebuilt from
+    the record ("record"), as `pretreat rules` does."""
     rules = [b for b in site.checks if b.rule == "slug" and b.channel == channel]
     if not rules:
         return []
@@ -33,9 +39,23 @@ def slug_line(config: SiteConfig, site: Site, channel: str, *, start: float, end
     if "baseline" in b.params:  # a permit's fixed normal-sewage strength: one line over the whole window
         base = float(b.params["baseline"])
         return [{"day": start, "baseline": base, "threshold": mult * base, "multiplier": mult,
-                 "fixed": True, "citation": b.citation}]
-    days = _days(config, site, channel, start, end, now)
-    return [{**d, "multiplier": mult, "citation": b.citation} for d in days]
+                 "fixed": True, "source": "permit", "citation": b.citation}]
+    today = _live_day(live, site.timezone)
+    days = _days(config, site, channel, start, end if today is None else min(end, today), now) \
+        if today is None or start < today else []
+    out = [{**d, "multiplier": mult, "source": "record", "citation": b.citation} for d in days]
+    if today is not None and live is not None and end > today:
+        out.append({"day": today, "baseline": live.get("baseline"), "threshold": live.get("threshold"),
+                    "unit": "", "fixed": False, "multiplier": mult, "source": "daemon", "citation": b.citation})
+    return out
+
+
+def _live_day(live: dict[str, Any] | None, zone: str) -> float | None:
+    """The start (epoch s) of the local day the daemon's baseline is for, or None without one."""
+    if not isinstance(live, dict) or not live.get("day"):
+        return None
+    d = date.fromisoformat(str(live["day"]))
+    return datetime(d.year, d.month, d.day, tzinfo=ZoneInfo(zone)).timestamp()
 
 
 def _days(config: SiteConfig, site: Site, channel: str, start: float, end: float, now: float) -> list[dict[str, Any]]:
@@ -44,11 +64,10 @@ def _days(config: SiteConfig, site: Site, channel: str, start: float, end: float
         hit = _CACHE.get(key)
     if hit is not None and time.monotonic() < hit[0]:
         return hit[1]
-    out = []
-    for d in baseline_days(config, site.id, start - 86400.0, end):  # the local day holding ``start`` too
-        if d.channel == channel and d.day + 90000.0 > start:
-            out.append({"day": d.day, "baseline": d.baseline, "threshold": d.threshold, "unit": d.unit,
-                        "fixed": False})
+    mine = [d for d in baseline_days(config, site.id, start - 90000.0, end) if d.channel == channel]
+    first = max((k for k, d in enumerate(mine) if d.day <= start), default=0)  # the local day holding ``start``
+    out = [{"day": d.day, "baseline": d.baseline, "threshold": d.threshold, "unit": d.unit, "fixed": False}
+           for d in mine[first:]]
     with _LOCK:
         if len(_CACHE) > 256:
             _CACHE.clear()

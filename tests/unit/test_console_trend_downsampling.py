@@ -236,9 +236,16 @@ async def test_slug_line_is_the_baseline_pretreat_rules_shows(tmp_path: Path) ->
     assert [(x["day"], x["threshold"]) for x in line] == [(midnight - 2 * 86400.0, None), (midnight - 86400.0, 60.0),
                                                          (midnight, 60.0)]
     assert line[-1]["baseline"] == 12.0 and line[-1]["multiplier"] == 5.0 and line[-1]["unit"] == "gpm"
-    assert "slug above 60 gpm" in slug_baselines(config, now)[("acme", "flow")]
+    assert "a slug is above 60 gpm" in slug_baselines(config, now)[("acme", "flow")]
     assert slug_line(config, site, "flow", start=now - 3600, end=now, now=now)[-1]["threshold"] == 60.0
     assert slug_line(config, site, "ph", start=now - 3600, end=now, now=now) == []  # no slug rule there
+    # with the running daemon's baseline (its health snapshot): the day in progress takes it, earlier days
+    # are still rebuilt from the record
+    today = datetime.fromtimestamp(now, ZoneInfo("UTC")).date().isoformat()
+    live = {"fixed": False, "day": today, "baseline": 20.0, "threshold": 100.0, "rests_on": []}
+    both = slug_line(config, site, "flow", start=midnight - 86400.0, end=now, now=now, live=live)
+    assert [(x["day"], x["threshold"], x["source"]) for x in both] == [(midnight - 86400.0, 60.0, "record"),
+                                                                      (midnight, 100.0, "daemon")]
 
 
 def test_the_aggregation_reads_the_primary_key_range(recorded: tuple[SiteConfig, list]) -> None:
