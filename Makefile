@@ -95,8 +95,9 @@ demo: $(STAMP) demo-deps
 # The fast suite (what developers run); CI runs it, then again under load, then the slow one. Two pytest-xdist
 # workers: most tests wait on servers and daemons they start, so two at a time fill the machine's two cores
 # (every server a test starts is on its own free port, every file under its own tmp_path). --durations names
-# the slowest tests in every log.
-XDIST ?= -n 2
+# the slowest tests in every log. --dist loadfile: a file's tests run on one worker in their order (the browser
+# scenarios of a file share one console and build on each other's acknowledgements).
+XDIST ?= -n 2 --dist loadfile
 test: $(TEST_STAMP) test-deps lint
 	$(PY) -m pytest -q $(XDIST) --durations=15 -m "not slow"
 
