@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from config.limits import temperature_unit
 from config.links import MISSING_POINT
 from config.maps import (
     fixed_unit_expects,
@@ -164,6 +165,7 @@ def channel(raw: dict[str, Any], p: str, site: str, instruments: dict[str, Instr
     scale = reader.number(raw, "scale", p, default=1.0)
     if scale == 0:
         reader.error(f"{p}.scale", 0, "a non-zero number")
+    _check_kind_unit(raw, p, reader)
     return Channel(
         id=reader.text(raw, "id", p, check=ID.match, expected=ID_EXPECTED),  # type: ignore[arg-type]
         site=site, instrument=inst_id,
@@ -179,6 +181,33 @@ def channel(raw: dict[str, Any], p: str, site: str, instruments: dict[str, Instr
         max_gap=_max_gap(raw, p, inst, reader),
         judge_over_range=_flag(raw, "judge_over_range", p, reader),
     )
+
+
+_PH_UNITS = {"ph", "phunits", "phunit", "su", "s.u.", "standardunits"}  # compared without case or spaces
+_LEL_UNITS = {"%lel", "lel%", "%oflel", "percentlel", "lel"}
+_KIND_UNITS: dict[str, tuple[Callable[[str], bool], str]] = {
+    "ph": (lambda u: _squeezed(u) in _PH_UNITS,
+           "'pH' (or 'pH units'): an ORP (mV) reading cannot be judged as pH; a pH/ORP probe set to ORP is "
+           "kind = 'other'"),
+    "temperature": (lambda u: temperature_unit(u) != "", "a temperature unit: 'degC' or 'degF'"),
+    "sampler_temperature": (lambda u: temperature_unit(u) != "", "a temperature unit: 'degC' or 'degF'"),
+    "lel": (lambda u: _squeezed(u) in _LEL_UNITS, "'%LEL' (percent of the lower explosive limit)"),
+}
+
+
+def _squeezed(unit: str) -> str:
+    return unit.replace(" ", "").casefold()
+
+
+def _check_kind_unit(raw: dict[str, Any], p: str, reader: Reader) -> None:
+    """A channel whose checks judge it against limits of one unit (pH, temperature, %LEL) must read in that unit:
+    a pH/ORP probe's ORP (mV) judged against pH limits would say "a reading < 5 mV" and alarm on nonsense."""
+    kind, unit = raw.get("kind"), raw.get("unit")
+    if not isinstance(kind, str) or not isinstance(unit, str) or not unit or kind not in _KIND_UNITS:
+        return
+    accepts, expected = _KIND_UNITS[kind]
+    if not accepts(unit):
+        reader.error(f"{p}.unit", unit, f"for channel '{raw.get('id', '')}' (kind = '{kind}'), {expected}")
 
 
 def _resolution(raw: dict[str, Any], p: str, reader: Reader, scale: float, inst: Instrument | None) -> float | None:

@@ -198,3 +198,25 @@ def test_max_gap_and_judge_over_range_are_validated(tmp_path: Path, keys: dict[s
     errors = errors_of(tmp_path, site(channel=_channel(**keys)))
     key = next(iter(keys))
     assert any(f"site[0].channel[0].{key}" in e and expected in e for e in errors), errors
+
+
+_HACH = '[[site.instrument]]\nid = "hach"\ndriver = "modbus_tcp"\nhost = "127.0.0.1"\nregister_map = "hach_pc_sc_ph"\n'
+
+
+@pytest.mark.parametrize("kind,unit,accepted", [
+    ("ph", "mV", False), ("ph", "pH", True), ("ph", "pH units", True), ("ph", "s.u.", True),
+    ("temperature", "mV", False), ("temperature", "degF", True), ("temperature", "°C", True),
+    ("lel", "ppm", False), ("lel", "% LEL", True), ("sampler_temperature", "pH", False),
+])
+def test_a_channel_whose_unit_its_kind_cannot_be_judged_in_is_refused(
+        tmp_path: Path, kind: str, unit: str, accepted: bool) -> None:
+    """The Hach pH/ORP probe's point set to ORP (mV) would be judged against pH limits ("a reading < 5 mV"):
+    refused, and so is a temperature or LEL channel in a unit its limits cannot be stated in."""
+    ch = f'[[site.channel]]\nid = "probe"\ninstrument = "hach"\npoint = "ph"\nkind = "{kind}"\nunit = "{unit}"\n'
+    errors = errors_of(tmp_path, site(instrument=_HACH, channel=ch))
+    unit_errors = [e for e in errors if e.startswith("site[0].channel[0].unit:")]
+    assert (unit_errors == []) is accepted, errors
+    if not accepted:
+        assert "'probe'" in unit_errors[0] and f"kind = '{kind}'" in unit_errors[0]
+    if kind == "ph" and not accepted:
+        assert "an ORP (mV) reading cannot be judged as pH" in unit_errors[0]
