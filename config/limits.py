@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from config.errors import ConfigError
-from config.pollutants import PollutantLimit, parse_pollutant_limits
+from config.pollutants import PollutantLimit, canonical_parameter, concentration_parameters, parse_pollutant_limits
 from config.reader import Reader
 
 JURISDICTIONS_DIR = Path(__file__).parent / "jurisdictions"
@@ -71,6 +71,11 @@ _TEXT_KEYS = {
     "measured_by",
     "at_all_times",
 }
+
+
+# Keys only a jurisdiction profile sets (its seed lines, the ordinance's literal words, a limit the law is silent
+# on): a permit states its own number with its own citation, so these are not offered to it.
+_PROFILE_ONLY_KEYS = {"line", "line_end", "literal", "stated", "required"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +236,14 @@ def parse_limit(raw: Any, key: str, p: str, reader: Reader, *, default_cite: str
     if not isinstance(raw, dict):
         reader.error(p, raw, "a table")
         return None
-    reader.unknown_keys(raw, p, _TEXT_KEYS | set(_FIELDS[key]))
+    allowed = _TEXT_KEYS | set(_FIELDS[key])
+    if default_cite:  # a permit's limit
+        allowed -= _PROFILE_ONLY_KEYS
+        for k in sorted(_PROFILE_ONLY_KEYS & set(raw)):
+            reader.error(f"{p}.{k}", raw[k], f"no {k}: a key of the ordinance's profile, not of a permit; the keys "
+                                             f"a permit may set are {sorted(allowed)}")
+        raw = {k: v for k, v in raw.items() if k not in _PROFILE_ONLY_KEYS}
+    reader.unknown_keys(raw, p, allowed)
     common = _record(raw, key, p, reader, default_cite)
     if not common["stated"]:
         return Limit(**common)
@@ -251,6 +263,10 @@ def parse_limit(raw: Any, key: str, p: str, reader: Reader, *, default_cite: str
         str(k): reader.number(sewage_raw, k, f"{p}.normal_sewage", minimum=0, exclusive_min=True)
         for k in sewage_raw
     }
+    for k in [k for k in sewage if not _constituent(k)]:
+        reader.error(f"{p}.normal_sewage.{k}", sewage.pop(k),
+                     f"a constituent of normal sewage, one of {sorted(concentration_parameters())} (or an alias "
+                     f"of one, e.g. 'suspended_solids')")
     if key == "slug" and baseline == "normal_sewage" and not sewage:
         reader.error(f"{p}.normal_sewage", {}, "each constituent's normal-sewage strength: { bod = 240 }")
     operator = reader.text(raw, "operator", p, default="<" if key == "ph_min" else ">",
@@ -259,6 +275,11 @@ def parse_limit(raw: Any, key: str, p: str, reader: Reader, *, default_cite: str
                                    expected="'>' or '>='")
     return Limit(**common, numbers=numbers, baseline=baseline, normal_sewage=sewage, operator=operator,
                  duration_operator=duration_operator)
+
+
+def _constituent(name: str) -> bool:
+    """A normal-sewage strength names a concentration parameter ("suspended_solids" = "suspended solids")."""
+    return canonical_parameter(name.replace("_", " ")) in concentration_parameters()
 
 
 def _record(raw: dict[str, Any], key: str, p: str, reader: Reader, default_cite: str) -> dict[str, Any]:
@@ -319,9 +340,7 @@ def parse_permit(raw: dict[str, Any], p: str, reader: Reader) -> Permit | None:
     limits: dict[str, Limit] = {}
     for key, table in reader.table(raw, "limits", p).items():
         limit = parse_limit(table, key, f"{p}.limits.{key}", reader, default_cite=f"Permit {permit_id}")
-        if limit is not None and not limit.stated:
-            reader.error(f"{p}.limits.{key}.stated", False, "a permit limit that states its number (omit it)")
-        elif limit is not None:
+        if limit is not None:  # "stated" is no key of a permit's (parse_limit): a permit states its number
             limits[key] = limit
     pollutants = parse_pollutant_limits(reader.table(raw, "pollutants", p), f"{p}.pollutants", reader, permit_id)
     slug = reader.table(raw, "slug", p)

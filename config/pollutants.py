@@ -76,6 +76,11 @@ PH_UNITS = ("su", "s.u.", "ph", "std units")
 _EXACT_FACTORS = {u: Fraction(repr(f)) for u, f in CONCENTRATION_UNITS.items()}  # 0.001 as exactly 1/1000
 
 
+def concentration_parameters() -> list[str]:
+    """The keys of the parameters measured as a concentration (every one but pH)."""
+    return [k for k, v in PARAMETERS.items() if v.unit_kind == "concentration"]
+
+
 def canonical_parameter(name: str) -> str | None:
     return _ALIASES.get(" ".join(name.strip().lower().split()))
 
@@ -220,7 +225,7 @@ def parse_pollutant_limits(raw: dict[str, Any], p: str, reader: Reader, permit_i
         where = f"{p}.{name}"
         param = canonical_parameter(name)
         if param is None:
-            known = sorted(k for k, v in PARAMETERS.items() if v.unit_kind == "concentration")
+            known = sorted(concentration_parameters())
             reader.error(where, name, f"a pollutant parameter or an alias of one, one of {known}")
             continue
         if PARAMETERS[param].unit_kind != "concentration":

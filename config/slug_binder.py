@@ -40,7 +40,7 @@ def _slug_limit(ctx: Context) -> tuple[Limit | None, str]:
     if law is None or permit is None:
         return permit or law, ""
     if permit.baseline != law.baseline:
-        return law, ctx.looser("slug", f"{permit.baseline} baseline", f"{law.baseline} baseline", law)
+        return law, _other_basis(permit, law)
     # ties go to the permit (the more specific text); for equal minutes ">=" forbids more than ">"
     mult = permit if permit.numbers["multiplier"] <= law.numbers["multiplier"] else law
     dur = permit if _duration_key(permit) <= _duration_key(law) else law
@@ -68,6 +68,25 @@ def _slug_limit(ctx: Context) -> tuple[Limit | None, str]:
                  f"the multiplier of {mult.citation} and the duration of {dur.citation}, each the stricter "
                  f"figure (40 CFR 403.5(d))"))
     return combined, note
+
+
+def _other_basis(permit: Limit, law: Limit) -> str:
+    """The note on a permit's baseline of another form than the ordinance's: not looser or stricter but a
+    different basis, which the ordinance's words decide (Southeast measures against "the average ... during normal
+    operation", so a permit's fixed normal-sewage values cannot stand in for it; Vestal's fixed strength cannot be
+    replaced by a trailing average)."""
+    words = law.wording or law.quote
+    start = words.find("the average")
+    said = f' ("{words[start:] if start >= 0 else words}")' if words else ""
+    if law.baseline == "trailing":
+        theirs, ours = "fixed normal_sewage baseline", "trailing average"
+        why = f"the ordinance's words{said} measure against the average during normal operation and do not allow " \
+              f"fixed values in its place"
+    else:
+        theirs, ours = "trailing-average baseline", "fixed normal-sewage strength"
+        why = f"the ordinance's words{said} fix the strength of normal sewage and do not allow an average in its place"
+    return (f"the permit's {theirs} ({permit.citation}) is a different basis from the ordinance's {ours} "
+            f"({law.citation}): {why}, so the ordinance's baseline is in force")
 
 
 def _duration_key(lim: Limit) -> tuple[float, int]:
