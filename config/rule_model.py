@@ -22,7 +22,8 @@ class RuleParams(Mapping[str, "float | str"]):
     """The words every rule may carry beside its numbers (engines ignore them), and the mapping view.
 
     ``quote``: the ordinance's words; ``clause``: the whole sentence they stand in (a notice quotes it);
-    ``reading``: the reading of ambiguous law in force; ``looser``: a permit
+    ``reading``: the reading of ambiguous law in force; ``literal``: the words read literally, which that
+    reading refers to ("see literal"); ``looser``: a permit
     figure set aside as looser than the ordinance's (40 CFR 403.5(d)); ``wording``: how the limit is worded;
     ``permitted``: the federal rule under which excursions are permitted (40 CFR 401.17), when adopted.
     A rule without numbers (``stale``, ``sensor_fault``) binds this class itself."""
@@ -30,6 +31,7 @@ class RuleParams(Mapping[str, "float | str"]):
     quote: str = ""
     clause: str = ""
     reading: str = ""
+    literal: str = ""
     looser: str = ""
     wording: str = ""
     permitted: str = ""

@@ -17,15 +17,17 @@ def _slug_params(lim: Limit, s: Settings, ctx: Context, *, baseline: float | Non
                  looser: str = "") -> SlugParams:
     permit = ctx.permit
     duration, duration_operator, reading = lim.numbers["minutes"] * 60.0, lim.duration_operator, lim.reading
+    literal = lim.literal  # what the reading's "see literal" refers to
     if permit is not None and permit.slug_reading == "multiple_alone":
         duration, duration_operator = 0.0, ">="
         reading = (f"the literal reading, selected by {permit.slug_cite}: more than "
                    f"{lim.numbers['multiplier']:g} times the baseline at any reading is a slug, whatever "
                    f"its duration (\"{lim.literal or lim.quote}\")")
+        literal = ""  # quoted in the reading itself
     return SlugParams(
         timezone=ctx.timezone, multiplier=lim.numbers["multiplier"], operator=lim.operator, duration=duration,
         duration_operator=duration_operator, baseline_days=int(s.options.get("baseline_days", BASELINE_DAYS)),
-        baseline=baseline, reading=reading, wording=lim.wording, looser=looser, quote=lim.quote,
+        baseline=baseline, reading=reading, literal=literal, wording=lim.wording, looser=looser, quote=lim.quote,
         clause=lim.clause,
     )
 
@@ -56,6 +58,7 @@ def _slug_limit(ctx: Context) -> tuple[Limit | None, str]:
                                                         else k for k in looser), law)
     m, minutes, op = mult.numbers["multiplier"], dur.numbers["minutes"], dur.duration_operator
     how = "longer than" if op == ">" else "for at least"
+    for_how = "for longer than" if op == ">" else "for at least"
     if mult is permit:  # the permit's duration is the looser figure, else its multiplier
         note = ctx.looser("slug", f"duration {_duration_words(permit)}", _duration_words(law), law)
     else:
@@ -64,7 +67,7 @@ def _slug_limit(ctx: Context) -> tuple[Limit | None, str]:
     combined = replace(
         law, numbers={**law.numbers, "multiplier": m, "minutes": minutes}, duration_operator=op,
         citation=f"{mult.citation} (multiplier {m:g}); {dur.citation} (duration {how} {minutes:g} minutes)",
-        reading=(f"read as more than {m:g} times the baseline of normal operation {how} {minutes:g} minutes: "
+        reading=(f"read as more than {m:g} times the baseline of normal operation {for_how} {minutes:g} minutes: "
                  f"the multiplier of {mult.citation} and the duration of {dur.citation}, each the stricter "
                  f"figure (40 CFR 403.5(d))"))
     return combined, note

@@ -166,6 +166,15 @@ def _calibration_words(site: Site, channel: str) -> str:
             f"(data quality) to the site's routes")
 
 
+def whole_words(quote: str, clause: str) -> str:
+    """The ordinance's words as printed beside a rule: the whole sentence where the profile keeps it, else the
+    quote, marked "…" where it stops mid-sentence (a quote is the part of a clause the limit rests on, so a
+    reader must not take it for the whole)."""
+    if clause:
+        return clause
+    return quote if quote.rstrip("\"')”’").endswith((".", "!", "?")) else f"{quote} …"
+
+
 def binding_lines(b: RuleBinding, unit: str, baseline: str | None) -> list[str]:
     """One rule in force: what violates it, in words, then its citation, quote, reading and set-aside note."""
     from monitor.reports.compliance import describe  # the report's wording of the same rule
@@ -175,8 +184,13 @@ def binding_lines(b: RuleBinding, unit: str, baseline: str | None) -> list[str]:
     if isinstance(p, ThresholdParams):
         head += f"; {STRICTNESS.get(p.operator, '')}"
     out = [head, f"  citation: {b.citation}"]
-    for key, label in (("quote", "words"), ("reading", "reading in force"), ("looser", "set aside"),
-                       ("permitted", "permitted excursions under")):
+    if p.get("quote") or p.get("clause"):
+        out.append(f"  words: {whole_words(str(p.get('quote', '')), str(p.get('clause', '')))}")
+    if p.get("reading"):
+        out.append(f"  reading in force: {p['reading']}")
+        if p.get("literal") and "literal" in str(p["reading"]):  # "(see literal)": the words it refers to
+            out.append(f"  literal: {p['literal']}")
+    for key, label in (("looser", "set aside"), ("permitted", "permitted excursions under")):
         if p.get(key):
             out.append(f"  {label}: {p[key]}")
     if baseline is not None:

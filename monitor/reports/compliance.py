@@ -184,6 +184,8 @@ def describe(b: RuleBinding, unit: str) -> str:
         base = (f"the fixed normal-sewage strength {float(p['baseline']):g} {unit}" if "baseline" in p else
                 f"the baseline (mean 24-hour average of the last {int(float(p.get('baseline_days', 7)))} days of "
                 f"normal operation)")
+        if float(p["duration"]) == 0:  # the literal reading (a permit's multiple_alone): no duration
+            return f"{b.channel}: over {float(p['multiplier']):g}× {base} at any reading"
         return (f"{b.channel}: over {float(p['multiplier']):g}× {base} for {p['duration_operator']} "
                 f"{float(p['duration']) / 60:g} min")
     return b.channel

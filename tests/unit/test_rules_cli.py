@@ -190,7 +190,7 @@ def test_a_permit_slug_limit_tighter_in_one_figure_binds_figure_by_figure(
     assert main(["rules", "--config", str(path)]) == 0
     out = capsys.readouterr().out
     assert "citation: Permit SE-9 (multiplier 3); Town of Southeast § 112-5A(1)(j) (duration longer than 15" in out
-    assert "read as more than 3 times the baseline of normal operation longer than 15 minutes" in out
+    assert "read as more than 3 times the baseline of normal operation for longer than 15 minutes" in out
     site = load(tmp_path, site_toml(channel("flow"), extra=MIXED_SLUG)).sites[0]
     [line] = [x for x in permit_limits(site) if x.subject == "Slug load"]
     assert "Permit SE-9 (multiplier 3)" in line.citation and "§ 112-5A(1)(j) (duration" in line.citation
@@ -221,3 +221,44 @@ def test_an_unchecked_flow_channel_says_why_with_the_jurisdictions_note(
     flow = out.split("flow (flow,")[1].split("calibration:")[0]
     assert "NO RULE: slug: " in flow and note in flow
     assert "1 channel(s) left unchecked" in out
+
+
+def test_rules_prints_the_whole_clause_the_literal_it_refers_to_and_at_any_reading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The slug's words are the whole sentence (its quote stops mid-clause), the reading's "see literal" is
+    followed by the literal words it refers to, and the literal reading selected by a permit has no duration."""
+    slug = "[site.rules.slug]\nloading = false\n"
+    assert main(["rules", "--config", str(_write(tmp_path, site_toml(channel("flow"), extra=slug)))]) == 0
+    out = capsys.readouterr().out
+    assert "  words: In no case shall a slug load have a flow rate or contain concentration or quantities of " \
+           "pollutants that exceed for any time period longer than 15 minutes or more than five times the average " \
+           "twenty-four-hour concentration, quantities or flow during normal operation.\n" in out
+    assert "see literal)" in out
+    assert "  literal: exceed for any time period longer than 15 minutes or more than five times the average " \
+           "twenty-four-hour concentration, quantities or flow during normal operation\n" in out
+    literal = ('[site.permit]\nid = "SE-9"\n[site.permit.slug]\nreading = "multiple_alone"\n'
+               'cite = "Permit SE-9, Part I.D"\n')
+    assert main(["rules", "--config", str(_write(tmp_path, site_toml(channel("flow"), extra=slug + literal)))]) == 0
+    out = capsys.readouterr().out
+    assert "slug: flow: over 5× the baseline (mean 24-hour average of the last 7 days of normal operation) at any " \
+           "reading\n" in out
+    assert ">= 0 min" not in out
+
+
+def test_a_quote_cut_mid_sentence_is_marked_with_an_ellipsis() -> None:
+    from monitor.rules_cli import whole_words
+
+    assert whole_words("Any wastewater having a pH less than 5.0", "") == "Any wastewater having a pH less than 5.0 …"
+    assert whole_words("Discharge shall not exceed 5.0.", "") == "Discharge shall not exceed 5.0."
+    assert whole_words("a fragment", "The whole sentence with a fragment in it.") == \
+        "The whole sentence with a fragment in it."
+
+
+def test_a_combined_permit_and_ordinance_slug_reading_says_for_longer_than(tmp_path: Path) -> None:
+    extra = ('[site.permit]\nid = "SE-9"\n[site.permit.limits.slug]\nmultiplier = 3.0\nminutes = 30.0\n'
+             'cite = "Permit SE-9, Part I.C"\n[site.rules.slug]\nloading = false\n')
+    site = load(tmp_path, site_toml(channel("flow"), extra=extra)).sites[0]
+    slug = next(b for b in site.checks if b.rule == "slug")
+    assert "read as more than 3 times the baseline of normal operation for longer than 15 minutes" in \
+        str(slug.params["reading"])
