@@ -106,7 +106,7 @@ def site_lines(site: Site, baselines: dict[tuple[str, str], str], skipped: list[
     for ch in site.channels:
         lines.append(f"  {ch.id} ({ch.kind.value}, {ch.unit or 'no unit'})")
         for b in (b for b in site.checks if b.rule not in DATA_QUALITY_RULES and ch.id == b.inputs[0]):
-            lines.extend("    " + x for x in binding_lines(b, ch.unit, baselines.get((site.id, b.channel))))
+            lines.extend("    " + x for x in binding_lines(b, ch.unit, baselines.get((site.id, b.channel)), site))
         if (site.id, ch.id) in missing:
             lines.append(f"    NO RULE: {missing[(site.id, ch.id)]}")
         else:
@@ -175,7 +175,7 @@ def whole_words(quote: str, clause: str) -> str:
     return quote if quote.rstrip("\"')”’").endswith((".", "!", "?")) else f"{quote} …"
 
 
-def binding_lines(b: RuleBinding, unit: str, baseline: str | None) -> list[str]:
+def binding_lines(b: RuleBinding, unit: str, baseline: str | None, site: Site) -> list[str]:
     """One rule in force: what violates it, in words, then its citation, quote, reading and set-aside note."""
     from monitor.reports.compliance import describe  # the report's wording of the same rule
 
@@ -196,9 +196,9 @@ def binding_lines(b: RuleBinding, unit: str, baseline: str | None) -> list[str]:
     if baseline is not None:
         out.append(f"  baseline today: {baseline}")
     if b.rule == "slug" and p.get("baseline") is None:  # a trailing baseline: what it means for batch operation
-        from monitor.slug_history import BATCH
+        from monitor.slug_history import batch_words
 
-        out.append(f"  batch operation: {BATCH}")
+        out.append(f"  batch operation: {batch_words(b, site)}")
     return out
 
 

@@ -114,14 +114,32 @@ def unit_of(b: RuleBinding, site: Site) -> str:
     return " × ".join(units.get(i) or "no unit" for i in b.inputs)
 
 
-BATCH = ("a batch discharger is measured against its own 24-hour average, zero-flow hours included, so a batch "
-         "above the limit for longer than the duration is a slug every day (60 gpm for 4 h a day, the same every "
-         "day, averages 10 gpm: each batch is 6 × it); the way out is fixed normal values stated by the permit, which "
-         "the monitor takes where the ordinance states no slug baseline of its own (Wilson, Mineola), on "
-         "concentration channels, and sets aside where the ordinance words this average (Southeast: check-config "
-         "warns)")
-"""What the trailing baseline means for a batch discharger, stated wherever the rule is shown (`pretreat
-rules`, the report's slug baseline section, the console's site page)."""
+def batch_words(b: RuleBinding, site: Site) -> str:
+    """What a trailing baseline means for a batch discharger, and whether at this site the permit can replace
+    the average with fixed normal values, stated wherever the rule is shown (`pretreat rules`, the report's slug
+    baseline section, the console's site page). Where the ordinance words the slug against its own average
+    (Southeast: "the average ... during normal operation") a permit's fixed values are set aside
+    (`config.slug_binder`); where the ordinance states no slug baseline (the permit states the limit), the permit
+    may state them. Under the literal reading (a permit's ``multiple_alone``) there is no duration to speak of."""
+    from config.limits import load_profile
+
+    how = _duration(b)
+    batch = "any reading of a batch above the limit" if how == "at any reading" else \
+        f"a batch above the limit {how}"
+    text = (f"a batch discharger is measured against its own 24-hour average, zero-flow hours included, so "
+            f"{batch} is a slug every day (60 gpm for 4 h a day, the same every day, averages 10 gpm: each batch is "
+            f"6 × it); ")
+    profile, _ = load_profile(site.jurisdiction) if site.jurisdiction else (None, [])
+    law = profile.limits.get("slug") if profile is not None else None
+    if law is not None and law.stated and law.baseline == "trailing":
+        words = law.wording or law.quote
+        at = words.find("the average")
+        said = f' "{words[at:]}"' if at >= 0 else " its own average"
+        return text + (f"at this site the permit cannot replace the ordinance's average with fixed values "
+                       f"({law.citation} measures against{said}; check-config warns of a permit that states them)")
+    return text + ("at this site the permit may state fixed normal values in place of the average "
+                   "([site.permit.limits.slug] baseline = \"normal_sewage\", on concentration channels mapped to a "
+                   "constituent)")
 
 
 def _duration(b: RuleBinding) -> str:

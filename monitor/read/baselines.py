@@ -19,7 +19,7 @@ from typing import Any
 from config.schema import Site, SiteConfig
 from monitor.health import health_path
 from monitor.read.status import default_max_age, liveness, read_snapshot
-from monitor.slug_history import BATCH, unit_of, words
+from monitor.slug_history import batch_words, unit_of, words
 
 HUB = ("not shown: the console reads the hub's PostgreSQL database, which holds readings, not the daemons' rule "
        "state; the baseline in force is on the site's own console and in `pretreat rules` there")
@@ -59,7 +59,7 @@ def site_baselines(config: SiteConfig, site: Site, snapshot: dict[str, Any] | No
             "channel": b.channel, "card": b.inputs[0], "citation": b.citation, "reading": b.params.get("reading", ""),
             "unit": unit, "as_of": snapshot.get("time") if snapshot else None, "stale": "" if running else stale,
             "state": state, "text": None, "unavailable": None,
-            "batch": "" if b.params.get("baseline") is not None else BATCH}
+            "batch": "" if b.params.get("baseline") is not None else batch_words(b, site)}
         if isinstance(state, dict):
             entry["text"] = words(b, unit, state)
         else:

@@ -194,16 +194,19 @@ def _slug_baseline_sections(r: ComplianceReport, clock: Clock) -> list[Section]:
     where a slug rule measures against a trailing baseline)."""
     if not r.slug_baselines:
         return []
-    from monitor.slug_history import BATCH
+    from monitor.slug_history import batch_words
 
     day = "%Y-%m-%d"
+    trailing = [b for b in r.site.checks if b.rule == "slug" and "baseline" not in b.params]
+    literal = bool(trailing) and all(float(b.params["duration"]) == 0 for b in trailing)  # multiple_alone
+    when = "at any reading (the literal reading)" if literal else "for longer than the rule's duration"
     return [Section(
         "Slug baseline in force", key="slug_baselines",
         text=("The baseline is the mean of the 24-hour averages of the most recent days of normal operation (at "
               "least 90 % measured time, no slug, above zero for at least an hour) before the day; it is fixed at "
-              "local midnight for the whole day. A slug is a value above the threshold for longer than the "
-              "rule's duration. Without a baseline no slug is judged that day.",
-              f"Batch operation: {BATCH}."),
+              f"local midnight for the whole day. A slug is a value above the threshold {when}. Without a "
+              f"baseline no slug is judged that day.",
+              *(f"Batch operation: {batch_words(b, r.site)}." for b in trailing[:1])),
         columns=("Channel", "Day (local)", "Baseline", "Threshold", "Unit", "Days of normal operation it rests on"),
         widths=(1.2, 0.9, 0.8, 0.8, 0.7, 3.0),
         rows=tuple((b.channel, clock(b.day, day),

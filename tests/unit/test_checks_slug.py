@@ -435,9 +435,10 @@ async def test_the_report_shows_the_slug_baseline_in_force_each_day_with_its_uni
     await h.close()
     period = Period(date(2025, 3, 3), date(2025, 3, 5), date(2025, 4, 1), FEDERAL_CITATION)
     sections = {s.key: s for s in build_sections(build_report(config, "acme", period, now=D0 + 3 * DAY))}
-    assert sections["slug_baselines"].text[-1].startswith(  # what it means for a batch discharger, and the way out
+    assert sections["slug_baselines"].text[-1].startswith(  # what it means for a batch discharger, and no way out here
         "Batch operation: a batch discharger is measured against its own 24-hour average, zero-flow hours included")
-    assert "the way out is fixed normal values stated by the permit" in sections["slug_baselines"].text[-1]
+    assert "at this site the permit cannot replace the ordinance's average with fixed values" in \
+        sections["slug_baselines"].text[-1]
     assert sections["slug_baselines"].rows == (
         ("flow", "2025-03-03", "none", "none: no slug judged", "gpm", "—"),
         ("flow", "2025-03-04", "10", "50", "gpm", "2025-03-03"),

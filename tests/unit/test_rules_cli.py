@@ -38,11 +38,12 @@ def test_rules_prints_limits_wording_citation_quote_and_the_reading(
     assert "citation: Town of Southeast § 112-5A(1)(c)" in out
     assert 'words: Any wastewater having a pH less than 5.0 or higher than 9.0' in out
     assert "reading in force: read as more than five times the baseline" in out  # § 112-5A(1)(j)'s "or"
-    # what the trailing baseline means for a batch discharger, and the way out, stated with the rule
+    # what the trailing baseline means for a batch discharger, and that this ordinance allows no way out
     assert "batch operation: a batch discharger is measured against its own 24-hour average, zero-flow hours " \
-           "included, so a batch above the limit for longer than the duration is a slug every day (60 gpm for 4 h " \
-           "a day, the same every day, averages 10 gpm: each batch is 6 × it); the way out is fixed normal values " \
-           "stated by the permit" in out
+           "included, so a batch above the limit for longer than 15 min is a slug every day (60 gpm for 4 h " \
+           "a day, the same every day, averages 10 gpm: each batch is 6 × it); at this site the permit cannot " \
+           "replace the ordinance's average with fixed values (Town of Southeast § 112-5A(1)(j) measures against " \
+           "\"the average twenty-four-hour concentration, quantities or flow during normal operation\"" in out
     assert "baseline today: none (no reading yet): no baseline, so no slug is judged: no day of normal operation " \
            "yet in the last 60 days" in out  # no historian yet
     assert "NO RULE: sampler_temperature: Town of Southeast states no sampler_temperature limit" in out

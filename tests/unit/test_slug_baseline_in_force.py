@@ -14,7 +14,7 @@ from monitor.checks.slug import NO_BASELINE
 from monitor.cli import main
 from monitor.read.baselines import HUB, NO_SNAPSHOT, NOT_IN_SNAPSHOT, daemon_snapshot, site_baselines
 from monitor.sample import Sample
-from monitor.slug_history import BATCH
+from monitor.slug_history import batch_words
 from tests.unit.checks_helpers import channel, daemon_health, load, record, record_flow_days, site_toml
 
 SLUG = "[site.rules.slug]\nloading = false\n"
@@ -53,7 +53,9 @@ def test_the_daemon_publishes_the_baseline_its_engine_judges_by_in_the_words_of_
                              f"{_date(midnight - 86400.0)}); a slug is above 60 gpm (5 × the baseline) for longer "
                              "than 15 min")
     assert entry["text"] == _rules_line(config.source or tmp_path / "site.toml", capsys)
-    assert entry["batch"] == BATCH  # what the trailing baseline means for a batch discharger
+    slug = next(b for b in config.site("acme").checks if b.rule == "slug")
+    assert entry["batch"] == batch_words(slug, config.site("acme"))  # what a trailing baseline means for a batch
+    assert "at this site the permit cannot replace the ordinance's average with fixed values" in entry["batch"]
 
 
 def test_with_no_day_of_normal_operation_the_console_says_why_in_the_notice_s_words(

@@ -53,3 +53,32 @@ def test_the_keys_a_permit_may_set_exclude_the_profiles_own(tmp_path: Path) -> N
     path = _write(tmp_path, site_toml(channel("flow"), extra=FIXED.format(sewage="bod = 240", more="line = 4\n")))
     (error,) = [e for e in check_config(path) if e.path.endswith(".line")]
     assert "the ordinance's profile" in error.expected and "'line'" not in error.expected.split("known keys")[-1]
+
+
+def test_batch_operation_says_plainly_per_site_whether_the_permit_can_fix_the_baseline(tmp_path: Path) -> None:
+    from tests.unit.checks_helpers import load
+    from monitor.slug_history import batch_words
+
+    slug = "[site.rules.slug]\nloading = false\n"
+    southeast = load(tmp_path, site_toml(channel("flow"), extra=slug)).sites[0]
+    (b,) = [x for x in southeast.checks if x.rule == "slug"]
+    text = batch_words(b, southeast)
+    assert "for longer than 15 min is a slug every day" in text
+    assert "at this site the permit cannot replace the ordinance's average with fixed values (Town of Southeast " \
+           "§ 112-5A(1)(j) measures against \"the average twenty-four-hour concentration, quantities or flow " \
+           "during normal operation\"; check-config warns of a permit that states them)" in text
+    assert "way out" not in text and "Wilson" not in text
+    literal = ('[site.permit]\nid = "SE-9"\n[site.permit.slug]\nreading = "multiple_alone"\n'
+               'cite = "Permit SE-9, Part I.D"\n')
+    site = load(tmp_path, site_toml(channel("flow"), extra=slug + literal)).sites[0]
+    (b,) = [x for x in site.checks if x.rule == "slug"]
+    text = batch_words(b, site)
+    assert "duration" not in text and "longer than" not in text
+    assert "any reading of a batch above the limit is a slug every day" in text
+    mineola = ('[site.permit]\nid = "MI-3"\n[site.permit.limits.slug]\nmultiplier = 5.0\nminutes = 15.0\n'
+               'cite = "Permit MI-3, Part I.C"\n')
+    site = load(tmp_path, site_toml(channel("flow"), jurisdiction="mineola", extra=slug + mineola)).sites[0]
+    (b,) = [x for x in site.checks if x.rule == "slug"]
+    text = batch_words(b, site)
+    assert "at this site the permit may state fixed normal values in place of the average" in text
+    assert 'baseline = "normal_sewage"' in text and "cannot" not in text
