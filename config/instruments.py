@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from config.limits import temperature_unit
 from config.links import MISSING_POINT

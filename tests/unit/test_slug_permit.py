@@ -56,8 +56,8 @@ def test_the_keys_a_permit_may_set_exclude_the_profiles_own(tmp_path: Path) -> N
 
 
 def test_batch_operation_says_plainly_per_site_whether_the_permit_can_fix_the_baseline(tmp_path: Path) -> None:
-    from tests.unit.checks_helpers import load
     from monitor.slug_history import batch_words
+    from tests.unit.checks_helpers import load
 
     slug = "[site.rules.slug]\nloading = false\n"
     southeast = load(tmp_path, site_toml(channel("flow"), extra=slug)).sites[0]
