@@ -9,16 +9,14 @@ import pytest
 
 from config.loader import check_config
 from monitor.cli import main
-from tests.unit.checks_helpers import channel, site_toml
+from tests.unit.checks_helpers import channel, site_toml, write_file
 
 FIXED = ('[site.permit]\nid = "SE-9"\n[site.permit.limits.slug]\nmultiplier = 5.0\nminutes = 15.0\n'
          'baseline = "normal_sewage"\nnormal_sewage = {{ {sewage} }}\ncite = "Permit SE-9, Part I.C"\n{more}')
 
 
 def _write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "site.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
+    return write_file(tmp_path, "site.toml", text)
 
 
 def test_a_fixed_baseline_at_a_trailing_average_ordinance_is_a_different_basis_not_looser(
