@@ -185,7 +185,7 @@ def channel(raw: dict[str, Any], p: str, site: str, instruments: dict[str, Instr
 
 
 _PH_UNITS = {"ph", "phunits", "phunit", "su", "s.u.", "standardunits"}  # compared without case or spaces
-_LEL_UNITS = {"%lel", "lel%", "%oflel", "percentlel", "lel"}
+_LEL_UNITS = {"%lel", "lel%", "%oflel", "percentlel", "lel", "%lfl"}
 _KIND_UNITS: dict[str, tuple[Callable[[str], bool], str]] = {
     "ph": (lambda u: _squeezed(u) in _PH_UNITS,
            "'pH' (or 'pH units'): an ORP (mV) reading cannot be judged as pH; a pH/ORP probe set to ORP is "
