@@ -7,26 +7,11 @@ from __future__ import annotations
 import hashlib
 
 from monitor.stores.seals import MINUTE, digest_of, minute_index, parse_index
-
-DAY0 = 1_796_083_200.0  # 2026-12-01T00:00:00Z
-
-
-def _rows() -> list[tuple[float, int, float | None, int, str]]:
-    """(time, seq, value, quality, reason) in (time, seq) order: three minutes with readings (one empty minute
-    between), a NULL value, a negative and a tiny value, two readings at the same time, a non-ASCII reason."""
-    return [
-        (DAY0 + 0.25, 10, 7.1, 0, ""),
-        (DAY0 + 1.0, 11, None, 1, "COMM_FAILURE: no reply within 0.5 s"),
-        (DAY0 + 1.0, 12, -0.000123, 0, ""),
-        (DAY0 + 59.999, 13, 1e300, 8, "over range"),
-        (DAY0 + 60.0, 14, 6.02e-23, 0, ""),
-        (DAY0 + 180.5, 15, 14.0, 2, "Temperatur außerhalb ±5 °C"),
-        (DAY0 + 180.5, 16, 0.0, 0, ""),
-    ]
+from tests.seal_support import DAY0, pinned_rows
 
 
 def test_the_minute_index_of_known_readings_has_not_changed() -> None:
-    index = minute_index(_rows(), DAY0)
+    index = minute_index(pinned_rows(), DAY0)
     assert [(m, c) for m, (c, _) in sorted(parse_index(index).items())] == [(0, 4), (1, 1), (3, 2)]
     assert hashlib.sha256(index).hexdigest() == digest_of(index)
     assert digest_of(index) == "4a2b443c3a7e106cad6985de2a8f5ae35375ab75b5ab47f79ce5fee99f6c51e8"

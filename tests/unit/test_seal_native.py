@@ -19,9 +19,8 @@ from monitor.stores.readonly import connect_readonly
 from monitor.stores.seal_scan import DAY, FORCE_PYTHON_ENV, MINUTE, day_index, digest_of, minute_index, read_day
 from monitor.stores.seal_verify import verify_seals
 from monitor.stores.seals import Sealer
+from tests.seal_support import DAY0, pinned_rows
 from tests.support import IN_CI
-from tests.unit.test_seal_format import DAY0
-from tests.unit.test_seal_format import _rows as pinned_rows
 
 Row = tuple[float, int, float | None, int, str]
 REASONS = ["", "", "", "COMM_FAILURE: no reply within 0.5 s", "Temperatur außerhalb ±5 °C", "pH 计 故障",
