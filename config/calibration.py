@@ -16,13 +16,18 @@ The interval in force for a channel is the shorter of the two where both state o
 often than its permit requires, never less: the permit binds), with where it comes from. Where neither states
 one there is no interval: the channel's status says "no calibration interval stated", and no due date is made
 up (a technician's own "next due" on a calibration entry still counts, `monitor.stores.calibration`).
+
+Days are calendar days in the site's time zone: 30 days after 2026-11-01 00:00 EDT is due at 2026-12-01 00:00
+EST (the same local clock time), not 30 × 86,400 s later (which a daylight-saving change shifts by an hour).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from config.reader import Reader
 from config.schema import Channel, ChannelKind
@@ -36,14 +41,18 @@ MAX_DAYS = 3660.0  # ten years: a longer "interval" is a typing mistake, not a s
 @dataclass(frozen=True, slots=True)
 class Interval:
     """The calibration interval in force for one channel: ``days`` and ``source`` (the permit's citation, or
-    `SITE_SETTING`)."""
+    `SITE_SETTING`); ``zone`` is the site's time zone, in which the days are counted."""
 
     days: float
     source: str
+    zone: str = "UTC"
 
-    @property
-    def seconds(self) -> float:
-        return self.days * 86400.0
+    def due_from(self, t: float) -> float:
+        """Epoch s when an instrument calibrated at ``t`` (epoch s) is due: ``days`` calendar days later at the
+        same local clock time in ``zone`` (a fraction of a day is added as elapsed hours after that)."""
+        whole = int(self.days)
+        local = datetime.fromtimestamp(t, ZoneInfo(self.zone)) + timedelta(days=whole)  # wall-clock arithmetic
+        return local.timestamp() + (self.days - whole) * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +88,9 @@ def _days(raw: dict[str, Any], p: str, reader: Reader, channels: Sequence[Channe
 
 
 def parse_calibration(site_raw: Mapping[str, Any], permit_raw: Mapping[str, Any], permit_id: str, p: str,
-                      reader: Reader, channels: Sequence[Channel]) -> CalibrationPolicy:
-    """``[site.calibration]`` and ``[site.permit.calibration]`` of one site; mistakes go to ``reader``."""
+                      reader: Reader, channels: Sequence[Channel], timezone: str = "UTC") -> CalibrationPolicy:
+    """``[site.calibration]`` and ``[site.permit.calibration]`` of one site; mistakes go to ``reader``.
+    ``timezone`` is the site's, in which intervals count calendar days."""
     site_table = reader.table(dict(site_raw), "calibration", p)
     permit_table = reader.table(dict(permit_raw), "calibration", f"{p}.permit") if permit_raw else {}
     permit_days: dict[str, float] = {}
@@ -95,8 +105,8 @@ def parse_calibration(site_raw: Mapping[str, Any], permit_raw: Mapping[str, Any]
     site_days = _days(site_table, f"{p}.calibration", reader, channels, frozenset())
     out: dict[str, Interval] = {}
     for ch in channels:
-        found = [Interval(d, cite or f"Permit {permit_id}") for d in (permit_days.get(ch.id),) if d]
-        found += [Interval(d, SITE_SETTING) for d in (site_days.get(ch.id),) if d]
+        found = [Interval(d, cite or f"Permit {permit_id}", timezone) for d in (permit_days.get(ch.id),) if d]
+        found += [Interval(d, SITE_SETTING, timezone) for d in (site_days.get(ch.id),) if d]
         if found:
             out[ch.id] = min(found, key=lambda i: i.days)  # the shorter binds; on a tie the permit's
     return CalibrationPolicy(intervals=out)

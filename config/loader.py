@@ -163,7 +163,7 @@ def _site(raw: dict[str, Any], p: str, reader: Reader, base: Path,
                           raw_rules=reader.table(raw, "rules", p), p=p, reader=reader)
     checks += maintenance_bindings(site_id, channels.values(), instruments)
     calibration = parse_calibration(raw, reader.table(raw, "permit", p), permit.id if permit else "", p, reader,
-                                    list(channels.values()))
+                                    list(channels.values()), timezone=tz if tz and _valid_tz(tz) else "UTC")
     return Site(id=site_id, name=reader.text(raw, "name", p, default=site_id), timezone=tz, kind=kind,
                 jurisdiction=jurisdiction, company=reader.text(raw, "company", p, default=""),
                 address=reader.text(raw, "address", p, default=""),
