@@ -7,7 +7,8 @@ own read-only connection and raises the channel's ``calibration_overdue`` alarm 
 low by default, routed like every alarm: the site's industry and plant-operator routes hear it) when the
 instrument is overdue or an interval is in force and no calibration is recorded, and clears it when a new
 entry brings it in date. The alarm's time is the moment the daemon noticed (its clock), its explanation the
-status (`monitor.stores.calibration.Status.text`). It is no episode: it is judged from the log and the clock,
+status (`monitor.stores.calibration.Status.text`, its times in the site's local time with the zone, as the
+daemon's log and the tables give times). It is no episode: it is judged from the log and the clock,
 not from readings, so `pretreat replay` has nothing to find; the enforcement record shows the calibration
 status during each episode instead (`pretreat exceedances`, the report).
 """
@@ -19,10 +20,13 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from alarms.model import AlarmInput
 from config.calibration import CALIBRATION_OVERDUE
 from config.schema import Site, SiteConfig
+from monitor.checks.events import iso_utc
+from monitor.logtext import local_time
 from monitor.stores.calibration import (
     Calibration,
     Status,
@@ -58,17 +62,26 @@ def statuses(config: SiteConfig, t: float, *, site: str | None = None) -> list[t
             for s in config.sites if site in (None, s.id) for ch in s.channels]
 
 
+def site_time(site: Site) -> Callable[[float], str]:
+    """How tables, reports and the daemon's log write a calibration time: the site's local time with its zone."""
+    zone = ZoneInfo(site.timezone)
+    return lambda t: local_time(t, zone)
+
+
 def episode_calibration(site: Site | None, found: dict[tuple[str, str], list[Calibration]], channel: str,
-                        start: float, end: float | None) -> str:
+                        start: float, end: float | None, *, now: float, local: bool = False) -> str:
     """The calibration status of the instrument(s) behind an episode, over its span (a derived channel such as
-    ``flow*concentration`` names each input's). Empty without the site's configuration."""
+    ``flow*concentration`` names each input's); an open episode (``end`` None) is judged up to ``now``. Times
+    in ISO 8601 UTC, or with ``local`` the site's local time with its zone. Empty without the site's
+    configuration."""
     if site is None:
         return ""
+    when = site_time(site) if local else iso_utc
     parts = channel.split("*")
     out = []
     for ch in parts:
         interval = site.calibration.interval(ch) if site.calibration is not None else None
-        text = during(found.get((site.id, ch), []), interval, start, end)
+        text = during(found.get((site.id, ch), []), interval, start, end, now=now, when=when)
         out.append(f"{ch}: {text}" if len(parts) > 1 else text)
     return "; ".join(out)
 
@@ -127,6 +140,7 @@ class CalibrationWatch:
             self._active[(site, channel)] = st.overdue
             inputs.append(AlarmInput(time=now, site=site, channel=channel, rule=CALIBRATION_OVERDUE,
                                      active=st.overdue, value=None, limit=None,
-                                     citation=f"{CALIBRATION_CITATION}; {st.text()}"[:500]))
+                                     citation=f"{CALIBRATION_CITATION}; "
+                                              f"{st.text(site_time(self._sites[site]))}"[:500]))
         if inputs:
             self._apply(inputs, now)

@@ -240,7 +240,7 @@ def _write_row(out: TextIO, line: str, row: list[str], e: Episode, r: Render, zo
     if e.fault:
         out.write(f"      fault: {e.fault}\n")
     if e.calibration:
-        out.write(f"      {e.calibration}\n")
+        out.write(f"      {e.calibration_local or e.calibration}\n")
     if e.evidence:
         out.write(f"      {'TIME (' + zone + ')':<24} {'CHANNEL':<16} {'VALUE':<14} QUALITY / REASON\n")
     for ch, t, v, q, why in e.evidence or ():

@@ -96,7 +96,8 @@ class Episode:
     invalid_by: str = ""  # who marked it invalid
     invalid_reason: str = ""  # and why
     revisions: list[str] | None = None  # "<when recorded>: <change> (<reason>)", oldest first
-    calibration: str = ""  # the instrument's calibration status during the episode (monitor.calibration)
+    calibration: str = ""  # the instrument's calibration status during the episode (monitor.calibration), UTC
+    calibration_local: str = ""  # the same with the site's local times, for the table
     confirmed: float | None = None  # duration rules: when the duration was exceeded (start is the onset)
     permitted: str = ""  # a pH excursion 40 CFR 401.17 permits where the permit adopts it: not a violation
     fault: str = ""  # sensor_fault: the reason of the reading that opened it (the vendor's fault text, quoted)
@@ -314,9 +315,12 @@ def _calibration(conn: sqlite3.Connection, episodes: list[Episode], config: Site
     for c in entries(conn):
         found.setdefault((c.site, c.channel), []).append(c)
     sites = {s.id: s for s in config.sites}
+    now = time.time()  # an open episode is judged up to now, never into the future
     for e in episodes:
         if e.start is not None:
-            e.calibration = episode_calibration(sites.get(e.site), found, e.channel, e.start, e.end)
+            site = sites.get(e.site)
+            e.calibration = episode_calibration(site, found, e.channel, e.start, e.end, now=now)
+            e.calibration_local = episode_calibration(site, found, e.channel, e.start, e.end, now=now, local=True)
 
 
 def _complete(e: Episode, plan: _Channel, counts: dict[tuple[int, int], tuple[int, Any, Any]], n: int) -> None:

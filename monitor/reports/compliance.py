@@ -28,8 +28,7 @@ from config.rule_catalogue import DATA_QUALITY_RULES, TAMPER_RULES, RuleName, la
 from config.rule_model import ThresholdParams
 from config.rules import RuleBinding
 from config.schema import ChannelKind, Site, SiteConfig
-from monitor.calibration import episode_calibration, logs
-from monitor.checks.events import iso_utc
+from monitor.calibration import episode_calibration, logs, site_time
 from monitor.checks.slug_labs import LabSlug
 from monitor.checks.slug_labs import screen as lab_slug_screen
 from monitor.permitted_excursions import Span, beyond_allowance
@@ -306,7 +305,8 @@ def _assemble(conn: sqlite3.Connection, path: Path, config: SiteConfig, site: Si
                               annotations=annotations.get(episode_id(e), ()),
                               permitted=(e.channel, e.rule) in permitted and not beyond.get(episode_id(e)),
                               invalid=invalid.get(episode_id(e)),
-                              calibration=episode_calibration(site, calibrations, e.channel, e.start, e.end),
+                              calibration=episode_calibration(site, calibrations, e.channel, e.start, e.end,
+                                                              now=now, local=True),
                               confirmed=e.confirmed,
                               fault=opening_reason(conn, site.id, e.channel, e.start)
                               if e.rule == RuleName.SENSOR_FAULT else "")
@@ -333,18 +333,19 @@ def _calibration_rows(site: Site, calibrations: dict[tuple[str, str], list[Calib
                       hi: float) -> list[tuple[str, str]]:
     """Each channel's calibration status at ``hi`` (as known then: `during`), then each span of the period in
     which its readings were taken while the instrument was overdue as known then (the readings export marks the
-    same rows)."""
+    same rows). Times in the site's local time with its zone, as the report's tables give them."""
+    when = site_time(site)
     rows = []
     for ch in site.channels:
         log = calibrations.get((site.id, ch.id), [])
         interval = site.calibration.interval(ch.id) if site.calibration is not None else None
-        rows.append((ch.id, during(log, interval, hi, hi)))  # as known then, and now if a later entry differs
+        rows.append((ch.id, during(log, interval, hi, hi, now=hi, when=when)))  # as known then, and now if differs
         for a, b, why in known_overdue_spans(log, interval):
             if a < hi and b > lo:
                 state, later, _ = why.partition(f" {LATER}")
                 how = "while overdue for calibration" if state == OVERDUE else "with no calibration on record"
                 how += " (as known then; an entry made later says in date)" if later else ""
-                rows.append((ch.id, f"readings from {iso_utc(max(a, lo))} to {iso_utc(min(b, hi))}: taken {how}"))
+                rows.append((ch.id, f"readings from {when(max(a, lo))} to {when(min(b, hi))}: taken {how}"))
     return rows
 
 

@@ -17,7 +17,8 @@ of last month (backdated) does not rewrite what the record said then. The status
 the status as known at its start (`during`), with the later entries beside it where they change it.
 
 **Due and overdue.** After a calibration at ``c`` the instrument is due at the earliest of ``c`` + the interval
-in force (`config.calibration`: the permit's or the site's) and the entry's own ``next_due``. It is *overdue*
+in force (`config.calibration`: the permit's or the site's, in calendar days of the site's time zone, so the
+same local clock time across a daylight-saving change) and the entry's own ``next_due``. It is *overdue*
 from its due time (inclusive) until the next calibration (exclusive). With an interval in force and no
 calibration recorded before a time, the instrument is *unrecorded* then (the record cannot show it was in
 calibration). With neither an interval nor a technician's due date nothing is due: "no calibration interval
@@ -117,14 +118,21 @@ class Status:
         return f"{NO_INTERVAL}: {last}"
 
 
+def methods_for(kind: str) -> list[str]:
+    """The methods a channel of ``kind`` takes: its own (``flow_reference`` for flow), then ``reference_check``."""
+    return sorted((m for m, kinds in METHOD_KINDS.items() if kind in kinds)) + [
+        m for m in METHODS if m not in METHOD_KINDS]
+
+
 def validate(c: Calibration, kind: str) -> None:
     """Refuse an entry that does not say what its method needs."""
     if c.method not in METHODS:
         raise CalibrationError(f"method {c.method!r}: expected one of {sorted(METHODS)}")
     kinds = METHOD_KINDS.get(c.method)
     if kinds is not None and kind not in kinds:
+        fits = " or ".join(methods_for(kind))
         raise CalibrationError(f"method {c.method} is for a {' or '.join(kinds)} channel; {c.site}/{c.channel} is "
-                               f"a {kind} channel (use reference_check)")
+                               f"a {kind} channel (use {fits})")
     if not c.who.strip():
         raise CalibrationError("who calibrated is required")
     need = POINTS_NEEDED[c.method]
@@ -196,7 +204,7 @@ def read_entries(path: Path, site: str | None = None) -> list[Calibration]:
 
 def due_after(c: Calibration, interval: Interval | None) -> float | None:
     """When the instrument calibrated by ``c`` is next due: the earlier of the interval's and the entry's."""
-    dues = [d for d in (c.time + interval.seconds if interval else None, c.next_due) if d is not None]
+    dues = [d for d in (interval.due_from(c.time) if interval else None, c.next_due) if d is not None]
     return min(dues) if dues else None
 
 
@@ -265,28 +273,30 @@ def known_at(log: Sequence[Calibration], t: float) -> list[Calibration]:
     return [c for c in log if c.entered <= t]
 
 
-def during(log: Sequence[Calibration], interval: Interval | None, start: float, end: float | None) -> str:
-    """The calibration status over an episode [start, end] (end None: still open), for the enforcement record:
-    the status at its start, and an overdue time that began inside it, **as known at the time** (from the
-    entries entered by the episode's start). An entry entered later (backdated) never rewrites it: where the
-    log as it stands now says otherwise, both are given, with the later entries' dates and when they were
-    entered ("... (as known at the time); a calibration dated D was entered on E; by the record as it
-    stands: ...")."""
-    then = _during(known_at(log, start), interval, start, end)
-    now = _during(log, interval, start, end)
-    if then == now:
+def during(log: Sequence[Calibration], interval: Interval | None, start: float, end: float | None, *,
+           now: float, when: Callable[[float], str] = iso_utc) -> str:
+    """The calibration status over an episode [start, end] (end None: still open, judged up to ``now``, the
+    time of asking, never into the future), for the enforcement record: the status at its start, and an
+    overdue time that began inside it, **as known at the time** (from the entries entered by the episode's
+    start). An entry entered later (backdated) never rewrites it: where the log as it stands now says
+    otherwise, both are given, with the later entries' dates and when they were entered ("... (as known at
+    the time); a calibration dated D was entered on E; by the record as it stands: ..."). ``when`` writes the
+    times (ISO 8601 UTC by default; tables, reports and the daemon's log give the site's local time)."""
+    stop = end if end is not None else max(start, now)
+    then = _during(known_at(log, start), interval, start, stop, when)
+    current = _during(log, interval, start, stop, when)
+    if then == current:
         return then
-    stop = end if end is not None else math.inf
     later = [c for c in log if c.entered > start and c.time <= stop]
-    dated = "; ".join(f"a calibration dated {iso_utc(c.time)} was entered on {iso_utc(c.entered)}" for c in later)
-    return f"{then} (as known at the time); {dated}; by the record as it stands: {now}"
+    dated = "; ".join(f"a calibration dated {when(c.time)} was entered on {when(c.entered)}" for c in later)
+    return f"{then} (as known at the time); {dated}; by the record as it stands: {current}"
 
 
-def _during(log: Sequence[Calibration], interval: Interval | None, start: float, end: float | None) -> str:
+def _during(log: Sequence[Calibration], interval: Interval | None, start: float, stop: float,
+            when: Callable[[float], str]) -> str:
     at_start = status_at(log, interval, start)
-    text = at_start.text()
-    stop = end if end is not None else math.inf
+    text = at_start.text(when)
     later = [s for s, _e, _why in overdue_spans(log, interval) if start < s <= stop]
     if not at_start.overdue and later:
-        text += f"; became OVERDUE at {iso_utc(later[0])}, during the episode"
+        text += f"; became OVERDUE at {when(later[0])}, during the episode"
     return text
