@@ -32,7 +32,8 @@ def parse_time(text: str, zone: tzinfo | None = None) -> float:
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:
-        raise UsageError(f"{text!r} is not a time: expected {TIME_HELP}") from None
+        expected = TIME_HELP if zone is None else TIME_HELP.replace("midnight UTC", f"midnight at the site ({zone})")
+        raise UsageError(f"{text!r} is not a time: expected {expected}") from None
     if dt.tzinfo is None:
         raise UsageError(f"{text!r} has no UTC offset: add Z (UTC) or the offset, e.g. {text}-05:00")
     return dt.timestamp()
