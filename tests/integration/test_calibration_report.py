@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -34,6 +35,7 @@ from tests.unit.report_scenarios import CASE, SITE, record, scenario
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "report_calibration"
 PERIOD = Period(date(2026, 3, 1), date(2026, 3, 4), date(2026, 3, 15), "calibration test period")
 DUE = "2026-03-03T12:00:00Z"
+DUE_LOCAL = "2026-03-03 07:00:00 EST"  # the same in the site's time (America/New_York): the report's tables
 
 
 def _calibration(t: str) -> Calibration:
@@ -64,24 +66,25 @@ def test_each_episode_carries_the_calibration_status_during_it(site: tuple[SiteC
         day = e.id.split("@")[1][:10]
         overdue = parse_iso(DUE) <= e.start < parse_iso("2026-03-04T00:00:00Z")
         if overdue:
-            assert e.calibration.startswith(f"calibration OVERDUE since {DUE}"), (e.id, e.calibration)
+            assert e.calibration.startswith(f"calibration OVERDUE since {DUE_LOCAL}"), (e.id, e.calibration)
         elif day <= "2026-03-03":
-            assert e.calibration.startswith("calibration in date (due 2026-03-03T12:00:00Z)"), (e.id, e.calibration)
+            assert e.calibration.startswith(f"calibration in date (due {DUE_LOCAL})"), (e.id, e.calibration)
         else:
-            assert e.calibration.startswith("calibration in date (due 2026-03-07T00:00:00Z)"), (e.id, e.calibration)
+            assert e.calibration.startswith("calibration in date (due 2026-03-06 19:00:00 EST)"), (e.id, e.calibration)
         assert "every 3 days (site setting [site.calibration])" in e.calibration
     assert any(e.calibration.startswith("calibration OVERDUE") for e in ph)
     flow = next(e for e in report.faults if e.channel == "flow") if report.faults else None
     if flow is not None:
         assert flow.calibration.startswith("no calibration interval stated")
     status = dict(reversed(report.calibration))  # each channel's first row: its status at the period's end
-    assert status["ph"].startswith("calibration in date (due 2026-03-07T00:00:00Z)")
+    assert status["ph"].startswith("calibration in date (due 2026-03-06 19:00:00 EST)")
     assert status["flow"] == "no calibration interval stated: no calibration recorded"
     assert [text for ch, text in report.calibration if ch == "ph"][1:] == [
-        f"readings from {DUE} to 2026-03-04T00:00:00Z: taken while overdue for calibration",
-        # the calibration of 00:00 was entered at 00:01: overdue as the record stood for that minute
-        "readings from 2026-03-04T00:00:00Z to 2026-03-04T00:01:00Z: taken while overdue for calibration (as known "
-        "then; an entry made later says in date)"]
+        f"readings from {DUE_LOCAL} to 2026-03-03 19:00:00 EST: taken while overdue for calibration",
+        # the calibration of 00:00 UTC was entered at 00:01: overdue as the record stood for that minute
+        "readings from 2026-03-03 19:00:00 EST to 2026-03-03 19:01:00 EST: taken while overdue for calibration (as "
+        "known then; an entry made later says in date)"]
+    assert not any("Z:" in text or "Z " in text for _ch, text in report.calibration)  # no UTC among local tables
 
 
 def test_pages_show_it_beside_each_episode(site: tuple[SiteConfig, Path]) -> None:
@@ -90,7 +93,7 @@ def test_pages_show_it_beside_each_episode(site: tuple[SiteConfig, Path]) -> Non
     html, csv_text = render_html(report), render_csv(report)
     for text in (html, csv_text):
         assert "Calibration during the episode" in text and "Instrument calibration" in text
-        assert f"calibration OVERDUE since {DUE}" in text
+        assert f"calibration OVERDUE since {DUE_LOCAL}" in text
     rows = [r for r in csv.reader(io.StringIO(csv_text)) if r and r[0].startswith("acme/ph/")]
     assert rows and all(r[-1].startswith("calibration ") for r in rows)  # the last column, on each episode's row
     pdftoppm = require_binary("pdftoppm")
@@ -116,11 +119,46 @@ def test_exceedances_and_the_export_say_the_same(site: tuple[SiteConfig, Path],
     assert rows and all(r["calibration"] for r in rows)
     overdue = [r for r in rows if r["calibration"].startswith("calibration OVERDUE")]
     assert overdue and all(DUE <= r["start"] < "2026-03-04" for r in overdue)
+    assert all(r["calibration"].startswith(f"calibration OVERDUE since {DUE}:") for r in overdue)  # CSV: UTC
+    assert main(["exceedances", "--config", str(tmp / "site.toml"), "--channel", "ph",
+                 "--from", "2026-03-01", "--to", "2026-03-05"]) == 0
+    table = capsys.readouterr().out  # the table: the site's local time, as its other columns
+    assert f"calibration OVERDUE since {DUE_LOCAL}: last calibrated 2026-02-28 07:00:00 EST" in table
+    assert "OVERDUE since 2026-03-03T" not in table and "last calibrated 2026-02-28T" not in table
     assert main(["readings", "--config", str(tmp / "site.toml"), "--site", SITE, "--channel", "ph",
                  "--from", "2026-03-03T11:58:00Z", "--to", "2026-03-03T12:02:00Z"]) == 0
     marks = [(r["time"], r["calibration"]) for r in csv.DictReader(io.StringIO(capsys.readouterr().out))]
     assert marks == [("2026-03-03T11:58:00Z", ""), ("2026-03-03T11:59:00Z", ""), ("2026-03-03T12:00:00Z", "overdue"),
                      ("2026-03-03T12:01:00Z", "overdue")]
+
+
+def test_an_open_episode_is_judged_up_to_now_not_into_the_future(
+        site: tuple[SiteConfig, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An episode still open is judged up to now: with a 3650-day interval the instrument calibrated on 4 March
+    is due in 2036, and the record must not say it "became OVERDUE at 2036-..., during the episode" (a date to
+    come) in `pretreat exceedances --format json` nor in the report."""
+    config, tmp = site
+    db = tmp_path / "pretreat.sqlite"
+    with sqlite3.connect(config.daemon.historian) as src, sqlite3.connect(db) as dst:
+        src.backup(dst)
+    text = (tmp / "site.toml").read_text().replace(str(tmp / "pretreat.sqlite"), str(db))
+    (tmp_path / "site.toml").write_text(text.replace("[site.calibration]\nph = 3\n", "[site.calibration]\nph = 3650\n"))
+    now = time.time()
+    with sqlite3.connect(db) as conn:  # a ph episode left open after the last one, as a daemon stopped mid-episode
+        conn.execute("INSERT INTO episode_events (time, site, channel, rule, event, value, limit_value, peak, "
+                     "citation, data_quality) SELECT ?, site, channel, rule, 'start', value, limit_value, peak, "
+                     "citation, data_quality FROM episode_events WHERE channel = 'ph' AND rule = 'ph_high' AND "
+                     "event = 'start' ORDER BY time DESC LIMIT 1", (parse_iso("2026-03-04T20:00:00Z"),))
+    assert main(["exceedances", "--config", str(tmp_path / "site.toml"), "--channel", "ph", "--format", "json",
+                 "--from", "2026-03-01", "--to", "2026-03-05"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+    open_rows = [r for r in rows if r.get("end") is None]
+    assert open_rows, [(r["start"], r["end"], r["status"]) for r in rows][-3:]
+    for r in open_rows:
+        assert "became OVERDUE" not in (r["calibration"] or ""), r["calibration"]
+    report = build_report(load_config(tmp_path / "site.toml"), SITE, PERIOD, now=now)
+    still = [e for e in report.episodes + report.faults if e.end is None and e.channel == "ph"]
+    assert still and all("became OVERDUE" not in e.calibration for e in still)
 
 
 def test_a_backdated_calibration_does_not_rewrite_the_status_known_during_past_episodes(
@@ -152,7 +190,7 @@ def test_a_backdated_calibration_does_not_rewrite_the_status_known_during_past_e
     report = build_report(load_config(tmp_path / "site.toml"), SITE, PERIOD, now=entered)
     lines = [e for e in report.episodes if e.channel == "ph" and parse_iso("2026-03-03T13:00:00Z") < e.start
              < parse_iso("2026-03-04T00:00:00Z")]
-    assert lines and all(e.calibration.startswith(f"calibration OVERDUE since {DUE}") and
+    assert lines and all(e.calibration.startswith(f"calibration OVERDUE since {DUE_LOCAL}") and
                          "was entered on " + day in e.calibration for e in lines)
     # the readings export marks the readings as the record stood when they were taken, and says what changed
     assert main(["readings", "--config", str(tmp_path / "site.toml"), "--site", SITE, "--channel", "ph",

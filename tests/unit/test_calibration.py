@@ -36,6 +36,7 @@ from monitor.stores.calibration import (
 
 DAY = 86400.0
 T0 = parse_iso("2026-03-01T00:00:00Z")
+NOW = T0 + 100 * DAY  # when the record is read (an open episode is judged up to it)
 
 SITE = """
 [daemon]
@@ -157,9 +158,9 @@ def test_status_over_time() -> None:
     assert status_at([], None, T0).state == NO_INTERVAL and not status_at([], None, T0).overdue
     assert overdue_spans([entry(T0)], None) == []
     # over an episode: in date at its start, overdue during it
-    text = during(log, every, T0 + 29 * DAY, T0 + 31 * DAY)
+    text = during(log, every, T0 + 29 * DAY, T0 + 31 * DAY, now=NOW)
     assert text.startswith("calibration in date") and "became OVERDUE at 2026-03-31T00:00:00Z" in text
-    assert during(log, every, T0 + 31 * DAY, None).startswith("calibration OVERDUE since")
+    assert during(log, every, T0 + 31 * DAY, None, now=NOW).startswith("calibration OVERDUE since")
 
 
 def test_a_backdated_entry_never_rewrites_the_status_as_known_during_a_past_episode() -> None:
@@ -171,14 +172,14 @@ def test_a_backdated_entry_never_rewrites_the_status_as_known_during_a_past_epis
     every = Interval(30.0, "Permit IU-7, Part III.B")
     backdated = Calibration(**{**_fields(entry(T0 + 35 * DAY)), "entered": T0 + 60 * DAY})
     log = [entry(T0), backdated]
-    text = during(log, every, T0 + 40 * DAY, T0 + 41 * DAY)
+    text = during(log, every, T0 + 40 * DAY, T0 + 41 * DAY, now=NOW)
     assert text.startswith("calibration OVERDUE since 2026-03-31T00:00:00Z: last calibrated 2026-03-01T00:00:00Z")
     assert "(as known at the time); a calibration dated 2026-04-05T00:00:00Z was entered on 2026-04-30T00:00:00Z; " \
         "by the record as it stands: calibration in date (due 2026-05-05T00:00:00Z)" in text, text
-    assert during([entry(T0)], every, T0 + 40 * DAY, T0 + 41 * DAY) == text.split(" (as known at the time)")[0]
+    assert during([entry(T0)], every, T0 + 40 * DAY, T0 + 41 * DAY, now=NOW) == text.split(" (as known at the time)")[0]
     # an episode after the entry was made: known then, one status
-    assert during(log, every, T0 + 61 * DAY, None).startswith("calibration in date (due 2026-05-05")
-    assert "as known" not in during(log, every, T0 + 61 * DAY, None)
+    assert during(log, every, T0 + 61 * DAY, None, now=NOW).startswith("calibration in date (due 2026-05-05")
+    assert "as known" not in during(log, every, T0 + 61 * DAY, None, now=NOW)
     # the spans the readings export marks: as known at each moment, saying where a later entry differs
     assert known_overdue_spans(log, every) == [
         (-math.inf, T0, UNRECORDED), (T0, T0 + 60, f"{UNRECORDED} {LATER}"), (T0 + 30 * DAY, T0 + 35 * DAY, OVERDUE),
@@ -187,7 +188,7 @@ def test_a_backdated_entry_never_rewrites_the_status_as_known_during_a_past_epis
     assert known_overdue_spans(prompt, every) == overdue_spans(prompt, every)
     # an entry made during an open episode for a calibration after its start changes nothing at its start
     late = Calibration(**{**_fields(entry(T0 + 50 * DAY)), "entered": T0 + 50 * DAY + 60})
-    assert "as known" not in during([entry(T0), late], every, T0 + 40 * DAY, None)
+    assert "as known" not in during([entry(T0), late], every, T0 + 40 * DAY, None, now=NOW)
 
 
 def test_entries_are_validated(tmp_path: Path) -> None:
@@ -289,10 +290,10 @@ def test_episode_calibration_names_each_input(tmp_path: Path) -> None:
     config = load_config(site_file(tmp_path))
     site = config.sites[0]
     found = {("acme", "ph"): [entry(T0)]}
-    assert episode_calibration(site, found, "ph", T0 + DAY, T0 + 2 * DAY).startswith("calibration in date")
-    both = episode_calibration(site, found, "flow*ph", T0 + DAY, None)
+    assert episode_calibration(site, found, "ph", T0 + DAY, T0 + 2 * DAY, now=NOW).startswith("calibration in date")
+    both = episode_calibration(site, found, "flow*ph", T0 + DAY, None, now=NOW)
     assert both.startswith("flow: calibration OVERDUE: no calibration recorded") and "; ph: calibration in" in both
-    assert episode_calibration(None, found, "ph", T0, None) == ""
+    assert episode_calibration(None, found, "ph", T0, None, now=NOW) == ""
     assert [(c, s.state) for _s, c, s in statuses(config, T0 + DAY)] == [
         ("ph", UNRECORDED), ("flow", UNRECORDED), ("temperature", NO_INTERVAL)]  # nothing recorded in the file
 
@@ -318,3 +319,86 @@ def test_the_watch_raises_and_clears_when_the_log_changes(tmp_path: Path) -> Non
     watch.tick(now + 2 + 30 * DAY)  # time passes: due again
     assert [(a.channel, a.active) for a in got] == [("ph", True)] and "OVERDUE since" in got[0].citation
     conn.close()
+
+
+def test_an_open_episode_is_judged_up_to_now_never_into_the_future() -> None:
+    """An episode still open on day 20 of a 30-day interval: the instrument is in date, and the record does not
+    say it "became OVERDUE ... during the episode" at a due date still to come; once the due date has passed
+    (asked on day 35) it does."""
+    from config.calibration import Interval
+
+    every = Interval(30.0, "Permit IU-7, Part III.B")
+    log = [entry(T0)]
+    text = during(log, every, T0 + 10 * DAY, None, now=T0 + 20 * DAY)
+    assert text.startswith("calibration in date (due 2026-03-31T00:00:00Z)") and "became OVERDUE" not in text, text
+    later = during(log, every, T0 + 10 * DAY, None, now=T0 + 35 * DAY)
+    assert "became OVERDUE at 2026-03-31T00:00:00Z, during the episode" in later
+    closed = during(log, every, T0 + 10 * DAY, T0 + 20 * DAY, now=T0 + 90 * DAY)  # a closed one: its own end
+    assert "became OVERDUE" not in closed
+
+
+def test_due_dates_are_calendar_days_in_the_sites_zone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """30 days from 2026-11-01 00:00 EDT is 2026-12-01 00:00 EST (the same local clock time), not 30 × 86,400 s
+    later (2026-11-30 23:00 EST): in the status, the overdue spans, `calibration list` and the daemon's alarm."""
+    from config.calibration import Interval
+
+    done = parse_iso("2026-11-01T04:00:00Z")  # midnight EDT
+    due = parse_iso("2026-12-01T05:00:00Z")  # midnight EST
+    assert Interval(30.0, "x", "America/New_York").due_from(done) == due
+    assert Interval(30.0, "x", "UTC").due_from(done) == done + 30 * DAY
+    path = site_file(tmp_path)
+    path.write_text(path.read_text().replace('timezone = "UTC"', 'timezone = "America/New_York"'))
+    config = load_config(path)
+    interval = config.sites[0].calibration.interval("ph")  # type: ignore[union-attr]
+    assert interval is not None and interval.zone == "America/New_York"
+    log = [entry(done)]
+    assert status_at(log, interval, due - 1).state == OK and status_at(log, interval, due).state == OVERDUE
+    assert overdue_spans(log, interval)[1] == (due, math.inf, OVERDUE)
+    add(config.daemon.historian, entry(done), "ph")
+    assert main(["calibration", "list", "--config", str(path), "--channel", "ph", "--at", "2026-11-15T00:00:00Z"]) == 0
+    assert "calibration in date (due 2026-12-01 00:00:00 EST)" in capsys.readouterr().out
+
+
+def test_times_in_tables_and_the_alarm_are_the_sites_local_time(tmp_path: Path) -> None:
+    """The episode's calibration line in tables and reports (``local``) and the daemon's alarm give the site's
+    local time with its zone, as `calibration list` does; the CSV/JSON form keeps ISO 8601 UTC."""
+    path = site_file(tmp_path)
+    path.write_text(path.read_text().replace('timezone = "UTC"', 'timezone = "America/New_York"'))
+    config = load_config(path)
+    site = config.sites[0]
+    found = {("acme", "ph"): [entry(parse_iso("2026-11-01T04:00:00Z"))]}
+    start = parse_iso("2026-12-02T12:00:00Z")
+    local = episode_calibration(site, found, "ph", start, None, now=start + DAY, local=True)
+    assert local.startswith("calibration OVERDUE since 2026-12-01 00:00:00 EST: last calibrated 2026-11-01 "
+                            "00:00:00 EDT by J. Smith"), local
+    assert "Z" not in local.split(";")[0]
+    utc = episode_calibration(site, found, "ph", start, None, now=start + DAY)
+    assert utc.startswith("calibration OVERDUE since 2026-12-01T05:00:00Z: last calibrated 2026-11-01T04:00:00Z")
+    db = config.daemon.historian
+    add(db, entry(parse_iso("2026-11-01T04:00:00Z")), "ph")
+    got: list[AlarmInput] = []
+    conn = sqlite3.connect(db)
+    try:
+        CalibrationWatch(config, lambda inputs, _t: got.extend(inputs), lambda: conn).tick(start)
+    finally:
+        conn.close()
+    (ph,) = [a for a in got if a.channel == "ph"]
+    assert "OVERDUE since 2026-12-01 00:00:00 EST: last calibrated 2026-11-01 00:00:00 EDT" in ph.citation
+
+
+def test_add_messages_name_the_sites_midnight_and_the_methods_of_the_channels_kind(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = site_file(tmp_path)
+    path.write_text(path.read_text().replace('timezone = "UTC"', 'timezone = "America/New_York"'))
+    common = ["calibration", "add", "--config", str(path), "--site", "acme", "--who", "x"]
+    assert main([*common, "--channel", "ph", "--date", "11/01/2026", "--method", "ph_two_buffer",
+                 "--found", "4.01:4.1", "--found", "7:7.1", "--left", "4.01:4.01", "--left", "7:7"]) == 2
+    err = capsys.readouterr().err
+    assert "midnight at the site (America/New_York)" in err and "midnight UTC" not in err, err
+    assert main([*common, "--channel", "flow", "--date", "2026-11-01", "--method", "ph_two_buffer",
+                 "--found", "4.01:4.1", "--found", "7:7.1", "--left", "4.01:4.01", "--left", "7:7"]) == 2
+    assert "a flow channel (use flow_reference or reference_check)" in capsys.readouterr().err
+    assert main([*common, "--channel", "temperature", "--date", "2026-11-01", "--method", "flow_reference",
+                 "--found", "10:11", "--left", "10:10"]) == 2
+    assert "a temperature channel (use reference_check)" in capsys.readouterr().err
+    assert read_entries(tmp_path / "pretreat.sqlite") == []
