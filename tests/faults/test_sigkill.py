@@ -89,6 +89,9 @@ def excursions(sims: SimThread) -> Iterator[None]:
 
 
 OVERDUE = "/obligations/obligation_overdue"
+# the slug's data-quality notice stays open (its alarm active, across every restart) until a day of normal
+# operation exists, which a scenario of minutes never has: a standing condition, not one a restart must settle
+NO_BASELINE = "/slug_no_baseline"
 
 
 def alarm_records(config: SiteConfig) -> dict[str, dict[str, Any]]:
@@ -156,8 +159,11 @@ def _unsettled(config: SiteConfig, probe: MqttProbe) -> str:
     states = alarm_records(config)  # (obligations stay overdue until the industry records them: not a discharge)
     if not states:
         return "no alarm state recorded"
+    standing = [a for a in states if a.endswith(NO_BASELINE)]
+    if any(not (states[a]["condition"] and states[a]["active"]) for a in standing):
+        return f"the slug's no-baseline notice is not standing: { {a: states[a] for a in standing} }; "
     busy = {a: (r["phase"], r["condition"], r["active"]) for a, r in states.items()
-            if not a.endswith(OVERDUE) and (r["condition"] or r["active"])}
+            if not a.endswith((OVERDUE, NO_BASELINE)) and (r["condition"] or r["active"])}
     heard = {int(m.json()["seq"]) for m in probe.messages(EVENTS)}
     unheard = sorted({r.seq for r in journal_transitions(config)} - heard)
     return (f"alarms not settled (phase, condition, active): {busy}; " if busy else "") + \
@@ -186,6 +192,9 @@ def check_record(config: SiteConfig, probe: MqttProbe, served: list[Any], log: P
     for alarm, kinds in per_alarm.items():
         edges = [k for k in kinds if k in ("raise", "clear")]
         assert all(a != b for a, b in itertools.pairwise(edges)), (alarm, kinds)
+        if alarm.endswith(NO_BASELINE):  # raised once, and no kill or restart cleared it while the notice is open
+            assert edges == ["raise"], (alarm, kinds)
+            continue
         assert edges[0] == "raise" and (edges[-1] == "clear" or alarm.endswith(OVERDUE)), (alarm, kinds)
     assert any(a.endswith(OVERDUE) for a in per_alarm), "the episodes' obligations fell overdue"
     j = Journal(path=config.daemon.historian)
