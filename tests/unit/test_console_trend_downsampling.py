@@ -220,17 +220,13 @@ async def test_slug_line_is_the_baseline_pretreat_rules_shows(tmp_path: Path) ->
     from monitor.console.trend_slug import slug_line
     from monitor.rules_cli import slug_baselines
     from monitor.sample import Sample
-    from monitor.stores.historian import Historian
-    from tests.unit.checks_helpers import channel, load, site_toml
+    from tests.unit.checks_helpers import channel, load, record, site_toml
 
     config = load(tmp_path, site_toml(channel("flow"), extra="[site.rules.slug]\nloading = false\n"))
     now = _time.time()
     midnight = now - now % 86400.0  # UTC midnight today (the site's zone is UTC)
-    h = Historian(path=config.daemon.historian, commit_interval=0.01)
-    await h.start()
-    h.submit([Sample(time=midnight - 2 * 86400.0 + 60.0 * i, site="acme", channel="flow", value=12.0, unit="gpm")
+    record(config, [Sample(time=midnight - 2 * 86400.0 + 60.0 * i, site="acme", channel="flow", value=12.0, unit="gpm")
               for i in range(2 * 1440 + 1)])
-    await h.close()
     site = config.site("acme")
     line = slug_line(config, site, "flow", start=midnight - 2 * 86400.0, end=now, now=now)
     assert [(x["day"], x["threshold"]) for x in line] == [(midnight - 2 * 86400.0, None), (midnight - 86400.0, 60.0),

@@ -9,7 +9,7 @@ import pytest
 
 from monitor.cli import main
 from monitor.reports.compliance import permit_limits
-from tests.unit.checks_helpers import channel, load, site_toml
+from tests.unit.checks_helpers import channel, load, record, site_toml
 
 LOOSER = '[site.permit]\nid = "SE-9"\n[site.permit.limits.ph_min]\nvalue = 4.0\ncite = "Permit SE-9, Part I.A"\n'
 
@@ -110,16 +110,12 @@ async def test_rules_shows_the_slug_baseline_rebuilt_from_the_historian(
 
     from monitor.rules_cli import slug_baselines
     from monitor.sample import Sample
-    from monitor.stores.historian import Historian
 
     config = load(tmp_path, site_toml(channel("flow"), extra="[site.rules.slug]\nloading = false\n"))
     now = _time.time()
     midnight = now - now % 86400.0  # UTC midnight today (the site's zone is UTC)
-    h = Historian(path=config.daemon.historian, commit_interval=0.01)
-    await h.start()
-    h.submit([Sample(time=midnight - 2 * 86400.0 + 60.0 * i, site="acme", channel="flow", value=12.0, unit="gpm")
+    record(config, [Sample(time=midnight - 2 * 86400.0 + 60.0 * i, site="acme", channel="flow", value=12.0, unit="gpm")
               for i in range(2 * 1440 + 1)])  # two whole days, and a first reading of today
-    await h.close()
     text = slug_baselines(config, now)[("acme", "flow")]
     days = [_date(midnight - k * 86400.0) for k in (2, 1, 0)]
     assert text == (f"12 gpm on {days[2]} (fixed at local midnight), the mean of the 24-hour averages of 2 day(s) of "
