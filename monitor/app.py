@@ -40,6 +40,7 @@ from monitor.checks.revisions import Revision
 from monitor.clockwatch import ClockWatch
 from monitor.health import HealthWriter, counters_of, devices_of, health_path, plain
 from monitor.integrity import SEAL_INTERVAL, RecordGuard
+from monitor.jobs import JobsInFlight
 from monitor.logtext import episode_fields, episode_message, local_time, use_site_config
 from monitor.memory import settle_gc
 from monitor.polling import Polls, key_of
@@ -377,6 +378,7 @@ class Daemon:
             await self.alarming.start(self.clock)
             stack.push_async_callback(self._stop_sources)
             scheduler = self.scheduler = AsyncIOScheduler()
+            self.jobs = JobsInFlight(scheduler)
             stack.push_async_callback(self._stop_scheduler, scheduler)
             self.clock_watch = ClockWatch(scheduler=scheduler, wall=self.clock, monotonic=clocks.monotonic)
             self._schedule(scheduler, health, demo)
@@ -434,7 +436,8 @@ class Daemon:
         if self.heartbeat.interval is not None:  # only under systemd with WatchdogSec=
             scheduler.add_job(self.heartbeat.job, "interval", seconds=self.heartbeat.interval,
                               id="watchdog", coalesce=True)
-        schedule_reports(scheduler, self.config, reports_dir(self.config), aggregator=self.aggregates)
+        schedule_reports(scheduler, self.config, reports_dir(self.config), aggregator=self.aggregates,
+                         stopping=self.jobs.stopping)
 
     async def _serve_until(self, stop: asyncio.Event, health: HealthWriter) -> None:
         """The streaming drivers and the daemon's own tasks, until ``stop`` is set."""
@@ -457,13 +460,16 @@ class Daemon:
             log.info("stopping: draining polls and flushing the historian")
 
     async def _stop_scheduler(self, scheduler: AsyncIOScheduler) -> None:
-        """Pause first so no new poll starts, let the ones in flight finish (APScheduler's shutdown would
-        cancel them) and ingest what they read, then shut the scheduler down."""
+        """Pause first so no new job starts, let the polls in flight finish and ingest what they read, and the
+        other jobs end (APScheduler's shutdown would cancel them: monitor.jobs), then shut the scheduler down."""
         self.notifier.stopping(status="draining polls and flushing the historian")
         self.polls.stopping = True  # (also when leaving on an error)
+        self.jobs.stopping.set()
+        self.guard.sealer.stopping.set()
         if scheduler.running:
             scheduler.pause()
             await self.polls.drain()
+            await self.jobs.idle()
             scheduler.shutdown(wait=False)
 
     async def _stop_sources(self) -> None:

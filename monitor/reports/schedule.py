@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -122,8 +123,9 @@ def _yesterday(site: Site, now: float) -> date:
 
 def schedule_reports(scheduler: AsyncIOScheduler, config: SiteConfig, reports_dir: Path, *,
                      aggregator: DailyAggregator | None = None, formats: Sequence[str] = FORMATS,
-                     clock: Callable[[], float] = time.time) -> list[str]:
-    """Add the report jobs to ``scheduler`` (before or after it starts); returns their ids."""
+                     clock: Callable[[], float] = time.time, stopping: threading.Event | None = None) -> list[str]:
+    """Add the report jobs to ``scheduler`` (before or after it starts); returns their ids. ``stopping`` set (the
+    daemon's stop) ends the catch-up between two reports: the next start writes the rest."""
     reports_dir = Path(reports_dir)
     flush = aggregator.flush if aggregator is not None else (lambda: 0)
     ids: list[str] = []
@@ -144,6 +146,8 @@ def schedule_reports(scheduler: AsyncIOScheduler, config: SiteConfig, reports_di
             last = _yesterday(site, clock())
             for k in range(CATCH_UP_DAYS):
                 day = last - timedelta(days=k)
+                if stopping is not None and stopping.is_set():
+                    return
                 if not (reports_dir / site.id / "daily" / f"{day.isoformat()}.json").exists():
                     write_daily(config, site, day, reports_dir, now=clock())
 

@@ -36,6 +36,7 @@ import logging
 import multiprocessing
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -177,6 +178,7 @@ class Sealer:
         self.seal_after = seal_after
         self.on_sealed = on_sealed
         self.pass_budget = pass_budget
+        self.stopping = threading.Event()  # the daemon's stop: the pass ends after the seal in hand
         self.workers = workers
         self.threads = threads if threads is not None else min(2, os.cpu_count() or 1)
         self.stats = SealStats(engine=scan_engine())  # the health snapshot says which path seals from the start
@@ -205,7 +207,7 @@ class Sealer:
                 if len(done) == _SEALS_PER_COMMIT:
                     self._commit(journal, done)
                     sealed, done = sealed + len(done), []
-                if time.monotonic() - started > self.pass_budget:
+                if time.monotonic() - started > self.pass_budget or self.stopping.is_set():
                     break
             self._commit(journal, done)
             sealed += len(done)

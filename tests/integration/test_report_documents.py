@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from datetime import date, datetime
 from pathlib import Path
 
@@ -350,3 +351,25 @@ def test_notice_of_a_duration_rule_states_onset_and_confirmation(site: tuple[Sit
     assert "Town of Pawling sewer use chapter, item C(1)" in md and "within 30 days of the date of the notice" in md
     assert "April 19, 2026" not in md  # no correction date computed from the draft's date
     assert not [b for b in build("$nonsense\n", f) if "nonsense" not in b.text]  # an unknown name stays visible
+
+
+def test_catch_up_ends_between_reports_when_the_daemon_stops(site: tuple[SiteConfig, Path], tmp_path: Path) -> None:
+    """The daemon's stop sets ``stopping``: the catch-up writes no further report (the next start writes what
+    is missing), so the stop need not cancel it mid-file (monitor.jobs)."""
+    from monitor.reports.schedule import CATCH_UP_DAYS
+
+    config, _tmp = site
+    stopping = threading.Event()
+
+    def catch_up(out: Path) -> None:
+        scheduler = AsyncIOScheduler()
+        schedule_reports(scheduler, config, out, clock=lambda: NOW, stopping=stopping)
+        scheduler.get_job("report-catch-up").func()
+
+    stopping.set()
+    catch_up(tmp_path / "stopped")
+    assert list_reports(tmp_path / "stopped") == []
+    stopping.clear()
+    catch_up(tmp_path / "running")
+    days = {r.name for r in list_reports(tmp_path / "running") if r.name.endswith(".json")}
+    assert len(days) == CATCH_UP_DAYS
