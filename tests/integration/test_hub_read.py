@@ -191,11 +191,20 @@ def edge_json(path: Path, now: float) -> str:
     return _exceedances(["--config", str(path), "--data-quality", "--format", "json"], now)
 
 
+def _by_millisecond(text: str) -> list[str]:
+    stamp = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z")
+    lines = text.splitlines()
+    return sorted(lines, key=lambda line: ((m.group() if (m := stamp.search(line)) else ""), line))
+
+
 def _same_readings(path: Path, channel: str, edge: str, hub: str) -> None:
     """Line by line equal, but where the edge's reading time lies on a half millisecond: the uplink sends
     round(t * 1000) and the export rounds t's offset into its UTC day, which can break that tie the other way
-    (the hub's line is then the one a millisecond later or earlier)."""
-    edge_lines, hub_lines = edge.splitlines(), hub.splitlines()
+    (the hub's line is then the one a millisecond later or earlier). Lines of one printed millisecond are
+    compared in text order: the hub keeps whole milliseconds, so two records of one millisecond (a stale-data
+    sample and a reading stamped a fraction of a millisecond apart, under load) follow their seq there and
+    their microsecond times at the edge."""
+    edge_lines, hub_lines = _by_millisecond(edge), _by_millisecond(hub)
     assert len(edge_lines) == len(hub_lines), (channel, len(edge_lines), len(hub_lines))
     conn = connect_readonly(load_config(path).daemon.historian, timeout=10)
     try:
