@@ -1,8 +1,9 @@
-"""The one compiled part of pretreat-monitor: `monitor.stores._sealscan`, the seals' minute index in C.
+"""The compiled parts of pretreat-monitor: `monitor.stores._sealscan`, the seals' minute index in C, and
+`monitor.stores._quietscan`, the audit's scan of a channel's readings past the check engine's quiet band.
 
-Everything else is declared in pyproject.toml. The extension is optional: where it cannot be built (no C
-compiler, no Python or SQLite headers) the install still succeeds and the seals run in Python (the same bytes,
-slower); `pretreat journal verify` and the health snapshot say which ran. To build it on Debian:
+Everything else is declared in pyproject.toml. The extensions are optional: where they cannot be built (no C
+compiler, no Python or SQLite headers) the install still succeeds and the seals and the audit run in Python (the
+same bytes and verdicts, slower); `pretreat journal verify` and the health snapshot say which ran. To build it on Debian:
 ``apt-get install gcc python3-dev libsqlite3-dev``. It links the system's libsqlite3, the library Python's
 sqlite3 module uses, so the process holds one SQLite (two copies would break each other's file locks).
 """
@@ -14,6 +15,13 @@ setup(ext_modules=[Extension(
     sources=["monitor/stores/_sealscan.c"],
     libraries=["sqlite3"],
     # no fused multiply-add: the minute boundaries must be computed exactly as Python computes them
+    extra_compile_args=["-O2", "-ffp-contract=off", "-Wall", "-Wextra"],
+    optional=True,
+), Extension(
+    "monitor.stores._quietscan",
+    sources=["monitor/stores/_quietscan.c"],
+    libraries=["sqlite3"],
+    # no fused multiply-add: the slug minute's sum must be added exactly as Python adds it
     extra_compile_args=["-O2", "-ffp-contract=off", "-Wall", "-Wextra"],
     optional=True,
 )])

@@ -18,10 +18,12 @@ the replay does not find it), ``different start`` / ``different end`` / ``differ
 episode, its edges elsewhere); then a summary with the readings replayed and the rate. Exit 0 when the record
 matches, 1 on any mismatch or an unreadable file, 2 for an invalid site file or bad usage.
 
-Speed: channels that no rule reads together with another are replayed one after the other straight from a
-SQLite cursor over the clustered (channel, time) key into the engine's quiet-band test (`Processor`), the
-same inlined fast path `pretreat replay` uses; channels joined by a rule (mass-loading slug, sampler pacing)
-are merged in (time, channel order) first, as the daemon judges them.
+Speed: channels that no rule reads together with another are replayed one after the other over the clustered
+(channel, time) key. On an SQLite file, where the C scanner is built (`monitor.audit_scan`), the quiet readings
+(the engine's quiet-band test, `Processor`) are stepped over in C and only the others reach Python; otherwise
+a cursor feeds every reading to the same test inlined in Python (`pretreat replay`'s fast path). Channels
+joined by a rule (mass-loading slug, sampler pacing) are merged in (time, channel order) first, as the daemon
+judges them, and go through Python.
 
 ``--database`` audits the county hub's copy of the site file's sites instead (`monitor.stores.hub_record`): the
 same replay over the readings the edges sent. The hub keeps reading times in milliseconds, so the recorded
@@ -43,18 +45,18 @@ from typing import TextIO
 
 from config.loader import load_config_or_report
 from config.schema import SiteConfig
+from monitor import audit_scan
 from monitor.checks.engine import CheckEngine, Processor
 from monitor.checks.events import END, START, EpisodeEvent, iso_utc
 from monitor.progress import Progress
 from monitor.read.times import UsageError, parse_time
-from monitor.sample import Quality
-from monitor.stores.historian_db import QUALITY_BY_CODE, QUALITY_CODES, HistorianError, open_for_reading
+from monitor.stores.historian_db import QUALITY_BY_CODE, HistorianError, open_for_reading
 from monitor.stores.hub_record import is_database_url
 from monitor.stores.readonly import connect_record, dialect, has_table, record_errors
 from monitor.warmup import window_start
 
 _EXIT_MISMATCH, _EXIT_USAGE = 1, 2
-_OVER_RANGE = QUALITY_CODES[Quality.OVER_RANGE]  # judged with its number, as `CheckEngine.process_many` does
+_OVER_RANGE = audit_scan.OVER_RANGE
 Key = tuple[str, str, str]
 
 
@@ -155,9 +157,10 @@ def _in(e: Episode, start: float | None, end: float | None) -> bool:
 
 def replay_historian(conn: sqlite3.Connection, config: SiteConfig, engine: CheckEngine,
                      events: list[EpisodeEvent], *, start: float | None, end: float | None,
-                     bar: Progress | None = None) -> int:
+                     bar: Progress | None = None, native: bool = True) -> int:
     """Feed every configured channel's stored readings of [start, end) through ``engine``; returns how many.
-    ``bar`` advances once a group of channels judged together (a rule reading several of them) is done."""
+    ``bar`` advances once a group of channels judged together (a rule reading several of them) is done.
+    ``native=False``: Python only, even where the C scanner could run (the tests compare the two)."""
     series: dict[tuple[str, str], list[int]] = {}
     for cid, site, ch in conn.execute("SELECT id, site, channel FROM channels ORDER BY id"):
         series.setdefault((site, ch), []).append(cid)
@@ -165,6 +168,9 @@ def replay_historian(conn: sqlite3.Connection, config: SiteConfig, engine: Check
     names = {code: q.value for code, q in QUALITY_BY_CODE.items()}
     order = {(c.site, c.id): i for i, c in enumerate(config.channels)}
     n = 0
+    uri = audit_scan.uri_of(conn) if native else None
+    lo_t = start if start is not None else -math.inf
+    hi_t = end if end is not None else math.inf
     groups = _groups(procs)
     if bar is not None:
         bar.total(len(groups))
@@ -174,17 +180,19 @@ def replay_historian(conn: sqlite3.Connection, config: SiteConfig, engine: Check
         keys = sorted((k for k in group if k in series), key=order.__getitem__)
         if bar is not None and keys:
             bar.note("/".join(keys[0]))
-        if len(keys) == 1 and len(series[keys[0]]) == 1 and procs[keys[0]].gap == math.inf:
-            n += _skip_scan(conn, procs[keys[0]], series[keys[0]][0], start, end, names)
-            if engine.events:
-                events += engine.drain()
+        if not keys:
             continue
-        streams = [_rows(conn, series[k], start, end, i) for i, k in enumerate(keys)]
-        if not streams:
-            continue
-        if len(streams) == 1:
-            n += _feed_one(procs[keys[0]], streams[0], names)
+        if len(keys) == 1:
+            p, ids = procs[keys[0]], series[keys[0]]
+            if uri is not None:
+                n += audit_scan.feed_channel(uri, p, ids, lo_t, hi_t, names)
+            elif len(ids) == 1 and p.gap == math.inf:
+                n += _skip_scan(conn, p, ids[0], start, end, names)
+            else:
+                n += audit_scan.feed_rows(p, conn.execute(audit_scan.rows_sql(len(ids)), (*ids, lo_t, hi_t)),
+                                          names)
         else:
+            streams = [_rows(conn, series[k], start, end, i) for i, k in enumerate(keys)]
             rows = heapq.merge(*streams, key=lambda r: (r[0], r[3]))
             n += _feed_many([procs[k] for k in keys], rows, names)
         if engine.events:
@@ -254,7 +262,7 @@ def _skip_scan(conn: sqlite3.Connection, p: Processor, cid: int, start: float | 
             if not rows:
                 return n
             for t, seq, v, q in rows:
-                _judge(p, t, v, q, names)
+                audit_scan.judge(p, t, v, q, names)
                 pos = (t, seq)
                 if p.lo <= p.hi:
                     break
@@ -269,36 +277,8 @@ def _skip_scan(conn: sqlite3.Connection, p: Processor, cid: int, start: float | 
         if row is None:
             return n
         t, seq, v, q = row
-        _judge(p, t, v, q, names)
+        audit_scan.judge(p, t, v, q, names)
         pos = (t, seq)
-
-
-def _judge(p: Processor, t: float, v: float | None, q: int, names: dict[int, str]) -> None:
-    """One reading the skip scan stopped at (only for channels without ``max_gap``: the quiet readings it skips
-    would hide the gaps between them)."""
-    if (q == 0 or q == _OVER_RANGE) and v is not None:
-        p.slow_good(t, v)  # sets ``last``
-    else:
-        p._bad(t, names[q])
-
-
-def _feed_one(p: Processor, rows: Iterable[tuple[float, float | None, int, int]], names: dict[int, str]) -> int:
-    """The hot loop: the engine's quiet-band test inlined (as `monitor.replay` does)."""
-    n = 0
-    for t, v, q, _ in rows:
-        n += 1
-        if (q == 0 or q == _OVER_RANGE) and v is not None:
-            if t < p.until and t - p.last <= p.gap and p.lo <= v <= p.hi:  # `Processor.good`'s fast path
-                p.last = t
-                p.gv = v
-                acc = p.acc
-                if acc is not None:
-                    acc.add_quiet(v)
-                continue
-            p.slow_good(t, v)
-        else:
-            p._bad(t, names[q])
-    return n
 
 
 def _feed_many(procs: list[Processor], rows: Iterable[tuple[float, float | None, int, int]],

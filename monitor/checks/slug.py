@@ -167,6 +167,12 @@ class SlugDetector(Rule):
         self.minute_sum += total
         self.minute_count += count
 
+    def quiet_run(self, minute_sum: float, count: int) -> None:
+        """``count`` such readings added one by one elsewhere (the audit's C scanner, `monitor.audit_scan`), in
+        order, onto this minute's sum, which is now ``minute_sum``: the same float `add_quiet` would reach."""
+        self.minute_sum = minute_sum
+        self.minute_count += count
+
     def feed(self, t: float, v: float) -> None:
         m = int(t // 60.0)
         if m != self.minute:
