@@ -2,7 +2,7 @@
 of late readings on the event loop, and `pretreat audit`.
 
     .venv/bin/python bench/bench_late.py [--runs 3] [--readings 2000000] [--trials 2000] [--flood-seconds 10]
-                                         [--audit-days 8]
+                                         [--audit-days 8] [--parts in-order,late,flood,audit]
 
 Parts (each the median of ``--runs`` runs unless said):
 
@@ -287,14 +287,22 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=2000)
     p.add_argument("--flood-seconds", type=float, default=10.0)
     p.add_argument("--audit-days", type=int, default=8)
+    p.add_argument("--parts", default="in-order,late,flood,audit",
+                   help="comma-separated parts to run (default: all four)")
     a = p.parse_args()
+    parts = set(a.parts.split(","))
     cfg = config(OUT / "late-engine.sqlite")
     print(f"machine: {machine()}; load average at start {os.getloadavg()[0]:.2f}")
     print("| what | measured | goal |\n|---|---|---|")
-    for rows in (in_order(cfg, a.readings, a.runs), late_latency(cfg, a.trials), flood(cfg, a.flood_seconds),
-                 audit_speed(a.audit_days, a.runs)):
-        for r in rows:
-            print(r, flush=True)
+    runs = {"in-order": lambda: in_order(cfg, a.readings, a.runs), "late": lambda: late_latency(cfg, a.trials),
+            "flood": lambda: flood(cfg, a.flood_seconds), "audit": lambda: audit_speed(a.audit_days, a.runs)}
+    unknown = parts - runs.keys()
+    if unknown:
+        p.error(f"--parts: unknown {sorted(unknown)}; known: {list(runs)}")
+    for name, part in runs.items():
+        if name in parts:
+            for r in part():
+                print(r, flush=True)
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
 
 
