@@ -15,6 +15,11 @@
  * quiet values are added to it one by one in row order, as `SlugDetector.add_quiet` adds them, so the sum is
  * the engine's to the bit (no compiler contraction: setup.py builds with -ffp-contract=off).
  *
+ * The same test is registered on the scanner's connection as the SQL function quiet(time, value, quality): a
+ * statement that filters with ``NOT quiet(...)`` lets SQLite skip quiet rows inside its scan (no return from
+ * sqlite3_step per row). Valid only while SQLite visits the rows in (time, seq) order: `next` raises Error if
+ * the statement sorted (several channel ids: run those without the filter, the loop tests each row).
+ *
  * A row with a column of an unexpected storage class (the table is STRICT, so only a damaged or hand-made file
  * has one) is never tested here: it goes back to Python as the sqlite3 module would have read it.
  *
@@ -38,7 +43,49 @@ typedef struct {
     sqlite3_int64 over;  /* the quality code judged with its number (over_range), besides 0 (good) */
     int busy;            /* a call is stepping (the GIL released) */
     int done;            /* SQLITE_DONE seen */
+    /* the processor's state during a call of next(): band, gap, last reading, slug minute's sum */
+    double lo, hi, until, gap, last, gv, sum;
+    int accumulating;
+    int filtered;        /* SQLite has called quiet() */
+    long long quiet;     /* quiet readings taken in this call */
 } Scanner;
+
+/* `Processor.good`'s fast path, comparison for comparison: take a quiet reading (1) or leave it to Python (0).
+ * Its callers check the storage classes first (a NULL value is a bad reading; another class is unexpected) and
+ * only then read the values (reading a value can convert it, and its class with it). */
+static inline int take_quiet(Scanner *s, double t, double v, sqlite3_int64 q) {
+    if (q != 0 && q != s->over)
+        return 0;  /* a bad reading: Python judges it */
+    if (!(t < s->until && t - s->last <= s->gap && s->lo <= v && v <= s->hi))
+        return 0;
+    s->last = t;
+    s->gv = v;
+    if (s->accumulating)
+        s->sum += v;
+    s->quiet++;
+    return 1;
+}
+
+/* SQL function quiet(time, value, quality): `take_quiet` evaluated by SQLite inside the scan, so that a quiet
+ * row never leaves the virtual machine. Only valid while rows are visited in (time, seq) order (one channel id:
+ * the primary key's order; `next` refuses a statement that sorted). Not deterministic: it has state. */
+static void quiet_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    Scanner *s = sqlite3_user_data(ctx);
+    s->filtered = 1;
+    int quiet = sqlite3_value_type(argv[0]) == SQLITE_FLOAT && sqlite3_value_type(argv[1]) == SQLITE_FLOAT
+                && sqlite3_value_type(argv[2]) == SQLITE_INTEGER
+                && take_quiet(s, sqlite3_value_double(argv[0]), sqlite3_value_double(argv[1]),
+                              sqlite3_value_int64(argv[2]));
+    sqlite3_result_int(ctx, quiet);
+}
+
+/* `take_quiet` on the statement's current row (time, value, quality) */
+static inline int take_row(Scanner *s, sqlite3_stmt *st) {
+    return sqlite3_column_type(st, 0) == SQLITE_FLOAT && sqlite3_column_type(st, 1) == SQLITE_FLOAT
+           && sqlite3_column_type(st, 2) == SQLITE_INTEGER
+           && take_quiet(s, sqlite3_column_double(st, 0), sqlite3_column_double(st, 1), sqlite3_column_int64(st, 2));
+}
 
 static void set_sqlite_error(Scanner *s, const char *what) {
     PyErr_Format(QuietError, "%s: %s", what, s->db ? sqlite3_errmsg(s->db) : "out of memory opening the database");
@@ -100,6 +147,9 @@ static int Scanner_init(Scanner *s, PyObject *args, PyObject *kwds) {
     rc = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_busy_timeout(s->db, busy_ms);
+        rc = sqlite3_create_function(s->db, "quiet", 3, SQLITE_UTF8 | SQLITE_DIRECTONLY, s, quiet_fn, NULL, NULL);
+    }
+    if (rc == SQLITE_OK) {
         rc = sqlite3_prepare_v2(s->db, sql, -1, &s->st, NULL);
     }
     Py_END_ALLOW_THREADS
@@ -143,10 +193,11 @@ PyDoc_STRVAR(next_doc,
 "(time, value, quality) as the sqlite3 module reads it, or None at the end of the rows.");
 
 static PyObject *Scanner_next(Scanner *s, PyObject *args) {
-    double lo, hi, until, gap, last, gv, sum = 0.0;
+    double lo, hi, until, gap, last, gv;
     PyObject *acc;
     if (!PyArg_ParseTuple(args, "ddddddO", &lo, &hi, &until, &gap, &last, &gv, &acc))
         return NULL;
+    double sum = 0.0;
     int accumulating = acc != Py_None;
     if (accumulating) {
         sum = PyFloat_AsDouble(acc);
@@ -161,36 +212,27 @@ static PyObject *Scanner_next(Scanner *s, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "scanner closed");
         return NULL;
     }
-    long long quiet = 0;
+    s->lo = lo; s->hi = hi; s->until = until; s->gap = gap; s->last = last; s->gv = gv;
+    s->sum = sum; s->accumulating = accumulating; s->quiet = 0;
     int rc = SQLITE_DONE;
     if (!s->done) {
-        const sqlite3_int64 over = s->over;
         sqlite3_stmt *st = s->st;
         s->busy = 1;
         Py_BEGIN_ALLOW_THREADS
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            if (sqlite3_column_type(st, 0) != SQLITE_FLOAT || sqlite3_column_type(st, 1) != SQLITE_FLOAT
-                || sqlite3_column_type(st, 2) != SQLITE_INTEGER)
-                break;  /* NULL value (bad reading) or an unexpected storage class: Python judges it */
-            sqlite3_int64 q = sqlite3_column_int64(st, 2);
-            if (q != 0 && q != over)
-                break;
-            double t = sqlite3_column_double(st, 0), v = sqlite3_column_double(st, 1);
-            /* `Processor.good`'s fast path, comparison for comparison */
-            if (!(t < until && t - last <= gap && lo <= v && v <= hi))
-                break;
-            last = t;
-            gv = v;
-            if (accumulating)
-                sum += v;
-            quiet++;
-        }
+        /* a statement filtering with quiet() returns only rows it refused, which fail here too (same state) */
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW && take_row(s, st))
+            ;
         Py_END_ALLOW_THREADS
         s->busy = 0;
         if (rc == SQLITE_DONE)
             s->done = 1;
         else if (rc != SQLITE_ROW) {
             set_sqlite_error(s, "reading the historian");
+            return NULL;
+        }
+        if (s->filtered && (sqlite3_stmt_status(st, SQLITE_STMTSTATUS_SORT, 0)
+                            || sqlite3_stmt_status(st, SQLITE_STMTSTATUS_AUTOINDEX, 0))) {
+            PyErr_SetString(QuietError, "the statement sorted its rows: quiet() needs them in (time, seq) order");
             return NULL;
         }
     }
@@ -207,12 +249,12 @@ static PyObject *Scanner_next(Scanner *s, PyObject *args) {
     } else {
         row = Py_NewRef(Py_None);
     }
-    PyObject *acc_out = accumulating ? PyFloat_FromDouble(sum) : Py_NewRef(Py_None);
+    PyObject *acc_out = accumulating ? PyFloat_FromDouble(s->sum) : Py_NewRef(Py_None);
     if (!acc_out) {
         Py_DECREF(row);
         return NULL;
     }
-    return Py_BuildValue("(LddNN)", quiet, last, gv, acc_out, row);
+    return Py_BuildValue("(LddNN)", s->quiet, s->last, s->gv, acc_out, row);
 }
 
 PyDoc_STRVAR(close_doc, "close(): release the statement and the connection (the rows not read are dropped).");

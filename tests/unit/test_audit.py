@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import math
 import random
 import shutil
 import sqlite3
@@ -208,17 +209,21 @@ def test_the_audit_shows_progress_on_a_terminal_and_nothing_elsewhere(tmp_path: 
     assert "audit" in shown and "channel group" in shown
 
 
-def _randomized(samples: list[Sample], config: SiteConfig, rng: random.Random) -> list[Sample]:
+def _randomized(samples: list[Sample], config: SiteConfig, rng: random.Random, *, relabel: bool) -> list[Sample]:
     """A golden case's readings made rougher: values jittered, single readings and runs of them dropped (gaps
     longer than ``max_gap``), bad readings of every kind (maintenance too), a second reading at the same time,
     excursions (a run of readings pushed far up or down), flatlines (a run repeating one value), over-range
-    readings on channels that judge them."""
+    readings on channels that judge them; with ``relabel`` the second half under another unit (the historian
+    keeps it under a second channel id, which the audit merges back by time)."""
     over = {(c.site, c.id) for c in config.channels if c.over_range_limit is not None}
     bad = [q for q in Quality if q not in (Quality.GOOD, Quality.OVER_RANGE)]
     out: list[Sample] = []
     skip, push, flat = 0, (0, 1.0), (0, 0.0)
+    cut = samples[len(samples) // 2].time if relabel else math.inf
     for s in samples:
         r = rng.random()
+        if s.time >= cut:
+            s = replace(s, unit="relabelled")
         if skip:
             skip -= 1
             continue
@@ -243,7 +248,8 @@ def _randomized(samples: list[Sample], config: SiteConfig, rng: random.Random) -
             flat = (rng.randint(5, 200), v)
         if r < 0.05:
             q = rng.choice(bad)
-            out.append(Sample.bad(time=s.time, site=s.site, channel=s.channel, unit="", quality=q, reason=q.value))
+            out.append(Sample.bad(time=s.time, site=s.site, channel=s.channel, unit=s.unit, quality=q,
+                                  reason=q.value))
         elif r < 0.06 and (s.site, s.channel) in over:
             out.append(replace(s, value=v * 50, quality=Quality.OVER_RANGE))
         else:
@@ -308,12 +314,12 @@ def _by_time(events: list[EpisodeEvent]) -> list[EpisodeEvent]:
 def test_the_audits_native_and_python_paths_give_the_plain_engines_verdicts(tmp_path: Path, name: str,
                                                                            seed: int) -> None:
     """Over each golden case's readings made rough at random (gaps, bad readings, excursions, slugs, flatlines,
-    over-range, two readings at one time), the audit's replay, with the quiet readings stepped over in C and in
-    Python, finds exactly the events of the engine that judges every reading with every rule: times, values,
-    peaks, end reasons, measured seconds, censoring."""
+    over-range, two readings at one time; with seed 2 each channel under two historian ids), the audit's replay,
+    with the quiet readings stepped over in C and in Python, finds exactly the events of the engine that judges
+    every reading with every rule: times, values, peaks, end reasons, measured seconds, censoring."""
     config = _site(tmp_path, name)
     rng = random.Random(f"{name}/{seed}")
-    samples = _randomized(_samples(name), config, rng)
+    samples = _randomized(_samples(name), config, rng, relabel=seed == 2)
     record(config, samples)
     db = Path(config.daemon.historian)
     engine = _plain_replay(config, db)
@@ -328,3 +334,18 @@ def test_the_audits_native_and_python_paths_give_the_plain_engines_verdicts(tmp_
     start, end = times[len(times) // 3], times[2 * len(times) // 3]
     part, native = _audit_replay(config, db, native=True, start=start, end=end)
     assert _by_time(part) == _by_time(_audit_replay(config, db, native=False, start=start, end=end)[0])
+
+
+def test_the_c_scanners_filter_refuses_rows_sqlite_sorted(tmp_path: Path) -> None:
+    """``quiet()`` keeps the engine's state, so it is only right on rows in (time, seq) order; a statement whose
+    rows SQLite sorts first (here by value) is refused with an error, never judged out of order."""
+    if audit_scan._native is None:
+        pytest.skip("the C scanner is not built (setup.py)")
+    config = _site(tmp_path, "ph_excursion_single_over_60_minutes")
+    record(config, _samples("ph_excursion_single_over_60_minutes"))
+    uri = f"{Path(config.daemon.historian).resolve().as_uri()}?mode=ro"
+    sql = "SELECT time, value, quality FROM readings WHERE NOT quiet(time, value, quality) ORDER BY value"
+    scan = audit_scan._native.Scanner(uri, sql, (), audit_scan.OVER_RANGE, 1000)
+    with pytest.raises(audit_scan._native.Error, match="sorted"):
+        scan.next(-math.inf, math.inf, math.inf, math.inf, -math.inf, 0.0, None)
+    scan.close()
