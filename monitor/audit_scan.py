@@ -13,7 +13,7 @@ where a stateful function would see the rows out of order, so there the C loop t
 
 Exactness: the test is the engine's, comparison for comparison, on the same doubles; the quiet values are added
 to the slug minute's sum one by one in row order, as `SlugDetector.add_quiet` adds them, so the state after a
-run of quiet readings is the engine's to the bit (tests/unit/test_audit_native.py compares the episodes with
+run of quiet readings is the engine's to the bit (tests/unit/test_audit.py compares the episodes with
 the plain engine's over randomized records). Where the extension is not built, or the record is not an SQLite
 file (the hub's PostgreSQL, an empty historian), `available`/`feed_channel` say so and the caller runs its
 Python loop.
