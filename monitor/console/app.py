@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import signal
+import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -92,14 +93,19 @@ def create_app(*, config: SiteConfig, users_path: Path, secure_cookies: bool = F
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await asyncio.to_thread(console.hub.prime)
-        task = asyncio.create_task(console.hub.run(), name="console-follower")
+        stop = threading.Event()
+        tasks = [asyncio.create_task(console.hub.run(), name="console-follower"),
+                 asyncio.create_task(_warm_trends(db, stop), name="console-trend-warmup")]
         try:
             yield
         finally:
             console.hub.close()
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            stop.set()
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     app = FastAPI(title="pretreat-monitor console", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
@@ -206,6 +212,27 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+async def _warm_trends(db: Path | str, stop: threading.Event) -> None:
+    """Keep the trend rollups of the densest series warm (`monitor.console.trends.warm`): at start, then every
+    `WARM_EVERY` s, in a worker thread (SQLite does the work outside the event loop)."""
+    from monitor.console import queries, trends
+
+    def once() -> None:
+        conn = queries.connect(db) if isinstance(db, Path) else None  # the hub's PostgreSQL: no rollups
+        if conn is None:
+            return
+        try:
+            trends.warm(conn, str(db), time.time(), stop)
+        except sqlite3.Error as exc:  # a busy or re-created file: the requests build what they need
+            trends.log.warning("trend rollups not warmed: %s", exc)
+        finally:
+            conn.close()
+
+    while not stop.is_set():
+        await asyncio.to_thread(once)
+        await asyncio.sleep(trends.WARM_EVERY)
 
 
 class ConsoleServer(uvicorn.Server):

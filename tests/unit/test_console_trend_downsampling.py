@@ -268,3 +268,64 @@ def test_the_aggregation_reads_the_primary_key_range(recorded: tuple[SiteConfig,
     assert all("USING PRIMARY KEY (channel_id=? AND time>? AND time<?)" in p for p in plans), plans
     assert "TEMP B-TREE" not in plans[1]
     conn.close()
+
+
+def test_the_warm_up_rolls_up_dense_series_so_the_first_month_request_builds_nothing(
+        recorded: tuple[SiteConfig, list]) -> None:
+    """The console's warm-up (`trends.warm`) builds the last 30 whole UTC days of a series with a reading a
+    second; a trend over those days then only merges them, with the same buckets as one built on request."""
+    import threading
+
+    from monitor.console.trends import warm
+
+    config, _rows = recorded
+    conn = queries.connect(config.daemon.historian)
+    site = config.site(ACME)
+    now = T0 + DAYS * DAY + 3600  # the three recorded days are the last whole ones
+    cache = Rollups()
+    assert warm(conn, "rec", now, threading.Event(), cache) == 30  # 3 with readings, 27 empty
+    args = {"start": T0, "end": T0 + DAYS * DAY, "buckets": 500, "now": now, "source": "rec"}
+    warmed = trend(conn, config, site, "ph", cache=cache, **args)
+    assert cache.built == 30
+    assert warmed == trend(conn, config, site, "ph", cache=Rollups(), **args)
+    assert warm(conn, "rec", now, threading.Event(), cache) == 0  # nothing new to build
+    stopped = Rollups()
+    stop = threading.Event()
+    stop.set()
+    assert warm(conn, "rec", now, stop, stopped) == 0 and stopped.built == 0
+    conn.close()
+
+
+def test_a_sparse_series_is_not_warmed(recorded: tuple[SiteConfig, list], tmp_path: Path) -> None:
+    """A series with fewer than one reading per 5 s in its last day is left to the requests."""
+    import threading
+
+    from monitor.console.trends import warm
+
+    config, _rows = recorded
+    cache = Rollups()
+    conn = queries.connect(config.daemon.historian)
+    assert warm(conn, "rec", T0 + 10 * DAY, threading.Event(), cache) == 0  # its last day had no readings
+    assert cache.built == 0
+    conn.close()
+
+
+def test_a_day_asked_for_by_two_threads_at_once_is_built_once(recorded: tuple[SiteConfig, list]) -> None:
+    import threading
+
+    config, _rows = recorded
+    cache = Rollups()
+    barrier = threading.Barrier(4)
+
+    def ask() -> None:
+        conn = queries.connect(config.daemon.historian)
+        barrier.wait()
+        cache.day(conn, "rec", 1, T0)
+        conn.close()
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert cache.built == 1
