@@ -138,7 +138,8 @@ def alarm_kpis(request: Request, period: str = Query("7d", pattern="^(24h|7d|30d
     now = clock.wall()
     conn = open_db(c)
     try:
-        out = kpi.kpis(conn, c.config, wanted, start=now - PERIODS[period], end=now, now=now)
+        out = kpi.kpis(conn, c.config, wanted, start=now - PERIODS[period], end=now, now=now,
+                       source=str(c.db))
     finally:
         if conn is not None:
             conn.close()
@@ -286,7 +287,7 @@ def history(request: Request, site: str | None = None, rule: str | None = None, 
             else:  # the page's rows: the stable record id, local times, units, who acknowledged, the cause
                 records = [{**episode_record(n, e, evidence=evidence), "episode_id": i}
                            for (n, e), i in zip(found.numbered(), found.record_ids(), strict=True)]
-                history_view.enrich(conn, c.config, records, found.shown)
+                history_view.enrich(conn, c.config, records, found.shown, source=str(c.db))
                 out.writelines(json_line(r) for r in records)
         finally:
             conn.close()

@@ -17,7 +17,6 @@ occurrence this episode raised. Likewise the industry's first ``seen``. Episodes
 from __future__ import annotations
 
 import bisect
-import json
 import sqlite3
 from collections import defaultdict
 from typing import Any
@@ -26,18 +25,19 @@ from zoneinfo import ZoneInfo
 from config.rule_catalogue import spec
 from config.schema import SiteConfig
 from monitor.checks.events import iso_utc
+from monitor.console.journal_index import JOURNAL, JournalIndexes
 from monitor.logtext import duration, local_time, number
 from monitor.read.episodes import Episode
 from monitor.reports.annotations import all_annotations
-from monitor.stores.readonly import has_table
-
-Marks = dict[str, tuple[list[float], list[dict[str, Any]]]]  # alarm -> (times, records), oldest first
 
 
 def enrich(conn: sqlite3.Connection, config: SiteConfig, records: list[dict[str, Any]],
-           shown: list[Episode]) -> None:
-    """Add the page's fields to each record (``records[i]`` is ``shown[i]`` as `episode_record` wrote it)."""
-    acks, seen = _marks(conn)
+           shown: list[Episode], *, source: str = "", index: JournalIndexes = JOURNAL) -> None:
+    """Add the page's fields to each record (``records[i]`` is ``shown[i]`` as `episode_record` wrote it).
+    The acknowledgements come from the journal's incremental index (`monitor.console.journal_index`, keyed
+    by ``source``, the daemon's file; empty: the journal read now)."""
+    idx = index.current(conn, source)
+    acks, seen = idx.acks, idx.seen
     starts: dict[str, list[float]] = defaultdict(list)  # alarm -> episode onsets, to bound each occurrence
     for e in shown:
         if e.start is not None:
@@ -96,28 +96,3 @@ def _first(marks: tuple[list[float], list[dict[str, Any]]] | None, start: float 
     times, recs = marks
     i = bisect.bisect_left(times, start)
     return recs[i] if i < len(times) and times[i] < upto else None
-
-
-def _marks(conn: sqlite3.Connection) -> tuple[Marks, Marks]:
-    """Every acknowledgement (ack transitions, and resets of an unacknowledged alarm) and every industry
-    ``seen`` in the journal, per alarm, oldest first."""
-    acks: Marks = {}
-    seen: Marks = {}
-    if not has_table(conn, "journal"):
-        return acks, seen
-    sql = "SELECT time, kind, payload FROM journal WHERE kind IN ('transition', 'action') ORDER BY seq"
-    for t, kind, text in conn.execute(sql):
-        p = json.loads(text)
-        if kind == "transition":
-            reset_unacked = p.get("kind") == "reset" and str(p.get("from", "")).endswith("unacknowledged")
-            if p.get("kind") == "ack" or reset_unacked:
-                _add(acks, p, {"user": p.get("who", ""), "time": float(p.get("time", t)), "note": p.get("why", "")})
-        elif p.get("action") == "seen":
-            _add(seen, p, {"user": p.get("user", ""), "time": float(t), "note": p.get("note", "")})
-    return acks, seen
-
-
-def _add(marks: Marks, payload: dict[str, Any], rec: dict[str, Any]) -> None:
-    times, recs = marks.setdefault(str(payload.get("alarm", "")), ([], []))
-    times.append(rec["time"])
-    recs.append(rec)

@@ -20,7 +20,9 @@ Definitions (the figures are only as good as these; each is stated on the page t
   not acknowledged by the end of the period. An industry's ``seen`` does not count (it is not the plant's
   acknowledgement).
 
-The journal has no time index, so this reads its transition records once per request (a sequential scan).
+The journal has no time index: its raises and acknowledgements come from `monitor.console.journal_index`,
+which reads each record once (a request reads only those appended since the last) and keeps them per alarm
+in time order, so a period is two bisections per alarm.
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import statistics
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Collection
 from typing import Any
 
 from alarms.model import State
 from config.rule_catalogue import spec
 from config.schema import SiteConfig
+from monitor.console.journal_index import JOURNAL, JournalIndexes, between
 from monitor.logtext import duration
 from monitor.stores.readonly import has_table
 
@@ -46,22 +49,19 @@ STANDING = frozenset({State.ACTIVE_UNACKED.value, State.ACTIVE_ACKED.value, Stat
 
 
 def kpis(conn: sqlite3.Connection | None, config: SiteConfig, sites: Collection[str], *, start: float,
-         end: float, now: float) -> dict[str, Any]:
-    """The KPIs of ``sites`` over [start, end): ``overall`` and ``sites`` (one entry per site), ``top``."""
-    raises: dict[str, list[float]] = defaultdict(list)  # alarm -> raise times in the period
-    acks: dict[str, list[float]] = defaultdict(list)  # alarm -> acknowledgement times (any time after start)
-    if conn is not None and has_table(conn, "journal"):
-        for t, text in conn.execute("SELECT time, payload FROM journal WHERE kind = 'transition' AND time >= ?",
-                                    (start,)):
-            p = json.loads(text)
-            alarm = str(p.get("alarm", ""))
-            if alarm.split("/")[0] not in sites:
-                continue
-            kind = p.get("kind")
-            if kind == "raise" and t < end:
-                raises[alarm].append(float(t))
-            elif kind == "ack" or (kind == "reset" and str(p.get("from", "")).endswith("unacknowledged")):
-                acks[alarm].append(float(t))
+         end: float, now: float, source: str = "", index: JournalIndexes = JOURNAL) -> dict[str, Any]:
+    """The KPIs of ``sites`` over [start, end): ``overall`` and ``sites`` (one entry per site), ``top``.
+    ``source`` names the journal for the incremental index (the daemon's file; empty: read it all now)."""
+    raises: dict[str, list[float]] = {}  # alarm -> raise times in the period
+    acks: dict[str, list[float]] = {}  # alarm -> acknowledgement times (any time after start)
+    if conn is not None:
+        idx = index.current(conn, source)
+        for alarm, times in idx.raises.items():
+            if alarm.split("/")[0] in sites and (got := between(times, start, end)):
+                raises[alarm] = got
+        for alarm, times in idx.kpi_acks.items():
+            if alarm.split("/")[0] in sites and (got := between(times, start)):
+                acks[alarm] = got
     standing = _standing(conn, sites, now)
     names = {s.id: s.name for s in config.sites}
     per_site = {}

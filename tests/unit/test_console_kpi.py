@@ -66,3 +66,48 @@ def test_rates_chattering_time_to_acknowledge_standing_and_top(tmp_path: Path) -
     assert [s["site"] for s in got["sites"]] == [SITE] and got["sites"][0]["alarms"] == 4
     # a later period: only the LEL raise; nothing stale an hour after it
     assert (later["overall"]["alarms"], later["overall"]["chattering"], later["overall"]["stale"]) == (1, 0, 0)
+
+
+def test_the_incremental_journal_index_gives_the_figures_of_a_full_read(tmp_path: Path) -> None:
+    """The console files each journal record once (`journal_index`): a request after new transitions reads only
+    those, and its KPIs equal the ones computed from the whole journal read at once; a journal re-created at
+    the same path is read again from the start."""
+    from monitor.console.journal_index import JournalIndexes
+
+    db = tmp_path / "pretreat.sqlite"
+    config = load_config(write_site(tmp_path))
+    index = JournalIndexes()
+    args = {"start": T0, "end": T0 + 3600, "now": T0 + 3600}
+
+    def both() -> tuple[dict, dict]:
+        conn = sqlite3.connect(db)
+        try:
+            return (kpis(conn, config, {SITE}, source="db", index=index, **args),
+                    kpis(conn, config, {SITE}, **args))
+        finally:
+            conn.close()
+
+    e = AlarmEngine(path=db, alarms=SPECS, now=T0)
+    try:
+        e.apply(inp("ph_high", T0, True), T0)
+        e.ack(PH, user="op", now=T0 + 30)
+        first, full = both()
+        assert first == full and first["overall"]["alarms"] == 1
+        seq = index.current(sqlite3.connect(db), "db").seq
+        e.apply(inp("ph_high", T0 + 40, False), T0 + 40)
+        e.apply(inp("ph_high", T0 + 45, True), T0 + 45)
+        e.apply(inp("lel_single", T0 + 700, True), T0 + 700)
+        e.ack(LEL, user="op", now=T0 + 760)
+        second, full = both()
+        assert second == full and second["overall"]["alarms"] == 3 and second["overall"]["acknowledged"] == 2
+        assert index.current(sqlite3.connect(db), "db").seq > seq
+    finally:
+        e.close()
+    db.unlink()
+    e = AlarmEngine(path=db, alarms=SPECS, now=T0)  # another journal at the same path
+    try:
+        e.apply(inp("lel_single", T0 + 100, True), T0 + 100)
+        third, full = both()
+        assert third == full and third["overall"]["alarms"] == 1 and third["top"][0]["alarm"] == LEL
+    finally:
+        e.close()
