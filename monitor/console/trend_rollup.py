@@ -36,6 +36,7 @@ DAY = 86400.0
 MIN_BUCKET = 120.0  # s: narrower buckets aggregate raw readings (a minute misplaced by < half a bucket)
 CHECK_EVERY = 30.0  # s: a span's cached days are counted again at most this often
 WARM_DAYS = 30  # days per series the warm-up builds: the site page's longest window
+DENSE_PER_DAY = 17_280  # readings in the last whole UTC day (one per 5 s) from which a series is rolled up
 MAX_DAYS = 600  # channel-days kept (each 1,440 minutes × 7 doubles ≈ 80 KiB): ~48 MiB at most
 NAN = math.nan
 Agg = list[Any]  # [min, max, good, total, first good time, last good time] of one bucket (None where no value)
@@ -62,6 +63,7 @@ class Rollups:
         self._lock = threading.Lock()
         self._checked: dict[tuple[str, int, float, float], float] = {}  # when a span's days were last counted
         self._building: dict[tuple[str, int, float], threading.Lock] = {}  # one build of a day at a time
+        self._sparse: set[tuple[str, int]] = set()  # series the last warm-up found sparse (`worth`)
         self.built = 0  # days built (or rebuilt) since start: tests and the benchmark read it
 
     def clear(self) -> None:
@@ -121,6 +123,19 @@ class Rollups:
             self._building.pop(key, None)
         return d
 
+    def note_density(self, source: str, cid: int, last_day: int) -> None:
+        """What the warm-up counted of a series: its readings in the last whole UTC day."""
+        with self._lock:
+            (self._sparse.add if last_day < DENSE_PER_DAY else self._sparse.discard)((source, cid))
+
+    def worth(self, source: str, cid: int) -> bool:
+        """Whether a series' trends should come from rollups: not when the warm-up found its last day sparse
+        (fewer than `DENSE_PER_DAY` readings). Why: a month of such a series aggregates from its readings in
+        tens of milliseconds, while its rollups would take cache room from the dense series'. A series the
+        warm-up has not counted yet is taken as dense (what a request would build is still correct)."""
+        with self._lock:
+            return (source, cid) not in self._sparse
+
     def warm(self, conn: Any, source: str, cids: list[int], now: float, stop: threading.Event) -> int:
         """Build the rollups of the last `WARM_DAYS` whole UTC days before ``now`` of each series in ``cids``
         that are not cached yet, newest first, at most ``max_days`` channel-days in all (the cache's bound);
@@ -141,30 +156,40 @@ class Rollups:
         return built
 
 
-# One row per minute of the day: its start and, packed in one text, min, max, readings with a value, all
-# readings, first and last time with a value. A correlated aggregate per minute searches the clustered
-# (channel_id, time) key and aggregates ~60 rows in SQLite's C, with no sort (a GROUP BY on a computed minute
-# sorts every reading into a temporary B-tree: 1.8× slower; reading the rows into Python: 3.4× slower).
-# ``%!.17g`` writes each double with 17 significant digits, which read back as the same double.
-_MINUTES = """WITH RECURSIVE m(t) AS (SELECT ? UNION ALL SELECT t + 60.0 FROM m WHERE t + 60.0 < ?)
-SELECT t, (SELECT printf('%!.17g %!.17g %d %d %!.17g %!.17g', MIN(value), MAX(value), COUNT(value), COUNT(*),
-                         MIN(CASE WHEN value IS NOT NULL THEN time END), MAX(CASE WHEN value IS NOT NULL THEN time END))
-           FROM readings WHERE channel_id = ? AND time >= m.t AND time < m.t + 60.0) FROM m"""
+# A day's minutes: its start and, packed in one text, min, max, readings with a value, all readings, first and
+# last time with a value. For a dense day (`SPARSE` readings or more), a correlated aggregate per minute of the
+# day searches the clustered (channel_id, time) key and aggregates ~60 rows in SQLite's C, with no sort (a
+# GROUP BY on a computed minute sorts every reading into a temporary B-tree: 1.8× slower on a day of 1-s
+# readings; reading the rows into Python: 3.4× slower). A sparse day is grouped instead (its 1,440 searches
+# would cost more than sorting its few readings). ``%!.17g`` writes 17 significant digits: the same double.
+_PACKED = ("printf('%!.17g %!.17g %d %d %!.17g %!.17g', MIN(value), MAX(value), COUNT(value), COUNT(*), "
+           "MIN(CASE WHEN value IS NOT NULL THEN time END), MAX(CASE WHEN value IS NOT NULL THEN time END))")
+_DENSE = f"""WITH RECURSIVE m(t) AS (SELECT ? UNION ALL SELECT t + 60.0 FROM m WHERE t + 60.0 < ?)
+SELECT t, (SELECT {_PACKED} FROM readings WHERE channel_id = ? AND time >= m.t AND time < m.t + 60.0) FROM m"""
+_SPARSE = (f"SELECT ? + 60.0 * CAST((time - ?) / 60.0 AS INTEGER) AS t, {_PACKED} FROM readings "
+           "WHERE channel_id = ? AND time >= ? AND time < ? GROUP BY t ORDER BY t")
+SPARSE = 10_000  # readings in a day below which it is grouped rather than searched minute by minute
 
 
 def build_day(conn: Any, cid: int, day: float) -> _Day:
-    """One UTC day's minute rows (minutes without readings left out), aggregated by SQLite (`_MINUTES`)."""
+    """One UTC day's minute rows (minutes without readings left out), aggregated by SQLite."""
+    (n,) = conn.execute("SELECT COUNT(*) FROM readings WHERE channel_id = ? AND time >= ? AND time < ?",
+                        (cid, day, day + DAY)).fetchone()
     rows = array("d")
+    if not n:
+        return _Day(rows, 0)
     total = 0
-    for m, packed in conn.execute(_MINUTES, (day, day + DAY, cid)):
-        lo, hi, good, n, t0, t1 = packed.split(" ")
-        if n == "0":
+    minutes = (conn.execute(_DENSE, (day, day + DAY, cid)) if n >= SPARSE
+               else conn.execute(_SPARSE, (day, day, cid, day, day + DAY)))
+    for m, packed in minutes:
+        lo, hi, good, k, t0, t1 = packed.split(" ")
+        if k == "0":
             continue
-        total += int(n)
+        total += int(k)
         if good == "0":  # readings, none with a value (their NULL min/max/times print as 0)
-            rows.extend((m, NAN, NAN, 0.0, float(n), NAN, NAN))
+            rows.extend((m, NAN, NAN, 0.0, float(k), NAN, NAN))
         else:
-            rows.extend((m, float(lo), float(hi), float(good), float(n), float(t0), float(t1)))
+            rows.extend((m, float(lo), float(hi), float(good), float(k), float(t0), float(t1)))
     return _Day(rows, total)
 
 

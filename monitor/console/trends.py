@@ -29,7 +29,16 @@ from typing import Any
 
 from config.schema import ChannelKind, Site, SiteConfig
 from monitor.console.trend_axis import ticks, zone_label
-from monitor.console.trend_rollup import DAY, MIN_BUCKET, ROLLUPS, Agg, Rollups, from_rollups, merge
+from monitor.console.trend_rollup import (
+    DAY,
+    DENSE_PER_DAY,
+    MIN_BUCKET,
+    ROLLUPS,
+    Agg,
+    Rollups,
+    from_rollups,
+    merge,
+)
 from monitor.read.episodes import details, find_episodes
 from monitor.read.readings import completeness, limits, series
 from monitor.stores.readonly import dialect, has_table
@@ -38,7 +47,6 @@ MAX_BUCKETS = 4000
 MAX_SPAN = 31 * 86400.0  # a month: the longest window the site view offers (30 days)
 BOOLEAN_KINDS = frozenset({ChannelKind.SAMPLER_BOTTLE_FULL, ChannelKind.SAMPLER_FAULT})  # 0/1, drawn as steps
 WARM_EVERY = 600.0  # s between two warm-ups of the rollups (a new UTC day is rolled up within 10 minutes)
-DENSE_PER_DAY = 17_280  # readings in the last whole UTC day (one per 5 s) from which a series is warmed
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +93,10 @@ def trend(conn: sqlite3.Connection | None, config: SiteConfig, site: Site, chann
 def warm(conn: sqlite3.Connection, source: str, now: float, stop: threading.Event,
          cache: Rollups = ROLLUPS) -> int:
     """Roll up the last 30 whole UTC days of the series with at least `DENSE_PER_DAY` readings in the last
-    day, densest first (`Rollups.warm`); returns the channel-days built. Sparser series are left out: a
-    month of a 5-s channel aggregates from its readings in a few hundred ms. One key-range count per series."""
+    day, densest first (`Rollups.warm`); returns the channel-days built. Sparser series are left out and
+    their trends aggregate their readings (`Rollups.worth`: a month of a 5-s channel in a few hundred ms; a
+    dense series whose last day was quiet is aggregated so too until it is dense again). One key-range count
+    of the last day per series."""
     if dialect(conn) != "sqlite" or not has_table(conn, "channels"):
         return 0
     t0 = time.perf_counter()
@@ -95,6 +105,7 @@ def warm(conn: sqlite3.Connection, source: str, now: float, stop: threading.Even
     for (cid,) in conn.execute("SELECT id FROM channels ORDER BY id").fetchall():
         (n,) = conn.execute("SELECT COUNT(*) FROM readings WHERE channel_id = ? AND time >= ? AND time < ?",
                             (cid, day - DAY, day)).fetchone()
+        cache.note_density(source, int(cid), int(n))
         if int(n) >= DENSE_PER_DAY:
             dense.append((-int(n), int(cid)))
     built = cache.warm(conn, source, [cid for _n, cid in sorted(dense)], now, stop)
@@ -125,27 +136,37 @@ def _completeness(conn: sqlite3.Connection | None, ids: list[int], start: float,
 
 def _aggregate(conn: sqlite3.Connection, source: str, cache: Rollups, cid: int, start: float, end: float,
                width: float, into: dict[int, Agg]) -> None:
-    """One series' buckets: whole UTC days from the rollups when buckets are wide enough, the rest (and
-    every narrower window) aggregated by SQL over the readings' primary key range."""
+    """One series' buckets: whole UTC days from the rollups when buckets are wide enough and the series is
+    dense (`Rollups.worth`), the rest (and every narrower window or sparser series) aggregated by SQL over the
+    readings' primary key range. A series taken as sparse that turns out to hold `DENSE_PER_DAY` readings a
+    day over a window of whole days (a month imported since the warm-up) is taken as dense from then on."""
     a, b = (start, start)
-    if width >= MIN_BUCKET and dialect(conn) == "sqlite":
+    rolled = width >= MIN_BUCKET and dialect(conn) == "sqlite"
+    if rolled and cache.worth(source, cid):
         a, b = from_rollups(cache, conn, source, cid, start, end, width, into)
+    n = 0
     for lo, hi in ((start, a), (b, end)) if b > a else ((start, end),):
         if hi > lo:
-            _raw(conn, cid, start, width, lo, hi, into)
+            n += _raw(conn, cid, start, width, lo, hi, into)
+    if rolled and b <= a and end - start >= DAY and n / ((end - start) / DAY) >= DENSE_PER_DAY:
+        cache.note_density(source, cid, int(n * DAY / (end - start)))
 
 
 def _raw(conn: sqlite3.Connection, cid: int, start: float, width: float, lo: float, hi: float,
-         into: dict[int, Agg]) -> None:
+         into: dict[int, Agg]) -> int:
+    """Merge the buckets of the readings in [lo, hi) into ``into``; returns how many readings there were."""
     # the bucket: (time - start) / width truncated (time >= start, so toward zero is down); PostgreSQL's CAST
     # rounds instead, so there it is floor()
     bucket = "floor((time - ?) / ?)::bigint" if dialect(conn) == "postgresql" else "CAST((time - ?) / ? AS INTEGER)"
+    n = 0
     for b, mn, mx, good, total, t0, t1 in conn.execute(
             f"SELECT {bucket} AS b, MIN(value), MAX(value), COUNT(value), COUNT(*), "
             "MIN(CASE WHEN value IS NOT NULL THEN time END), MAX(CASE WHEN value IS NOT NULL THEN time END) "
             "FROM readings WHERE channel_id = ? AND time >= ? AND time < ? GROUP BY b",
             (start, width, cid, lo, hi)):
         merge(into, int(b), mn, mx, int(good), int(total), t0, t1)
+        n += int(total)
+    return n
 
 
 def gaps(rows: list[Agg], max_gap: float) -> list[list[float]]:

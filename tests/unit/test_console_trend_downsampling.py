@@ -263,10 +263,29 @@ def test_the_aggregation_reads_the_primary_key_range(recorded: tuple[SiteConfig,
 
     spy = Spy()
     trends_module._raw(spy, 1, T0, 60.0, T0, T0 + 3600, {})  # type: ignore[arg-type]
-    trend_rollup.build_day(spy, 1, T0)
-    assert len(plans) == 2
+    trend_rollup.build_day(spy, 1, T0)  # a dense day: counted, then searched minute by minute
+    assert len(plans) == 3
     assert all("USING PRIMARY KEY (channel_id=? AND time>? AND time<?)" in p for p in plans), plans
-    assert "TEMP B-TREE" not in plans[1]
+    assert "TEMP B-TREE" not in plans[2]
+    conn.close()
+
+
+def test_a_sparse_day_grouped_gives_the_rollup_a_dense_one_searched_gives(recorded: tuple[SiteConfig, list],
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two ways a day is rolled up (searched minute by minute, or its readings grouped by minute when
+    they are few) give the same minute rows, so the trend is the same whichever was used."""
+    from monitor.console import trend_rollup
+
+    config, _rows = recorded
+    conn = queries.connect(config.daemon.historian)
+    site = config.site(ACME)
+    args = {"start": T0 - 3600, "end": T0 + DAYS * DAY, "buckets": 900, "now": T0 + DAYS * DAY}
+    searched = trend(conn, config, site, "ph", cache=Rollups(), **args)
+    monkeypatch.setattr(trend_rollup, "SPARSE", 10**9)  # every day grouped
+    grouped_cache = Rollups()
+    grouped = trend(conn, config, site, "ph", cache=grouped_cache, **args)
+    assert grouped == searched and grouped_cache.built == DAYS
+    assert trend_rollup.build_day(conn, 1, T0 + 10 * DAY).rows.tolist() == []  # a day without readings
     conn.close()
 
 
@@ -296,8 +315,9 @@ def test_the_warm_up_rolls_up_dense_series_so_the_first_month_request_builds_not
     conn.close()
 
 
-def test_a_sparse_series_is_not_warmed(recorded: tuple[SiteConfig, list], tmp_path: Path) -> None:
-    """A series with fewer than one reading per 5 s in its last day is left to the requests."""
+def test_a_sparse_series_is_neither_warmed_nor_rolled_up(recorded: tuple[SiteConfig, list]) -> None:
+    """A series with fewer than one reading per 5 s in its last whole day (here none) is not warmed, and its
+    trends aggregate the readings themselves (the same buckets, no rollup built) until it is dense again."""
     import threading
 
     from monitor.console.trends import warm
@@ -305,8 +325,35 @@ def test_a_sparse_series_is_not_warmed(recorded: tuple[SiteConfig, list], tmp_pa
     config, _rows = recorded
     cache = Rollups()
     conn = queries.connect(config.daemon.historian)
-    assert warm(conn, "rec", T0 + 10 * DAY, threading.Event(), cache) == 0  # its last day had no readings
+    site = config.site(ACME)
+    args = {"start": T0, "end": T0 + DAYS * DAY, "buckets": 500, "now": T0 + 10 * DAY, "source": "rec"}
+    assert warm(conn, "rec", T0 + 10 * DAY, threading.Event(), cache) == 0
+    raw = trend(conn, config, site, "ph", cache=cache, **args)
+    assert cache.built == 0 and max(raw["max"]) == 11.9
+    assert sum(raw["total"]) == sum(trend(conn, config, site, "ph", cache=Rollups(), **args)["total"])
+    assert warm(conn, "rec", T0 + DAYS * DAY + 1, threading.Event(), cache) == 30  # dense again: warmed
+    trend(conn, config, site, "ph", cache=cache, **args)
+    assert cache.built == 30
+    conn.close()
+
+
+def test_a_series_found_dense_by_a_request_is_rolled_up_from_the_next(recorded: tuple[SiteConfig, list]) -> None:
+    """A series the warm-up found sparse whose readings then fill whole days (a month imported into a running
+    console): the request that aggregates them raw takes it as dense, and the next one uses the rollups."""
+    import threading
+
+    from monitor.console.trends import warm
+
+    config, _rows = recorded
+    cache = Rollups()
+    conn = queries.connect(config.daemon.historian)
+    site = config.site(ACME)
+    assert warm(conn, "rec", T0 + 10 * DAY, threading.Event(), cache) == 0  # found sparse
+    args = {"start": T0, "end": T0 + DAYS * DAY, "buckets": 500, "now": T0 + 10 * DAY, "source": "rec"}
+    first = trend(conn, config, site, "ph", cache=cache, **args)
     assert cache.built == 0
+    second = trend(conn, config, site, "ph", cache=cache, **args)
+    assert cache.built == DAYS and max(second["max"]) == max(first["max"]) == 11.9
     conn.close()
 
 
