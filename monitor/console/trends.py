@@ -138,35 +138,34 @@ def _aggregate(conn: sqlite3.Connection, source: str, cache: Rollups, cid: int, 
                width: float, into: dict[int, Agg]) -> None:
     """One series' buckets: whole UTC days from the rollups when buckets are wide enough and the series is
     dense (`Rollups.worth`), the rest (and every narrower window or sparser series) aggregated by SQL over the
-    readings' primary key range. A series taken as sparse that turns out to hold `DENSE_PER_DAY` readings a
-    day over a window of whole days (a month imported since the warm-up) is taken as dense from then on."""
+    readings' primary key range. A series taken as sparse whose window holds `DENSE_PER_DAY` readings a day
+    or more (a month imported since the warm-up) is taken as dense from then on: one count of the window, a
+    few ms for a truly sparse series, tells."""
     a, b = (start, start)
-    rolled = width >= MIN_BUCKET and dialect(conn) == "sqlite"
-    if rolled and cache.worth(source, cid):
-        a, b = from_rollups(cache, conn, source, cid, start, end, width, into)
-    n = 0
+    if width >= MIN_BUCKET and dialect(conn) == "sqlite":
+        if not cache.worth(source, cid) and end - start >= DAY:
+            (n,) = conn.execute("SELECT COUNT(*) FROM readings WHERE channel_id = ? AND time >= ? AND time < ?",
+                                (cid, start, end)).fetchone()
+            if int(n) * DAY / (end - start) >= DENSE_PER_DAY:
+                cache.note_density(source, cid, int(int(n) * DAY / (end - start)))
+        if cache.worth(source, cid):
+            a, b = from_rollups(cache, conn, source, cid, start, end, width, into)
     for lo, hi in ((start, a), (b, end)) if b > a else ((start, end),):
         if hi > lo:
-            n += _raw(conn, cid, start, width, lo, hi, into)
-    if rolled and b <= a and end - start >= DAY and n / ((end - start) / DAY) >= DENSE_PER_DAY:
-        cache.note_density(source, cid, int(n * DAY / (end - start)))
+            _raw(conn, cid, start, width, lo, hi, into)
 
 
 def _raw(conn: sqlite3.Connection, cid: int, start: float, width: float, lo: float, hi: float,
-         into: dict[int, Agg]) -> int:
-    """Merge the buckets of the readings in [lo, hi) into ``into``; returns how many readings there were."""
+         into: dict[int, Agg]) -> None:
     # the bucket: (time - start) / width truncated (time >= start, so toward zero is down); PostgreSQL's CAST
     # rounds instead, so there it is floor()
     bucket = "floor((time - ?) / ?)::bigint" if dialect(conn) == "postgresql" else "CAST((time - ?) / ? AS INTEGER)"
-    n = 0
     for b, mn, mx, good, total, t0, t1 in conn.execute(
             f"SELECT {bucket} AS b, MIN(value), MAX(value), COUNT(value), COUNT(*), "
             "MIN(CASE WHEN value IS NOT NULL THEN time END), MAX(CASE WHEN value IS NOT NULL THEN time END) "
             "FROM readings WHERE channel_id = ? AND time >= ? AND time < ? GROUP BY b",
             (start, width, cid, lo, hi)):
         merge(into, int(b), mn, mx, int(good), int(total), t0, t1)
-        n += int(total)
-    return n
 
 
 def gaps(rows: list[Agg], max_gap: float) -> list[list[float]]:
