@@ -9,10 +9,10 @@ Issue 15 asks: sealing a day of 1-s data for 100 channels takes under 5 s in a b
 readings (~11 GB): too large to build here quickly, so the verify figure is measured over ``--verify-days`` and
 reported as readings/s, which does not depend on the length.
 
-Two paths compute the same minute indexes (`monitor.stores.seal_scan.day_index`): the C scanner
-(`monitor.stores._sealscan`: one call per channel-day, the GIL released) and the Python one (rows into Python,
-`minute_index`), chosen here with ``PRETREAT_SEALS_PYTHON``. The Python path seals ``--python-seal-channels``
-channels (fewer: it costs ~4 µs of CPU a reading).
+Two paths compute the same minute indexes (`monitor.stores.seal_scan.DayReader`): the C scanner
+(`monitor.stores._sealscan`: one call per channel-day on a connection each thread keeps, the GIL released) and
+the Python one (rows into Python, `minute_index`), chosen here with ``PRETREAT_SEALS_PYTHON``. The Python path
+seals ``--python-seal-channels`` channels (fewer: it costs ~4 µs of CPU a reading).
 
 - seal: a historian holding one UTC day of 1-s readings per channel (one reading in 1,000 bad, with a reason),
   built directly in SQL; `Sealer.run_once` runs in a worker thread (as the daemon runs it) while the main thread

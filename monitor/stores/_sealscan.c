@@ -8,10 +8,11 @@
  *   bytes of SHA-256 over: little-endian float64 times, int64 seqs, float64 values (0 where NULL), one byte
  *   each NULL flag, one byte each quality code, uint32 reason lengths in code points, then the reasons' UTF-8).
  *
- * The call opens the historian read-only with the SQLite C API (the process's one libsqlite3, the library
- * Python's sqlite3 module uses: two copies of SQLite in one process would break each other's POSIX locks), runs
- * the SELECT it is given (seal_scan.READINGS_SQL) and releases the GIL for all of it, so the daemon's event loop
- * and other sealing threads run meanwhile.
+ * A Scanner opens the historian read-only with the SQLite C API (the process's one libsqlite3, the library
+ * Python's sqlite3 module uses: two copies of SQLite in one process would break each other's POSIX locks),
+ * prepares the SELECT it is given (seal_scan.READINGS_SQL) once and runs it for each channel-day asked, releasing
+ * the GIL for all of each scan, so the daemon's event loop and other sealing threads run meanwhile (scan_day:
+ * the same for one day on a connection of its own).
  *
  * A row the Python path would see differently is never guessed at: a column of an unexpected storage class
  * (the table is STRICT, so only a damaged or hand-made file has one), a quality outside 0..255, a reason that
@@ -392,37 +393,79 @@ static int step_rows(sqlite3_stmt *st, double day_start, scan_result *r) {
     return status;
 }
 
-static int scan(const char *uri, const char *sql, sqlite3_int64 channel, double day_start, double day_end,
-                sqlite3_int64 seq_max, int busy_ms, scan_result *r) {
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    int status = SCAN_SQLITE;
-    int rc = sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+/* A connection and the seals' statement, kept across the channel-days one thread scans.
+ *
+ * Why kept: opening a connection per channel-day made each scan fill a fresh page cache, and every page it
+ * allocates goes through sqlite3_malloc, which (SQLITE_CONFIG_MEMSTATUS, on in the system's libsqlite3 and
+ * fixed once Python's sqlite3 has initialised the library) takes SQLite's one process-wide memory mutex around
+ * malloc itself; a fresh allocation page-faults while holding it. Two scanning threads queued on that mutex
+ * (perf: ~40 % of their context switches were waits in sqlite3Malloc) and, on a loaded machine, a thread
+ * preempted while holding it stalled the other for a whole time slice: two threads took as long as one. A
+ * kept connection allocates its cache once; scanning a day then calls no allocator per page or per row. */
+typedef struct {
+    sqlite3 *db;
+    sqlite3_stmt *st;
+} scanner;
+
+static void scanner_close(scanner *s) {
+    sqlite3_finalize(s->st);
+    sqlite3_close(s->db);
+    s->st = NULL;
+    s->db = NULL;
+}
+
+/* No mmap (PRAGMA mmap_size): it saved ~8 % of a scan's CPU here, but a file truncated under a mapping by another
+ * process (a hand repair, a restore) kills the daemon with SIGBUS, where a read() only fails the scan. */
+static int scanner_open(scanner *s, const char *uri, const char *sql, int busy_ms, char *error, size_t error_len) {
+    int rc = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc == SQLITE_OK) {
-        sqlite3_busy_timeout(db, busy_ms);
-        rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+        sqlite3_busy_timeout(s->db, busy_ms);
+        rc = sqlite3_prepare_v2(s->db, sql, -1, &s->st, NULL);
     }
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, channel);
-        sqlite3_bind_double(st, 2, day_start);
-        sqlite3_bind_double(st, 3, day_end);
-        sqlite3_bind_int64(st, 4, seq_max);
-        status = step_rows(st, day_start, r);
+    if (rc != SQLITE_OK) {
+        snprintf(error, error_len, "%s", s->db ? sqlite3_errmsg(s->db) : "out of memory opening the database");
+        scanner_close(s);
+        return SCAN_SQLITE;
     }
+    return SCAN_OK;
+}
+
+/* One channel-day: its own read transaction (the statement's, ended by the reset), as a fresh connection's. */
+static int scanner_run(scanner *s, sqlite3_int64 channel, double day_start, double day_end, sqlite3_int64 seq_max,
+                       scan_result *r) {
+    sqlite3_bind_int64(s->st, 1, channel);
+    sqlite3_bind_double(s->st, 2, day_start);
+    sqlite3_bind_double(s->st, 3, day_end);
+    sqlite3_bind_int64(s->st, 4, seq_max);
+    int status = step_rows(s->st, day_start, r);
     if (status == SCAN_SQLITE)
-        snprintf(r->error, sizeof r->error, "%s", db ? sqlite3_errmsg(db) : "out of memory opening the database");
-    sqlite3_finalize(st);
-    sqlite3_close(db);
+        snprintf(r->error, sizeof r->error, "%s", sqlite3_errmsg(s->db));
+    sqlite3_reset(s->st);
     return status;
 }
 
 static PyObject *ScanError;
 
+/* The Python value of a scan: (count, index), None (SCAN_UNUSUAL) or NULL with the error set. */
+static PyObject *scan_value(int status, scan_result *r) {
+    PyObject *out = NULL;
+    if (status == SCAN_OK)
+        out = Py_BuildValue("(Ly#)", (long long)r->count, r->out ? (const char *)r->out : "", (Py_ssize_t)r->out_len);
+    else if (status == SCAN_UNUSUAL)
+        out = Py_NewRef(Py_None);
+    else if (status == SCAN_NOMEM)
+        PyErr_NoMemory();
+    else
+        PyErr_SetString(ScanError, r->error);
+    free(r->out);
+    return out;
+}
+
 PyDoc_STRVAR(scan_day_doc,
 "scan_day(uri, sql, channel_id, day_start, day_end, seq_max, busy_ms) -> (count, index) | None\n\n"
 "Open ``uri`` (an SQLite URI, read-only), run ``sql`` with (channel_id, day_start, day_end, seq_max) and return\n"
 "the readings' count and minute index. None: a row the Python path would read differently (run that path).\n"
-"Raises _sealscan.Error with SQLite's message when the file cannot be read.");
+"Raises _sealscan.Error with SQLite's message when the file cannot be read. Many days: a Scanner.");
 
 static PyObject *scan_day(PyObject *self, PyObject *args) {
     const char *uri, *sql;
@@ -433,22 +476,101 @@ static PyObject *scan_day(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "ssLddLi", &uri, &sql, &channel, &day_start, &day_end, &seq_max, &busy_ms))
         return NULL;
     scan_result r = {0};
+    scanner s = {0};
     int status;
     Py_BEGIN_ALLOW_THREADS
-    status = scan(uri, sql, channel, day_start, day_end, seq_max, busy_ms, &r);
-    Py_END_ALLOW_THREADS
-    PyObject *out = NULL;
+    status = scanner_open(&s, uri, sql, busy_ms, r.error, sizeof r.error);
     if (status == SCAN_OK)
-        out = Py_BuildValue("(Ly#)", (long long)r.count, r.out ? (const char *)r.out : "", (Py_ssize_t)r.out_len);
-    else if (status == SCAN_UNUSUAL)
-        out = Py_NewRef(Py_None);
-    else if (status == SCAN_NOMEM)
-        PyErr_NoMemory();
-    else
-        PyErr_SetString(ScanError, r.error);
-    free(r.out);
-    return out;
+        status = scanner_run(&s, channel, day_start, day_end, seq_max, &r);
+    scanner_close(&s);
+    Py_END_ALLOW_THREADS
+    return scan_value(status, &r);
 }
+
+/* ---- Scanner: the Python object around a kept connection ---------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    scanner s;
+    int busy;  /* a scan runs (the GIL released): the connection is NOMUTEX, one thread at a time */
+} Scanner;
+
+static void Scanner_dealloc(Scanner *self) {
+    scanner_close(&self->s);  /* cannot be busy: a running scan holds a reference */
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Scanner_init(Scanner *self, PyObject *args, PyObject *kwds) {
+    static char *kw[] = {"uri", "sql", "busy_ms", NULL};
+    const char *uri, *sql;
+    int busy_ms;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ssi", kw, &uri, &sql, &busy_ms))
+        return -1;
+    if (self->s.db) {
+        PyErr_SetString(PyExc_RuntimeError, "Scanner is already open");
+        return -1;
+    }
+    char error[512] = "";
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = scanner_open(&self->s, uri, sql, busy_ms, error, sizeof error);
+    Py_END_ALLOW_THREADS
+    if (status != SCAN_OK) {
+        PyErr_SetString(ScanError, error);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Scanner_scan(Scanner *self, PyObject *args) {
+    long long channel, seq_max;
+    double day_start, day_end;
+    if (!PyArg_ParseTuple(args, "LddL", &channel, &day_start, &day_end, &seq_max))
+        return NULL;
+    if (!self->s.db || self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, self->busy ? "Scanner is scanning in another thread"
+                                                       : "Scanner is closed");
+        return NULL;
+    }
+    scan_result r = {0};
+    int status;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    status = scanner_run(&self->s, channel, day_start, day_end, seq_max, &r);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    return scan_value(status, &r);
+}
+
+static PyObject *Scanner_close(Scanner *self, PyObject *unused) {
+    (void)unused;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Scanner is scanning in another thread");
+        return NULL;
+    }
+    scanner_close(&self->s);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef Scanner_methods[] = {
+    {"scan", (PyCFunction)Scanner_scan, METH_VARARGS,
+     "scan(channel_id, day_start, day_end, seq_max) -> (count, index) | None: as scan_day, on this connection."},
+    {"close", (PyCFunction)Scanner_close, METH_NOARGS, "close(): close the connection (again: nothing)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ScannerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_sealscan.Scanner",
+    .tp_basicsize = sizeof(Scanner),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = PyDoc_STR("Scanner(uri, sql, busy_ms): a read-only connection to ``uri`` with ``sql``\n"
+                        "prepared, kept for many channel-days; one thread at a time (its scan releases the GIL)."),
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Scanner_init,
+    .tp_dealloc = (destructor)Scanner_dealloc,
+    .tp_methods = Scanner_methods,
+};
 
 PyDoc_STRVAR(sha256_doc, "sha256(data) -> bytes: this module's SHA-256 (tests compare it with hashlib).");
 
@@ -513,11 +635,14 @@ PyMODINIT_FUNC PyInit__sealscan(void) {
         sha256_impl = "SHA-NI";
     }
 #endif
+    if (PyType_Ready(&ScannerType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)
         return NULL;
     ScanError = PyErr_NewException("_sealscan.Error", NULL, NULL);
     if (PyModule_AddObjectRef(m, "Error", ScanError) < 0
+        || PyModule_AddObjectRef(m, "Scanner", (PyObject *)&ScannerType) < 0
         || PyModule_AddStringConstant(m, "sqlite_version", sqlite3_libversion()) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -2,9 +2,10 @@
 that compute it.
 
 Where the index is computed: by the C extension `monitor.stores._sealscan` where it is built (setup.py; it
-needs gcc, the Python and SQLite headers at install): one call per channel-day opens the file read-only with the
-SQLite C API, runs `READINGS_SQL` and returns the count and the index, the GIL released meanwhile: ~1 µs of CPU
-a reading (most of it SQLite stepping through the rows) against ~3.6 µs for rows handed to Python. Otherwise
+needs gcc, the Python and SQLite headers at install): a `DayReader` keeps one read-only connection (SQLite C API)
+with `READINGS_SQL` prepared, and each channel-day is one call returning the count and the index, the GIL released
+meanwhile: ~0.4 µs of CPU a reading on this project's VM (most of it SQLite stepping through the rows) against
+~3.6 µs for rows handed to Python (figures of one machine: the README's Benchmarks). Otherwise
 (not built, ``PRETREAT_SEALS_PYTHON=1``, or a row the C code would not read as Python does) `minute_index` over
 the rows: the same bytes, slower. `scan_engine` names the path (the health snapshot's seal stats, `pretreat
 journal verify`'s summary). See the README (Seals, Benchmarks) for the figures of both.
@@ -114,8 +115,13 @@ def file_uri(conn: sqlite3.Connection) -> str | None:
     for the C scanner's own connection."""
     for _, name, file in conn.execute("PRAGMA database_list"):
         if name == "main" and file:
-            return f"{Path(file).resolve().as_uri()}?mode=ro"
+            return path_uri(file)
     return None
+
+
+def path_uri(path: Path | str) -> str:
+    """The read-only URI of the file at ``path`` (resolved: a reader never creates a missing file)."""
+    return f"{Path(path).resolve().as_uri()}?mode=ro"
 
 
 def day_index(conn: sqlite3.Connection, channel_id: int, day_start: float, seq_max: int,
@@ -125,16 +131,56 @@ def day_index(conn: sqlite3.Connection, channel_id: int, day_start: float, seq_m
     Python) `read_day` and `minute_index` on ``conn``. Same bytes either way (tests/unit/test_seal_native.py).
     The C path reads through its own read-only connection, committed rows only, like ``conn`` outside a
     transaction; a file it cannot read raises `sqlite3.OperationalError` with SQLite's message."""
-    if native_available():
-        assert _native is not None
-        uri = uri or file_uri(conn)
-        if uri is not None:
+    with DayReader(uri or file_uri(conn), conn, busy_timeout=busy_timeout) as reader:
+        return reader.index(channel_id, day_start, seq_max)
+
+
+
+class DayReader:
+    """Reads the minute indexes of many channel-days of one file through one kept connection (`day_index`'s
+    result for each), for one thread at a time.
+
+    Why kept: a C scanner per channel-day opened a connection and filled a fresh page cache each time, every
+    page through SQLite's allocator and its process-wide memory mutex (see `_sealscan.c`, the Scanner), so two
+    scanning threads waited on each other. ``conn`` (opened on first need when not given, closed by `close`
+    then) is the Python path's: where the C scanner is not built, is switched off, or declines a day; with no
+    ``uri`` (an in-memory database: `file_uri` gave None) it is the only path."""
+
+    def __init__(self, uri: str | None, conn: sqlite3.Connection | None = None, *,
+                 busy_timeout: float = 30.0) -> None:
+        self.uri = uri
+        self.busy_timeout = busy_timeout
+        self._conn, self._own_conn = conn, conn is None
+        self._scanner: Any = None
+
+    def index(self, channel_id: int, day_start: float, seq_max: int) -> tuple[int, bytes]:
+        if native_available() and self.uri is not None:
+            assert _native is not None
             try:
-                done = _native.scan_day(uri, READINGS_SQL, channel_id, day_start, day_start + DAY, seq_max,
-                                        int(busy_timeout * 1000))
+                if self._scanner is None:
+                    self._scanner = _native.Scanner(self.uri, READINGS_SQL, int(self.busy_timeout * 1000))
+                done = self._scanner.scan(channel_id, day_start, day_start + DAY, seq_max)
             except _native.Error as exc:
                 raise sqlite3.OperationalError(str(exc)) from None
             if done is not None:
                 return int(done[0]), bytes(done[1])
-    rows = read_day(conn, channel_id, day_start, seq_max)
-    return len(rows), minute_index(rows, day_start)
+        if self._conn is None:
+            assert self.uri is not None
+            # closed by whichever thread calls `close` (the sealer's, after its scanning threads)
+            self._conn = sqlite3.connect(self.uri, uri=True, timeout=self.busy_timeout, check_same_thread=False)
+        rows = read_day(self._conn, channel_id, day_start, seq_max)
+        return len(rows), minute_index(rows, day_start)
+
+    def close(self) -> None:
+        if self._scanner is not None:
+            self._scanner.close()
+            self._scanner = None
+        if self._own_conn and self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> DayReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -24,7 +24,7 @@ from monitor.stores.readonly import connect_readonly
 from monitor.stores.seal_scan import (
     DAY,
     MINUTE,
-    day_index,
+    DayReader,
     digest_of,
     file_uri,
     native_available,
@@ -150,7 +150,6 @@ def _check_seals(conn: sqlite3.Connection, seals: list[tuple[int, dict[str, Any]
     readings = 0
     ids = {(s, c, u): i for i, s, c, u in conn.execute("SELECT id, site, channel, unit FROM channels")} \
         if _has(conn, "channels") else {}
-    uri = file_uri(conn)
     wanted = [seq for seq, _ in seals]
     stored: dict[int, bytes] = {}
     if _has(conn, "seal_minutes"):
@@ -158,24 +157,25 @@ def _check_seals(conn: sqlite3.Connection, seals: list[tuple[int, dict[str, Any]
             chunk = wanted[i:i + 500]
             stored.update(conn.execute(f"SELECT journal_seq, minutes FROM seal_minutes WHERE journal_seq IN "
                                        f"({','.join('?' * len(chunk))})", chunk).fetchall())
-    for seq, p in seals:
-        where = f"{p['site']}/{p['channel']}"
-        cid = ids.get((p["site"], p["channel"], p["unit"]))
-        if cid is None:
-            findings.append(Finding("reading", "missing", where, p["day"], "",
-                                    f"all {p['count']} sealed readings: the series is gone"))
-            continue
-        day = float(p["start"])
-        count, index = day_index(conn, cid, day, int(p["seq_max"]), uri)
-        readings += count
-        if count != p["count"] or digest_of(index) != p["digest"]:
-            findings += _locate(where, p, index, stored.get(seq), count)
-        late = conn.execute("SELECT time FROM readings WHERE channel_id = ? AND time >= ? AND time < ? "
-                            "AND seq > ? ORDER BY time LIMIT ?",
-                            (cid, day, day + DAY, p["seq_max"], _MAX_LATE_LISTED)).fetchall()
-        for (t,) in late:
-            findings.append(Finding("reading", "late", where, p["day"], _iso(t),
-                                    "recorded after its day was sealed (not covered by the seal)"))
+    with DayReader(file_uri(conn), conn) as reader:  # one scanner for all the days (see `DayReader`)
+        for seq, p in seals:
+            where = f"{p['site']}/{p['channel']}"
+            cid = ids.get((p["site"], p["channel"], p["unit"]))
+            if cid is None:
+                findings.append(Finding("reading", "missing", where, p["day"], "",
+                                        f"all {p['count']} sealed readings: the series is gone"))
+                continue
+            day = float(p["start"])
+            count, index = reader.index(cid, day, int(p["seq_max"]))
+            readings += count
+            if count != p["count"] or digest_of(index) != p["digest"]:
+                findings += _locate(where, p, index, stored.get(seq), count)
+            late = conn.execute("SELECT time FROM readings WHERE channel_id = ? AND time >= ? AND time < ? "
+                                "AND seq > ? ORDER BY time LIMIT ?",
+                                (cid, day, day + DAY, p["seq_max"], _MAX_LATE_LISTED)).fetchall()
+            for (t,) in late:
+                findings.append(Finding("reading", "late", where, p["day"], _iso(t),
+                                        "recorded after its day was sealed (not covered by the seal)"))
     return findings, len(seals), readings
 
 

@@ -52,10 +52,10 @@ from monitor.stores.readonly import connect_readonly
 from monitor.stores.seal_scan import DAY as DAY
 from monitor.stores.seal_scan import MINUTE as MINUTE
 from monitor.stores.seal_scan import READINGS_SQL as READINGS_SQL
+from monitor.stores.seal_scan import DayReader, native_available, path_uri, scan_engine
 from monitor.stores.seal_scan import day_index as day_index
 from monitor.stores.seal_scan import digest_of as digest_of
 from monitor.stores.seal_scan import minute_index as minute_index
-from monitor.stores.seal_scan import native_available, scan_engine
 from monitor.stores.seal_scan import parse_index as parse_index
 from monitor.stores.seal_scan import read_day as read_day
 
@@ -239,28 +239,43 @@ class Sealer:
     def _indexes(self, db: sqlite3.Connection, todo: list[tuple[int, tuple[str, str, str], float]],
                  seq_max: int) -> Iterator[tuple[Entry, tuple[int, float, bytes]]]:
         """Each channel-day's seal record and minute index, in ``todo`` order (reading only; `_commit`
-        writes them). In C, ``threads`` threads scan (each call releases the GIL); on the Python path
-        ``workers`` processes (rows into Python are one core's work per reader); 1: this thread alone."""
+        writes them). In C, ``threads`` threads scan, each through one `DayReader` kept for all its days (a
+        connection per day made the threads wait on SQLite's allocator mutex: see `DayReader`); on the Python
+        path ``workers`` processes (rows into Python are one core's work per reader); 1: this thread alone."""
         self.stats.engine = scan_engine()
-        uri = f"{self.path.resolve().as_uri()}?mode=ro"
+        uri = path_uri(self.path)
         native = native_available()
         parallel = self.threads if native else self.workers
         if parallel > 1 and len(todo) > 1:
-            jobs = [(str(self.path), cid, day, seq_max) for cid, _, day in todo]
+            local = threading.local()
+            readers: list[DayReader] = []
+
+            def in_thread(job: tuple[int, float]) -> tuple[int, bytes]:
+                reader = getattr(local, "reader", None)
+                if reader is None:
+                    reader = local.reader = DayReader(uri)
+                    readers.append(reader)
+                return reader.index(job[0], job[1], seq_max)
+
             pool: Executor
             if native:
                 pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="seal-scan")
+                results = pool.map(in_thread, [(cid, day) for cid, _, day in todo])
             else:  # never fork a process running an event loop and threads
                 pool = ProcessPoolExecutor(max_workers=parallel, mp_context=multiprocessing.get_context("spawn"))
+                results = pool.map(_index_job, [(str(self.path), cid, day, seq_max) for cid, _, day in todo])
             try:
-                for (cid, series, day), (count, index) in zip(todo, pool.map(_index_job, jobs), strict=True):
+                for (cid, series, day), (count, index) in zip(todo, results, strict=True):
                     yield self._entry(cid, series, day, seq_max, count, index)
             finally:  # a pass over its budget stops here: the days not started yet wait for the next pass
                 pool.shutdown(wait=True, cancel_futures=True)
+                for reader in readers:
+                    reader.close()
             return
-        for cid, series, day in todo:
-            count, index = day_index(db, cid, day, seq_max, uri)
-            yield self._entry(cid, series, day, seq_max, count, index)
+        with DayReader(uri, db) as reader:
+            for cid, series, day in todo:
+                count, index = reader.index(cid, day, seq_max)
+                yield self._entry(cid, series, day, seq_max, count, index)
 
     def _entry(self, cid: int, series: tuple[str, str, str], day: float, seq_max: int, count: int,
                index: bytes) -> tuple[Entry, tuple[int, float, bytes]]:

@@ -203,3 +203,56 @@ def test_sealing_and_verifying_say_which_path_ran(native: Any, tmp_path: Path, f
         assert report.readings == sealer.stats.readings
     finally:
         conn.close()
+
+
+def test_a_kept_scanner_gives_every_day_what_a_fresh_connection_gives(native: Any, tmp_path: Path) -> None:
+    """One `Scanner` (the connection a scanning thread keeps for all its days) against `scan_day` (a
+    connection per day), over randomized days in any order; each scan is its own read transaction, so rows
+    committed between two scans are in the second; a declined day leaves the scanner usable."""
+    rnd = random.Random(11)
+    days = {cid: _random_day(rnd, DAY0, 1 + cid * 100_000) for cid in range(1, 7)}
+    path = tmp_path / "h.sqlite"
+    _store(path, days)
+    uri = seal_scan.path_uri(path)
+    scanner = native.Scanner(uri, seal_scan.READINGS_SQL, 5000)
+    try:
+        jobs = [(cid, day, seq_max) for cid in (*days, 99) for day in (DAY0 - DAY, DAY0, DAY0 + DAY)
+                for seq_max in (2**62, 1 + cid * 100_000 + 50)]
+        rnd.shuffle(jobs)
+        for cid, day, seq_max in jobs:
+            assert scanner.scan(cid, day, day + DAY, seq_max) == \
+                native.scan_day(uri, seal_scan.READINGS_SQL, cid, day, day + DAY, seq_max, 5000), (cid, day)
+        before = scanner.scan(1, DAY0, DAY0 + DAY, 2**62)
+        conn = sqlite3.connect(path)
+        with conn:
+            conn.execute("INSERT INTO readings VALUES (1, ?, 9000000, 7.0, 0, '')", (DAY0 + 7 * MINUTE + 1,))
+        assert scanner.scan(1, DAY0, DAY0 + DAY, 2**62)[0] == before[0] + 1
+        with conn:
+            conn.execute("INSERT INTO readings VALUES (2, ?, 9000001, 7.0, 0, CAST(X'41EDA080' AS TEXT))",
+                         (DAY0 + 1,))
+        conn.close()
+        assert scanner.scan(2, DAY0, DAY0 + DAY, 2**62) is None  # not UTF-8: the Python path's day
+        assert scanner.scan(1, DAY0, DAY0 + DAY, 2**62)[0] == before[0] + 1
+    finally:
+        scanner.close()
+    scanner.close()  # again: nothing
+    with pytest.raises(RuntimeError, match="closed"):
+        scanner.scan(1, DAY0, DAY0 + DAY, 2**62)
+    with pytest.raises(native.Error, match="unable to open"):
+        native.Scanner(seal_scan.path_uri(tmp_path / "gone.sqlite"), seal_scan.READINGS_SQL, 1000)
+
+
+def test_a_day_reader_sends_only_a_declined_day_to_the_python_path(native: Any, tmp_path: Path) -> None:
+    path = tmp_path / "h.sqlite"
+    _store(path, {1: [(DAY0, 1, 7.0, 0, "")], 2: [(DAY0 + 5, 2, 7.5, 0, "")]})
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("INSERT INTO readings VALUES (2, ?, 3, 7.0, 0, CAST(X'41EDA080' AS TEXT))", (DAY0 + 1,))
+    conn.close()
+    with seal_scan.DayReader(seal_scan.path_uri(path)) as reader:
+        assert reader.index(1, DAY0, 2**62) == day_index(connect_readonly(path), 1, DAY0, 2**62)
+        with pytest.raises(sqlite3.OperationalError, match="decode"):  # as `day_index` reports it
+            reader.index(2, DAY0, 2**62)
+        assert reader.index(2, DAY0, 2) == (1, minute_index([(DAY0 + 5, 2, 7.5, 0, "")], DAY0))
+    with seal_scan.DayReader(None, connect_readonly(path)) as reader:  # no file URI: the Python path alone
+        assert reader.index(1, DAY0, 2**62) == (1, minute_index([(DAY0, 1, 7.0, 0, "")], DAY0))
