@@ -28,7 +28,7 @@ from monitor import audit_scan
 from monitor.alarming import Alarming
 from monitor.audit import audit, replay_historian, run
 from monitor.checks.engine import CheckEngine
-from monitor.checks.events import EpisodeEvent
+from monitor.checks.events import EpisodeEvent, parse_iso
 from monitor.checks.slug import detector_of
 from monitor.read.episodes import find_episodes
 from monitor.sample import Quality, Sample
@@ -134,6 +134,29 @@ async def test_the_skip_scan_ends_an_episode_at_a_gap_between_quiet_readings(tmp
     result = audit(config)
     assert result.mismatches == [], result.mismatches
     assert result.recorded == result.replayed > 0
+
+
+@pytest.mark.parametrize(("name", "rule", "onset", "cut"), [
+    ("ph_excursion_single_over_60_minutes", "ph_excursion_duration", "2025-03-03T10:00:00Z", 1.0),
+    ("slug_flow_daily_baseline_5x_15_minutes", "slug", "2025-03-03T10:00:00Z", 420.0),
+])
+async def test_a_period_ending_before_an_episode_is_confirmed_still_matches_the_record(
+        tmp_path: Path, name: str, rule: str, onset: str, cut: float) -> None:
+    """Some rules start an episode at its onset only once it is confirmed later (401.17's 60 minutes of
+    excursion, a slug's 15 minutes): ``--to`` between the onset and the confirmation cuts no recorded fact, yet
+    a replay that stops at ``--to`` never sees the confirmation. The recorded episode starts in the period, so
+    it is compared, and must match (not be reported ``extra``)."""
+    config = _site(tmp_path, name)
+    await _record(config, _samples(name))
+    t0 = parse_iso(onset)
+    result = audit(config, start=t0, end=t0 + cut)
+    assert result.mismatches == [], result.mismatches
+    assert result.recorded == result.replayed >= 1
+    store = EpisodeStore(path=config.daemon.historian)
+    try:
+        assert [e.start for e in store.episodes(rule=rule)] == [t0]
+    finally:
+        store.close()
 
 
 async def test_a_tampered_record_is_reported_and_exits_1(tmp_path: Path) -> None:
