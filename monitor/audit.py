@@ -10,8 +10,11 @@ daemon's own rules), and compares its episodes with the episode store's (withdra
 
 Period: episodes that *start* in [from, to) are compared (default: everything recorded). The replay starts
 earlier, where rule memory begins (the earlier of 25 hours before ``--from`` and the start of its month in
-each site's time zone, as a restart's warm-up does), and stops at ``--to``; an episode the replay still finds
-open at ``--to`` matches a recorded one that ended at or after it.
+each site's time zone, as a restart's warm-up does), and goes on past ``--to`` to the end of the record: some
+rules start an episode at its onset only once it is confirmed later (401.17's 60 minutes of excursion, a slug's
+15 minutes, a tamper pattern's run), so a replay stopped at ``--to`` would miss an episode the record rightly
+has starting in the period, and could not say where one ends. A period far back in a long record therefore
+replays everything after it too (the readings count says so).
 
 Output: one line per mismatch: ``missing`` (the replay finds it, the record lacks it), ``extra`` (recorded,
 the replay does not find it), ``different start`` / ``different end`` / ``different start and end`` (the same
@@ -136,7 +139,7 @@ def audit(config: SiteConfig, *, start: float | None = None, end: float | None =
     conn = open_for_reading(db)
     try:
         with Progress("audit", unit="channel group") as bar:  # on a terminal only (monitor.progress)
-            n = replay_historian(conn, config, engine, events, start=frm, end=end, bar=bar)
+            n = replay_historian(conn, config, engine, events, start=frm, end=None, bar=bar)
     finally:
         conn.close()
     seconds = time.perf_counter() - began
@@ -336,7 +339,7 @@ def compare(recorded: list[Episode], replayed: list[Episode], *, start: float | 
     out: list[str] = []
     left = list(rep)
     for r in rec:
-        same = next((p for p in left if p.key == r.key and p.start == r.start and _same_end(r, p, end)), None)
+        same = next((p for p in left if p.key == r.key and p.start == r.start and p.end == r.end), None)
         if same is not None:
             left.remove(same)
             continue
@@ -345,17 +348,11 @@ def compare(recorded: list[Episode], replayed: list[Episode], *, start: float | 
             out.append(f"extra     {_show(r)} (recorded; the replay does not find it)")
             continue
         left.remove(near)
-        what = "different start and end" if near.start != r.start and not _same_end(r, near, end) else \
+        what = "different start and end" if near.start != r.start and near.end != r.end else \
             "different start" if near.start != r.start else "different end"
         out.append(f"{what}  {_show(r)} recorded; the replay finds {_span(near)}")
     out += [f"missing   {_show(p)} (the replay finds it; not in the record)" for p in left]
     return out
-
-
-def _same_end(r: Episode, p: Episode, end: float | None) -> bool:
-    if r.end == p.end:
-        return True
-    return p.end is None and end is not None and (r.end is None or r.end >= end)
 
 
 def _overlap(a: Episode, b: Episode) -> bool:
