@@ -138,6 +138,7 @@ def audit(config: SiteConfig, *, start: float | None = None, end: float | None =
     frm = window_start(config, start) if start is not None else None
     conn = open_for_reading(db)
     try:
+        _refuse_impossible_times(conn)
         with Progress("audit", unit="channel group") as bar:  # on a terminal only (monitor.progress)
             n = replay_historian(conn, config, engine, events, start=frm, end=None, bar=bar)
     finally:
@@ -147,6 +148,24 @@ def audit(config: SiteConfig, *, start: float | None = None, end: float | None =
     recorded = episodes(recorded_events(db))
     return AuditResult(n, seconds, *_counts(recorded, replayed, start, end),
                        compare(recorded, replayed, start=start, end=end))
+
+
+# Reading times the engine's calendar arithmetic can hold: years 1 to 9999 (Python's datetime), epoch seconds.
+_FIRST_TIME, _END_TIME = -62_135_596_800.0, 253_402_300_800.0
+
+
+def _refuse_impossible_times(conn: sqlite3.Connection) -> None:
+    """A reading stored outside years 1-9999 (epoch milliseconds stored as seconds, say: a damaged or
+    hand-imported file; the daemon refuses device times more than 5 minutes ahead) cannot be judged: a rule's
+    month or day arithmetic would fail on it, and one at ±inf would lie outside every period replayed. Each
+    channel's first and last time (two index lookups on the (channel_id, time) key) tell, before any replay."""
+    for cid, site, channel in conn.execute("SELECT id, site, channel FROM channels ORDER BY id").fetchall():
+        for order in ("", " DESC"):
+            row = conn.execute(f"SELECT time FROM readings WHERE channel_id = ? ORDER BY time{order} LIMIT 1",
+                               (cid,)).fetchone()
+            if row is not None and not _FIRST_TIME <= row[0] < _END_TIME:
+                raise HistorianError(f"a reading of {site}/{channel} is stored at {row[0]!r} s since 1970, outside "
+                                     "years 1-9999: the file is damaged or was imported with the wrong time unit")
 
 
 def _counts(recorded: list[Episode], replayed: list[Episode], start: float | None,

@@ -162,23 +162,26 @@ async def test_a_period_ending_before_an_episode_is_confirmed_still_matches_the_
         store.close()
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="a stored time past year 9999 reaches 401.17's month arithmetic (excursion.next_month_start)")
-def test_a_reading_stored_with_an_impossible_time_is_reported_not_a_traceback(tmp_path: Path) -> None:
-    """A damaged or hand-imported historian: one pH reading stored in epoch milliseconds as seconds (1.7e12 s,
-    some 54,000 years ahead). The daemon never records such a time (device times more than 5 minutes ahead are refused),
-    but an officer auditing a file cannot know that: the audit must say the record is unreadable (exit 1, a
-    message naming the file), not end in a Python traceback. Both the C and the Python paths raise today."""
+@pytest.mark.parametrize("when", [1.7e12, -1e12, math.inf, -math.inf])
+def test_a_reading_stored_with_an_impossible_time_is_reported_not_a_traceback(
+        tmp_path: Path, when: float, capsys: pytest.CaptureFixture[str]) -> None:
+    """A damaged or hand-imported historian: one pH reading stored at an impossible time (1.7e12 s: epoch
+    milliseconds stored as seconds, some 54,000 years ahead). The daemon never records such a time (device
+    times more than 5 minutes ahead are refused), but an officer auditing a file cannot know that: the audit
+    must say the record is unreadable (exit 1, a message naming the file and the channel), not end in a Python
+    traceback; a time at ±inf, outside every period replayed, is refused too rather than left out."""
     name = "ph_excursion_single_over_60_minutes"
     config = _site(tmp_path, name)
     record(config, _samples(name))
     conn = sqlite3.connect(config.daemon.historian)
     with conn:
         (cid,) = conn.execute("SELECT id FROM channels WHERE channel = 'ph'").fetchone()
-        conn.execute("INSERT INTO readings VALUES (?, ?, ?, ?, 0, '')", (cid, 1.7e12, 10**9, 2.0))
+        conn.execute("INSERT INTO readings VALUES (?, ?, ?, ?, 0, '')", (cid, when, 10**9, 2.0))
     conn.close()
     out = io.StringIO()
     assert run(argparse.Namespace(config=str(tmp_path / "site.toml"), start=None, end=None), out=out) == 1
+    err = capsys.readouterr().err
+    assert "cannot read" in err and "outside years 1-9999" in err and "/ph " in err, err
 
 
 @pytest.mark.xfail(strict=True, reason="replay's number rule refuses the export's 'inf'/'-inf' "
