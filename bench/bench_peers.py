@@ -90,6 +90,27 @@ def free_ports(n: int) -> list[int]:
     raise RuntimeError(f"not {n} free ports below {low}")
 
 
+def start_sims(workdir: Path, ports: list[int], per_process: int) -> list[subprocess.Popen[bytes]]:
+    """Simulator processes serving ``ports``, at most ``per_process`` devices each, every port accepting.
+
+    Why several: one process serving 1,000 devices at 1 s spends most of a core answering them; what it cannot
+    answer within the clients' 1 s timeout comes back as timeouts to every peer, so the load then measures the
+    simulator. Each process gets its own site file in its own folder (``simN/``)."""
+    count = max(1, -(-len(ports) // per_process))
+    sims: list[subprocess.Popen[bytes]] = []
+    try:
+        for k in range(count):
+            shard = ports[k::count]
+            folder = workdir / f"sim{k}"
+            folder.mkdir(exist_ok=True)
+            sims.append(start_sim(write_site(folder, shard, 1.0), shard, timeout=300))
+    except BaseException:
+        for sim in sims:
+            stop(sim)
+        raise
+    return sims
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -285,6 +306,10 @@ def main() -> int:
     ap.add_argument("--small", type=int, default=100, help="devices flat out and paced (small)")
     ap.add_argument("--large", type=int, default=1000, help="devices paced (large)")
     ap.add_argument("--starts", type=int, default=5, help="runs of each command start (median)")
+    ap.add_argument("--loads", default="flat,small,large",
+                    help="which loads, comma-separated: flat, small (paced --small × 1 s), large (paced --large × 1 s)")
+    ap.add_argument("--sim-devices", type=int, default=250,
+                    help="devices a simulator process serves at most (more devices: more processes)")
     ap.add_argument("--skip-node-red", action="store_true", help="no npm, no Node-RED (the other peers only)")
     args = ap.parse_args()
     load_before = os.getloadavg()
@@ -292,19 +317,23 @@ def main() -> int:
     if not args.skip_node_red:
         install()
         versions = node_red_versions()
-    loads = [("flat out", args.small, 0.0), (f"paced {args.small} × 1 s", args.small, 1.0),
-             (f"paced {args.large:,} × 1 s", args.large, 1.0)]
+    every = {"flat": ("flat out", args.small, 0.0), "small": (f"paced {args.small} × 1 s", args.small, 1.0),
+             "large": (f"paced {args.large:,} × 1 s", args.large, 1.0)}
+    loads = [every[key] for key in args.loads.split(",")]
     peers: list[tuple[str, Callable[..., Figures]]] = [("the daemon", run_daemon), ("bare pymodbus", run_bare)]
     if not args.skip_node_red:
         peers = [("Node-RED default", lambda *a: run_node_red(*a, buffer_commands=True)),
                  ("Node-RED, queue off", lambda *a: run_node_red(*a, buffer_commands=False)), *peers]
     results: dict[tuple[str, str], list[Figures]] = {}
     failed: dict[tuple[str, str], str] = {}
+    served: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         for load, devices, interval in loads:
             ports = free_ports(devices)
-            sim = start_sim(write_site(workdir, ports, 1.0), ports, timeout=300)
+            sims = start_sims(workdir, ports, args.sim_devices)
+            served[load] = (f"{len(sims)} simulator process(es) (`python -m simulators.modbus_server`), "
+                            f"{len(ports) // len(sims):,} devices each")
             try:
                 for run in range(args.runs):
                     for name, fn in peers:
@@ -316,14 +345,17 @@ def main() -> int:
                             print(f"run {run + 1}, {load}, {name}: FAILED {failed[(load, name)]}",
                                   file=sys.stderr, flush=True)
                             continue
+                        fig.extra["run"] = run  # for the paired ratios
                         results.setdefault((load, name), []).append(fig)
                         print(f"run {run + 1}, {load}, {name}: {fig.reads_per_s:,.0f} reads/s, "
                               f"{fig.cpu_pct:.1f} % CPU, {fig.us_per_read:.0f} µs a read, {fig.rss_mb:.0f} MB, "
                               f"{fig.errors} errors {fig.extra}", file=sys.stderr, flush=True)
             finally:
-                stop(sim)
+                for sim in sims:
+                    stop(sim)
         starts = command_starts(write_site(workdir, free_ports(args.small), 1.0), args.starts)
-    report(args, results, failed, [name for name, _ in peers], loads, starts, versions, load_before)
+    report(args, results, failed, [name for name, _ in peers], loads, starts, versions, load_before, served,
+           (every["flat"][0], every["small"][0], every["large"][0]))
     return 0
 
 
@@ -335,15 +367,19 @@ def med(figs: list[Figures], attr: str) -> float:
 def report(args: argparse.Namespace, results: dict[tuple[str, str], list[Figures]],
            failed: dict[tuple[str, str], str], names: list[str],
            loads: list[tuple[str, int, float]], starts: list[tuple[str, float, float]], versions: str,
-           load_before: tuple[float, float, float]) -> None:
+           load_before: tuple[float, float, float], served: dict[str, str],
+           labels: tuple[str, str, str]) -> None:
     load_after = os.getloadavg()
     print(f"machine: {machine()}")
     print(f"Node-RED: {versions}")
     print(f"load average before / after: {' / '.join(f'{x:.2f}' for x in load_before)} → "
           f"{' / '.join(f'{x:.2f}' for x in load_after)} (1 / 5 / 15 min; other work shared the 2 cores, so "
           "absolute figures move run to run; the ratios are from the same run, measured back to back)")
-    print(f"medians of {args.runs} run(s), {args.seconds:g} s windows after {args.warm:g} s of warm-up; one "
-          "simulator process serves every device; CPU is the process's own (all threads), % of one core\n")
+    print(f"medians of {args.runs} run(s), {args.seconds:g} s windows after {args.warm:g} s of warm-up; CPU is the "
+          "process's own (all threads), % of one core; the simulator processes are not counted")
+    for load, how in served.items():
+        print(f"{load}: served by {how}")
+    print()
     print("| load | peer | reads/s | CPU % of a core | CPU µs a read | RSS MB | errors (window) | notes |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
     for load, _devices, _interval in loads:
@@ -363,7 +399,7 @@ def report(args: argparse.Namespace, results: dict[tuple[str, str], list[Figures
                   f"{med(figs, 'us_per_read'):.0f} | {med(figs, 'rss_mb'):.0f} | "
                   f"{sum(f.errors for f in figs):,} | {notes} |")
     print()
-    ratios(results, names, loads)
+    ratios(results, labels)
     print(f"\n| command start, median of {args.starts} | wall s | CPU s (user + system) |\n|---|---:|---:|")
     for cmd, secs, cpu in starts:
         print(f"| `{cmd}` | {secs:.3f} | {cpu:.3f} |")
@@ -371,13 +407,23 @@ def report(args: argparse.Namespace, results: dict[tuple[str, str], list[Figures
           "(goal < 0.4 s; wall time waits for the shared cores, CPU time does not)")
 
 
-def ratios(results: dict[tuple[str, str], list[Figures]], names: list[str],
-           loads: list[tuple[str, int, float]]) -> None:
+def paired(results: dict[tuple[str, str], list[Figures]], load: str, peer: str) -> list[float]:
+    """The daemon's reads/s over ``peer``'s, run by run (the two measured back to back in the same run): the
+    machine's load moves both together, so these vary less than a ratio of medians taken at different
+    moments."""
+    ours = {f.extra["run"]: f.reads_per_s for f in results.get((load, "the daemon"), [])}
+    theirs = {f.extra["run"]: f.reads_per_s for f in results.get((load, peer), [])}
+    return [ours[r] / theirs[r] for r in ours if theirs.get(r)]
+
+
+def ratios(results: dict[tuple[str, str], list[Figures]], loads: tuple[str, str, str]) -> None:
+    """The goals' ratios; ``loads`` the labels of flat out, paced small and paced large (a load not run this
+    time shows as not measured)."""
     def value(load: str, name: str, attr: str) -> float | None:
         figs = results.get((load, name))
         return med(figs, attr) if figs else None
 
-    flat, small, large = (load for load, _, _ in loads)
+    flat, small, large = loads
     rows: list[tuple[str, float | None, float | None, str]] = [
         ("daemon CPU / Node-RED default CPU, " + small, value(small, "the daemon", "cpu_pct"),
          value(small, "Node-RED default", "cpu_pct"), "≤ 0.5"),
@@ -392,12 +438,19 @@ def ratios(results: dict[tuple[str, str], list[Figures]], names: list[str],
     for label, a, b, goal in rows:
         shown = f"{a / b:.2f}" if a is not None and b else "not measured"
         print(f"| {label} | {shown} | {goal} |")
+    for peer, goal in (("Node-RED default", "≥ 2"), ("bare pymodbus", "≥ 0.7")):
+        pairs = paired(results, flat, peer)
+        if len(pairs) > 1:
+            print(f"| daemon reads/s / {peer} reads/s, {flat}, paired: median of the {len(pairs)} runs' own ratios "
+                  f"(range {min(pairs):.2f}–{max(pairs):.2f}) | {statistics.median(pairs):.2f} | {goal} |")
     rss = value(small, "the daemon", "rss_mb")
     cpu_large = value(large, "the daemon", "cpu_pct")
     lag = value(large, "the daemon", "lag_p99_ms")
-    print(f"| daemon RSS, {small} | {rss:.0f} MB | ≤ 60 MB |" if rss is not None else "")
-    print(f"| daemon CPU, {large} | {cpu_large:.1f} % | < 25 % |" if cpu_large is not None else "")
-    print(f"| daemon event-loop lag p99, {large} | {lag:.1f} ms | < 20 ms |" if lag is not None else "")
+    if rss is not None:
+        print(f"| daemon RSS, {small} | {rss:.0f} MB | ≤ 60 MB |")
+    if cpu_large is not None and lag is not None:
+        print(f"| daemon CPU, {large} | {cpu_large:.1f} % | < 25 % |")
+        print(f"| daemon event-loop lag p99, {large} | {lag:.1f} ms | < 20 ms |")
 
 
 if __name__ == "__main__":
