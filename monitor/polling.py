@@ -25,6 +25,7 @@ from monitor.sample import GOOD, Sample
 log = logging.getLogger(__name__)
 
 DRAIN_LIMIT = 5.0  # s the polls in flight get to finish at shutdown: longer than any reply timeout
+ROUND_CHUNK = 100  # polls a round starts before it lets the event loop run what else is due (see `round`)
 
 
 @dataclass(slots=True)
@@ -77,12 +78,24 @@ class Polls:
         return rounds
 
     async def round(self, drivers: Sequence[tuple[str, PolledDriver]]) -> None:
-        """One round of one interval (an APScheduler job): start a poll of each instrument not still busy."""
+        """One round of one interval (an APScheduler job): start a poll of each instrument not still busy.
+
+        Every `ROUND_CHUNK` instruments the round yields to the event loop. Why: the polls started in one turn
+        of the loop all send their requests in the next one, so 1,000 instruments on one interval held the loop
+        for ~100-250 ms every second, and every timer (the tick, MQTT keep-alives, other rounds) and every
+        reply's timestamp waited that long (event-loop lag p99 261 ms, bench/bench_peers.py). In chunks, the
+        loop runs what is due between them; each instrument is still polled once a round, a few ms later at
+        most. Rounds of up to `ROUND_CHUNK` instruments (flat out, every 2 ms) never yield, so a round never
+        outlasts its interval there."""
         if self.stopping:  # APScheduler runs a round as its own task: one may start after the stop began
             return
         running = self._running
         busy, create = running.busy, asyncio.create_task  # (unnamed tasks: naming each cost 1 % of the loop)
-        for key, d in drivers:
+        for n, (key, d) in enumerate(drivers):
+            if n and not n % ROUND_CHUNK:
+                await asyncio.sleep(0)
+                if self.stopping:
+                    return
             if key in busy:
                 self.stats[key].skipped += 1
                 continue

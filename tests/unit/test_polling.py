@@ -1,0 +1,68 @@
+"""`monitor.polling.Polls.round`: a round of many instruments starts them in chunks, letting the event loop run
+what else is due between chunks, and still polls each instrument once; a stop during a round starts no more."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from types import SimpleNamespace
+
+from monitor.polling import ROUND_CHUNK, Polls
+from monitor.sample import Sample
+
+
+class Meter:
+    """A polled instrument whose poll notes that it started (in ``log``) and calls ``on_start`` once."""
+
+    def __init__(self, n: int, log: list[str], on_start: Callable[[], object] | None = None) -> None:
+        self.instrument = SimpleNamespace(site="acme", id=f"m{n}", poll_interval=1.0)
+        self.instrument_id = f"m{n}"
+        self.log = log
+        self.on_start = on_start
+
+    async def poll(self) -> list[Sample]:
+        self.log.append(self.instrument_id)
+        if self.on_start is not None:
+            self.on_start()
+        await asyncio.sleep(0)  # a reply arrives in a later turn of the loop
+        return [Sample(time=1.0, site="acme", channel=f"{self.instrument_id}-flow", value=1.0, unit="L/s")]
+
+    async def close(self) -> None:
+        pass
+
+
+def polls_of(meters: Sequence[Meter], ingested: list[Sample]) -> Polls:
+    return Polls(drivers=meters, ingest=ingested.extend, progress=lambda: None)  # type: ignore[arg-type]
+
+
+async def test_a_large_round_lets_the_loop_run_between_chunks_and_polls_each_instrument_once() -> None:
+    log: list[str] = []
+    count = 2 * ROUND_CHUNK + ROUND_CHUNK // 2
+    loop = asyncio.get_running_loop()
+    meters = [Meter(0, log, on_start=lambda: loop.call_soon(log.append, "other work"))]
+    meters += [Meter(n, log) for n in range(1, count)]
+    ingested: list[Sample] = []
+    polls = polls_of(meters, ingested)
+    (drivers,) = polls.rounds().values()
+    await polls.round(drivers)
+    await polls.drain()
+    # what the first poll scheduled ran before the round's last instruments were started, not after all of them
+    assert log.index("other work") == ROUND_CHUNK, log[ROUND_CHUNK - 2:ROUND_CHUNK + 2]  # after the first chunk
+    assert sorted(x for x in log if x != "other work") == sorted(f"m{n}" for n in range(count))
+    assert all(s.polls == 1 and s.skipped == 0 for s in polls.stats.values())
+    assert len(ingested) == count
+
+
+async def test_a_stop_during_a_round_starts_no_further_chunk() -> None:
+    log: list[str] = []
+    holder: list[Polls] = []
+    meters = [Meter(0, log, on_start=lambda: setattr(holder[0], "stopping", True))]
+    meters += [Meter(n, log) for n in range(1, 3 * ROUND_CHUNK)]
+    ingested: list[Sample] = []
+    polls = polls_of(meters, ingested)
+    holder.append(polls)
+    (drivers,) = polls.rounds().values()
+    await polls.round(drivers)
+    await polls.drain()
+    assert log == [f"m{n}" for n in range(ROUND_CHUNK)]
+    assert sum(s.polls for s in polls.stats.values()) == len(ingested) == ROUND_CHUNK
