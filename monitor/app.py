@@ -413,10 +413,13 @@ class Daemon:
         paced: dict[str, float] = {}  # job id -> interval in (simulated) seconds
         rate = clocks.rate()  # other than 1 only under a demonstration clock (monitor.clock)
         for interval, drivers in self.polls.rounds().items():
-            # coalesce folds a backlog into one run; misfire_grace_time=None runs a late round anyway
+            # coalesce folds a backlog into one run; misfire_grace_time=None runs a late round anyway; a round
+            # of many instruments yields between chunks (`Polls.round`), so on a loop slowed by start-up's
+            # connects it can still be starting polls when the next is due: that one runs too (max_instances=2,
+            # an instrument whose poll is in flight is skipped and counted, never polled twice)
             job = scheduler.add_job(self.polls.round, "interval", args=[drivers], seconds=interval / rate,
                                     id=f"poll-every-{interval:g}s", coalesce=True, misfire_grace_time=None,
-                                    next_run_time=_now_dt())
+                                    max_instances=2, next_run_time=_now_dt())
             paced[job.id] = interval
         scheduler.add_job(self._tick, "interval", seconds=self.config.daemon.tick_interval / rate, id="tick",
                           coalesce=True)
