@@ -1,8 +1,9 @@
 """Benchmark: the daemon beside what a small utility would run instead — Node-RED with node-red-contrib-modbus —
 and beside a bare pymodbus loop, back to back on the same simulated devices; and every `pretreat` command's start.
 
-One run measures, on one simulator process (`python -m simulators.modbus_server`, 10 holding registers a
-device, one Modbus TCP port a device), each of:
+One run measures, on the same simulators (`python -m simulators.modbus_server`, 10 holding registers a device,
+one Modbus TCP port a device, at most ``--sim-devices`` devices a process: one process for 100 devices, four for
+1,000, so that the simulators answer every read at 1,000 × 1 s), each of:
 - **Node-RED default**: one `modbus-client` config node a device with the contrib's defaults (command queue on,
   `bufferCommands`), a `modbus-getter` a device reading the 10 registers, `emptyMsgOnFail` on so that a failed
   read (a timeout, the queue's silent "Queue full" rejection) comes out as a message and is counted;
@@ -22,7 +23,9 @@ outside the npm registry (cloudsmith.io); package.json's `overrides` aliases it 
 (`npm:modbus-serial@^8.0.25`, the upstream the fork was made from). The contrib asks for node ≥ 22; this
 machine has node 20 (npm warns, the nodes load and read).
 
-Usage: `python bench/bench_peers.py [--runs 3] [--seconds 20] [--large 1000] [--skip-node-red]`.
+Usage: `python bench/bench_peers.py [--runs 3] [--seconds 20] [--large 1000] [--loads flat,small,large]
+[--sim-devices 250] [--skip-node-red]`. Keep `--warm` + `--seconds` over 30 at 1,000 devices: the lag is the
+daemon's p99 over its last 30 s, which would otherwise include the start-up's connects.
 """
 
 from __future__ import annotations
