@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sqlite3
 import threading
 import time
@@ -69,6 +70,7 @@ def trend(conn: sqlite3.Connection | None, config: SiteConfig, site: Site, chann
     inst = config.instruments_by_id.get((site.id, ch.instrument))
     interval = inst.poll_interval if inst is not None else None
     ids = [cid for cid, _u in series(conn, site.id, channel)] if conn is not None else []
+    source = record_key(conn, source) if conn is not None else source
     merged: dict[int, Agg] = {}
     for cid in ids:
         assert conn is not None
@@ -100,6 +102,7 @@ def warm(conn: sqlite3.Connection, source: str, now: float, stop: threading.Even
     if dialect(conn) != "sqlite" or not has_table(conn, "channels"):
         return 0
     t0 = time.perf_counter()
+    source = record_key(conn, source)
     day = math.floor(now / DAY) * DAY
     dense = []
     for (cid,) in conn.execute("SELECT id FROM channels ORDER BY id").fetchall():
@@ -113,6 +116,23 @@ def warm(conn: sqlite3.Connection, source: str, now: float, stop: threading.Even
         log.info("trend rollups warmed: %d channel-days of %d dense series in %.1f s", built, len(dense),
                  time.perf_counter() - t0)
     return built
+
+
+def record_key(conn: sqlite3.Connection, source: str) -> str:
+    """The rollup cache's name for the record at path ``source``: the path, the file's inode and the hash of
+    its journal's first record. Why: a daemon restarted on a fresh record (another file at the same path)
+    may hold as many readings in each whole day as the old file did (a 1-s channel: 86,400) with other
+    values, which the rollups' count check cannot tell apart; the old file's rollups must then never be used.
+    One look-up of the journal's first row; an empty ``source`` (no cache identity) is kept as it is."""
+    if not source or dialect(conn) != "sqlite":
+        return source
+    try:
+        inode = os.stat(source).st_ino
+    except OSError:
+        inode = 0
+    first = (conn.execute("SELECT hash FROM journal WHERE seq = 1").fetchone()
+             if has_table(conn, "journal") else None)
+    return f"{source}#{inode}#{first[0] if first else ''}"
 
 
 def _completeness(conn: sqlite3.Connection | None, ids: list[int], start: float, end: float, now: float,

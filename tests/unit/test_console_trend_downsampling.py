@@ -161,14 +161,18 @@ def test_gaps_only_where_readings_are_missing_beyond_max_gap(recorded: tuple[Sit
     conn.close()
 
 
+def copy_record(src: Path, dst: Path) -> Path:
+    """A copy of the record at ``src`` (SQLite's backup: consistent whatever its journal mode)."""
+    a, b = sqlite3.connect(src), sqlite3.connect(dst)
+    a.backup(b)
+    a.close()
+    b.close()
+    return dst
+
+
 def test_a_late_reading_for_a_rolled_up_day_is_seen(recorded: tuple[SiteConfig, list], tmp_path: Path) -> None:
     config, _rows = recorded
-    db = tmp_path / "copy.sqlite"
-    src = sqlite3.connect(config.daemon.historian)
-    dst = sqlite3.connect(db)
-    src.backup(dst)
-    src.close()
-    dst.close()
+    db = copy_record(config.daemon.historian, tmp_path / "copy.sqlite")
     cache = Rollups(check_every=0.0)  # the console's counts again after 30 s
     conn = queries.connect(db)
     site = config.site(ACME)
@@ -382,3 +386,35 @@ def test_a_day_asked_for_by_two_threads_at_once_is_built_once(recorded: tuple[Si
     for t in threads:
         t.join()
     assert cache.built == 1
+
+
+def test_a_replaced_record_is_never_drawn_from_the_old_ones_rollups(recorded: tuple[SiteConfig, list],
+                                                                     tmp_path: Path) -> None:
+    """A daemon restarted on a fresh record (another file at the same path) whose days hold as many readings
+    as the old file's (a 1-s channel: 86,400 a whole day) but other values: the trend shows the new file's
+    values, not the rollups built from the old one."""
+    config, rows = recorded
+    db = copy_record(config.daemon.historian, tmp_path / "record.sqlite")
+    cache = Rollups(check_every=0.0)  # the console's counts again after 30 s
+    site = config.site(ACME)
+    args = {"start": T0, "end": T0 + DAYS * DAY, "buckets": 500, "now": T0 + DAYS * DAY, "cache": cache,
+            "source": str(db)}
+    conn = queries.connect(db)
+    old = trend(conn, config, site, "ph", **args)
+    conn.close()
+    assert max(old["max"]) == 11.9
+    fresh = tmp_path / "fresh.sqlite"  # the same readings' times, each value 1 pH lower: no 11.9 spike
+    w = open_for_writing(fresh, busy_timeout=5.0)
+    w.execute("INSERT INTO channels (site, channel, unit) VALUES (?, 'ph', 'pH')", (ACME,))
+    w.execute("BEGIN")
+    w.executemany("INSERT INTO readings VALUES (1, ?, ?, ?, ?, ?)",
+                  ((t, n + 1, None if v is None else v - 1.0, q, "" if q == 0 else "timeout")
+                   for n, (t, v, q) in enumerate(rows)))
+    w.execute("COMMIT")
+    w.close()
+    fresh.replace(db)
+    conn = queries.connect(db)
+    new = trend(conn, config, site, "ph", **args)
+    conn.close()
+    assert max(new["max"]) == 10.9
+    assert new["max"] == [None if x is None else x - 1.0 for x in old["max"]]
