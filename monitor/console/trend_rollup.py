@@ -70,6 +70,14 @@ class Rollups:
         with self._lock:
             self._days.clear()
 
+    def recheck(self, source: str, cid: int) -> None:
+        """Count ``cid``'s cached days at the next request whenever it was last done. Why: a trend whose
+        episode has a peak outside the band drawn (`monitor.console.trends`) is a late reading the rollups
+        have not seen yet; it must not wait `check_every` s for the band to reach the peak."""
+        with self._lock:
+            for k in [k for k in self._checked if k[:2] == (source, cid)]:
+                del self._checked[k]
+
     def _get(self, key: tuple[str, int, float]) -> _Day | None:
         with self._lock:
             d = self._days.get(key)

@@ -75,6 +75,13 @@ def trend(conn: sqlite3.Connection | None, config: SiteConfig, site: Site, chann
     for cid in ids:
         assert conn is not None
         _aggregate(conn, source, cache, cid, start, end, width, merged)
+    episodes = _episodes(conn, ids, site.id, channel, start, end, now)
+    if _peak_outside(merged, episodes, start, end):  # a late reading the rollups' count check has not seen yet
+        merged = {}
+        for cid in ids:
+            assert conn is not None
+            cache.recheck(source, cid)
+            _aggregate(conn, source, cache, cid, start, end, width, merged)
     order = sorted(merged)
     rows = [merged[b] for b in order]
     return {
@@ -87,7 +94,7 @@ def trend(conn: sqlite3.Connection | None, config: SiteConfig, site: Site, chann
         "x": [(r[4] + r[5]) / 2 if r[4] is not None else start + b * width for b, r in zip(order, rows, strict=True)],
         "min": [r[0] for r in rows], "max": [r[1] for r in rows], "good": [r[2] for r in rows],
         "total": [r[3] for r in rows], "gaps": gaps(rows, ch.max_gap), "limits": limits(site, channel),
-        "episodes": _episodes(conn, ids, site.id, channel, start, end, now),
+        "episodes": episodes,
         "completeness": _completeness(conn, ids, start, end, now, interval, sum(r[2] for r in rows)),
     }
 
@@ -133,6 +140,15 @@ def record_key(conn: sqlite3.Connection, source: str) -> str:
     first = (conn.execute("SELECT hash FROM journal WHERE seq = 1").fetchone()
              if has_table(conn, "journal") else None)
     return f"{source}#{inode}#{first[0] if first else ''}"
+
+
+def _peak_outside(merged: dict[int, Agg], episodes: list[dict[str, Any]], start: float, end: float) -> bool:
+    """Whether an episode's peak reading, recorded inside the window, lies outside the band's min..max: the
+    readings changed since the rollups were last counted (a late reading making an episode). Strict."""
+    lows = [r[0] for r in merged.values() if r[0] is not None]
+    highs = [r[1] for r in merged.values() if r[1] is not None]
+    return any(e["peak"] is not None and e["peak_time"] is not None and start <= e["peak_time"] < end
+               and not (lows and min(lows) <= e["peak"] <= max(highs)) for e in episodes)
 
 
 def _completeness(conn: sqlite3.Connection | None, ids: list[int], start: float, end: float, now: float,

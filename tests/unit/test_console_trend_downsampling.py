@@ -388,6 +388,34 @@ def test_a_day_asked_for_by_two_threads_at_once_is_built_once(recorded: tuple[Si
     assert cache.built == 1
 
 
+def test_a_late_episode_peak_is_drawn_at_once_not_after_the_count_check(recorded: tuple[SiteConfig, list],
+                                                                       tmp_path: Path) -> None:
+    """A late reading that makes an episode in a rolled-up day: the next trend lists the episode with its
+    peak, and its band reaches that peak in the same answer (not 30 s later, at the next count check)."""
+    config, _rows = recorded
+    db = copy_record(config.daemon.historian, tmp_path / "late.sqlite")
+    cache = Rollups()  # the console's: days counted again at most every 30 s
+    conn = queries.connect(db)
+    site = config.site(ACME)
+    args = {"start": T0, "end": T0 + DAYS * DAY, "buckets": 500, "now": T0 + DAYS * DAY, "cache": cache,
+            "source": str(db)}
+    assert max(trend(conn, config, site, "ph", **args)["max"]) == 11.9  # builds the days
+    assert max(trend(conn, config, site, "ph", **args)["max"]) == 11.9  # counts them: checked for 30 s
+    late = T0 + DAY + 100.5
+    w = sqlite3.connect(db)
+    w.execute("INSERT INTO readings VALUES (1, ?, 99999999, 13.5, 0, '')", (late,))
+    w.commit()
+    w.close()
+    store = EpisodeStore(path=db)
+    store.record([EpisodeEvent(late, ACME, "ph", "ph_high", "start", 13.5, 9.0, "§ 112-5A(1)(c)"),
+                  EpisodeEvent(late + 1, ACME, "ph", "ph_high", "end", 8.0, 9.0, "§ 112-5A(1)(c)", 13.5)])
+    store.close()
+    out = trend(conn, config, site, "ph", **args)
+    assert [(e["peak"], e["peak_time"]) for e in out["episodes"]] == [(13.5, late), (11.9, SPIKE)]
+    assert max(out["max"]) == 13.5
+    conn.close()
+
+
 def test_a_replaced_record_is_never_drawn_from_the_old_ones_rollups(recorded: tuple[SiteConfig, list],
                                                                      tmp_path: Path) -> None:
     """A daemon restarted on a fresh record (another file at the same path) whose days hold as many readings
