@@ -37,6 +37,7 @@ import collections
 import contextlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -111,6 +112,7 @@ class Hub:
         self._ongoing: collections.deque[str] = collections.deque()  # alarms whose peak is looked at in turn
         self._peaks_at = float("-inf")  # monotonic s of the last look
         self._journal_seq: int | None = None
+        self._file: tuple[int, int] | None = None  # (device, inode) of the file the connection has open
         self._reading_marks: dict[int, float] = {}  # series id -> time of the last reading sent
         self._watched: frozenset[str] = frozenset()  # sites watched at the previous poll
         self._all_sites = frozenset(s.id for s in config.sites)
@@ -199,10 +201,16 @@ class Hub:
 
     def _poll_locked(self, watched: Collection[str]) -> _Changes:
         out = _Changes()
+        ident = self._identity()
+        if self._conn is not None and ident != self._file:  # another file at the path: a fresh record
+            self._reset()
+            self._journal_seq, self._watched = None, frozenset()
+            self._reading_marks.clear()
         if self._conn is None:
             self._conn = connect(self.db)
             if self._conn is None:
                 return out
+            self._file = ident
         conn = self._conn
         version = int(conn.execute("PRAGMA data_version").fetchone()[0])
         fresh = version != self._version
@@ -218,6 +226,19 @@ class Hub:
         if watched or self._watched:
             out.readings = self._readings(conn, watched)
         return out
+
+    def _identity(self) -> tuple[int, int] | None:
+        """The (device, inode) of the file at the daemon's path, None if there is none (or a hub database).
+        Why: a daemon restarted on a fresh record (the old file moved aside, a new one made at the path)
+        leaves the follower's open connection on the old file, whose ``data_version`` never moves again; one
+        ``stat`` a poll (~2 µs) tells the follower to open the new one and read its alarms whole."""
+        if not isinstance(self.db, Path):
+            return None
+        try:
+            st = os.stat(self.db)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
 
     def _alarm_rows(self, conn: sqlite3.Connection,
                     remarked: set[str]) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]:

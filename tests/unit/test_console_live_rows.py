@@ -137,3 +137,24 @@ def test_the_peak_of_an_ongoing_episode_is_followed_without_an_alarm_change(env:
     hub._publish(changes)
     assert [(d["alarm"], d["peak"]) for k, d in sent(sub) if k == "alarm"] == [(ACME_PH_HIGH, 9.9)]
     assert hub.rows == whole(env)
+
+
+def test_a_fresh_record_at_the_same_path_is_followed(env: dict[str, Any], tmp_path: Path) -> None:
+    """The daemon restarted on a fresh record (the old file moved aside, a new one made at the path): the
+    alarm list follows the new file, not the old one the follower's connection still has open."""
+    hub, config, db = env["hub"], env["config"], env["db"]
+    assert hub.rows[ACME_PH_HIGH]["state"] == "active-unacknowledged"
+    env["engine"].close()
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    for f in db.parent.glob(db.name + "*"):
+        f.rename(aside / f.name)
+    conn = open_for_writing(db, busy_timeout=5.0)
+    conn.execute("INSERT INTO channels (site, channel, unit) VALUES (?, 'ph', 'pH')", (ACME,))
+    conn.close()
+    now = time.time()
+    env["engine"] = engine = AlarmEngine(path=db, alarms=alarm_specs(config.sites, config.alarms), now=now)
+    engine.apply(raise_(BOLT, now), now)
+    hub._publish(hub._poll(frozenset()))
+    assert hub.rows == whole(env)
+    assert (hub.rows[ACME_PH_HIGH]["state"], hub.rows[BOLT_PH_HIGH]["state"]) == ("normal", "active-unacknowledged")
