@@ -248,3 +248,24 @@ def test_site_view_shows_values_trends_sampler_and_live_readings(browser: Any, e
     page.wait_for_selector('#h-instruments tr[data-instrument]')
     assert "running" in page.inner_text("#h-headline") or "healthy" in page.inner_text("#h-headline")
     page.close()
+
+
+def test_no_page_logs_an_error_in_the_browser_console(browser: Any, env: dict[str, Any]) -> None:
+    """Every page an operator opens (login included) loads without a console error, an uncaught exception
+    or a failed request (a missing favicon is one: Chromium asks for /favicon.ico unless the page names an
+    icon)."""
+    problems: list[str] = []
+    page = browser.new_page(viewport=VIEW)
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(f"exception: {e}"))
+    page.on("response", lambda r: problems.append(f"HTTP {r.status} {r.url}") if r.status >= 400 else None)
+    page.goto(env["base"] + "/")
+    page.fill("#username", "op")
+    page.fill("#password", PASSWORD)
+    page.click("#login-submit")
+    page.wait_for_load_state()
+    for path in ("/", "/overview", "/kpi?period=30d", "/history", f"/sites/{ACME}"):
+        page.goto(env["base"] + path)
+        page.wait_for_load_state("networkidle")
+    page.close()
+    assert problems == [], "\n".join(problems)
