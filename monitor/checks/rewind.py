@@ -31,9 +31,11 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from functools import reduce
+from operator import add, sub
 from typing import Any
 
 from config.schema import Channel
@@ -49,6 +51,8 @@ WINDOW = 900.0  # s of sample time kept in memory behind a group's newest readin
 MAX_WINDOW = 65_536  # readings per channel at most
 CHECKPOINT_EVERY = 300.0  # s of sample time between two checkpoints of a group
 CHECKPOINT_READINGS = 2048  # ... or this many readings judged again (a dense flood of late readings)
+CHUNK = 512  # window readings `Group._replay_one` tests at once for a quiet stretch
+MIN_CHUNK = 16  # ... and no fewer (below that the reading-by-reading loop is as quick)
 PAST_EVENTS = 10_000  # transitions kept beyond the log, for a rebuild from the historian
 NAN = math.nan
 Key = tuple[float, int]  # (time, rank of the channel in the site file)
@@ -229,9 +233,59 @@ class Group:
 
     def _replay_one(self, p: Any) -> None:
         """`_replay` for a group of one channel, straight over its window arrays (the common case: a late
-        reading 10 minutes old on a 1-s channel judges ~600 readings again, most on the fast path)."""
-        wt, wv, j, n = p.wt, p.wv, p.cursor, len(p.wt)
+        reading 10 minutes old on a 1-s channel judges ~600 readings again, most on the fast path).
+
+        A flood of late readings judges tens of thousands of window readings again a batch, nearly all quiet,
+        so the quiet stretches run with the processor's fast-path fields in local variables and the slug
+        baseline's minute sum added up locally, in the same order (`SlugDetector.quiet_run`: the same float);
+        they are written back before a checkpoint or the slow path reads them."""
+        wt, wv, wq, j, n = p.wt, p.wv, p.wq, p.cursor, len(p.wt)
         while j < n:
+            # a stretch of quiet readings: `Processor.good`'s fast path, no checkpoint due
+            since, due, left = self.since, self.due, CHECKPOINT_READINGS - self.since
+            until, gap, lo, hi, last = p.until, p.gap, p.lo, p.hi, p.last
+            acc = p.acc
+            total = acc.minute_sum if acc is not None else 0.0  # `SlugDetector.add_quiet`, one by one
+            j0 = j
+            # whole chunks at once while every reading in them is quiet: the same tests, made by C loops over
+            # the window arrays (times sorted: the first reading at `until` or `due` is found by bisection)
+            end = min(bisect_left(wt, min(until, due), j, n), j0 + left - 1)
+            while end - j >= MIN_CHUNK:
+                k = min(end, j + CHUNK)
+                # times sorted: no step is longer than the span from `last`; a chunk that short when it can be
+                close = wt[k - 1] - last <= gap
+                if not close:
+                    k2 = bisect_right(wt, last + gap, j, k)
+                    close = k2 - j >= MIN_CHUNK and wt[k2 - 1] - last <= gap  # (the sum `last + gap` may round up)
+                    k = k2 if close else k
+                vs = wv[j:k]
+                total_vs = sum(vs)  # NaN when a bad sample (NaN) is among them
+                if not (lo <= min(vs) and max(vs) <= hi and total_vs == total_vs and wt[j] - last <= gap
+                        and (close or max(map(sub, wt[j + 1:k], wt[j:k - 1]), default=-INF) <= gap)):
+                    break
+                if acc is not None:
+                    total = reduce(add, vs, total)  # one by one, in order: the same float
+                last = wt[k - 1]
+                j = k
+            while j < n:
+                t = wt[j]
+                if t >= due or j - j0 + 1 >= left:
+                    break
+                v = wv[j]
+                if not (t < until and t - last <= gap and lo <= v <= hi):
+                    break
+                last = t
+                total += v
+                j += 1
+            if j > j0:
+                p.last = p.glast = last
+                p.gv = wv[j - 1]
+                self.since = since + (j - j0)
+                if acc is not None:
+                    acc.quiet_run(total, j - j0)
+            if j == n:
+                break
+            # one reading off the stretch: a checkpoint is due, or it takes the slow path
             t, v = wt[j], wv[j]
             self.since += 1
             if t >= self.due or self.since >= CHECKPOINT_READINGS:
@@ -245,7 +299,7 @@ class Group:
                 if acc is not None:
                     acc.add_quiet(v)
             else:
-                self.run(p, t, v, None if v == v else quality_at(wt, wv, p.wq, j))
+                self.run(p, t, v, None if v == v else quality_at(wt, wv, wq, j))
             j += 1
         p.cursor = j
         p.rebuild()

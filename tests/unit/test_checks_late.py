@@ -218,6 +218,28 @@ def test_small_windows_and_frequent_checkpoints_keep_the_invariant(name: str, da
     assert rule_states(engine) == rule_states(replay)
 
 
+@pytest.mark.parametrize("name", ["data_quality_stale_sensor_fault_flatline", "sampler_pawling_fridge_and_interval",
+                                  "ph_bad_samples_inside_excursion", "lel_exactly_5_and_10_percent"])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_quiet_stretches_judged_again_in_chunks_keep_the_invariant(name: str, data: st.DataObject) -> None:
+    """A rewind tests a quiet stretch of the window a chunk at once (`rewind.CHUNK`); with chunks of 3 readings
+    (at least 2) their edges fall on every kind of reading the cases hold: a bad sample, a gap, a reading out of
+    the band, a checkpoint due."""
+    config, rows = golden_case(name)
+    order, batches = data.draw(deliveries(len(rows)))
+    arrivals = [rows[i] for i in order]
+    saved = rewind.CHUNK, rewind.MIN_CHUNK
+    rewind.CHUNK, rewind.MIN_CHUNK = 3, 2
+    try:
+        got, engine = live(config, arrivals, batches)
+    finally:
+        rewind.CHUNK, rewind.MIN_CHUNK = saved
+    want, replay = replay_engine(config, arrivals)
+    assert got == want
+    assert rule_states(engine) == rule_states(replay)
+
+
 # -- the slug's day state, rewound and rebuilt (slug_flow_daily_baseline_5x_15_minutes: 1 March from 20:00, 2 March
 # at 10 gpm all day, 3 March's slug from 10:00, confirmed 10:16, ended 10:20 at a limit of 50) --------------------
 SLUG_CASE = "slug_flow_daily_baseline_5x_15_minutes"
