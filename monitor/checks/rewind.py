@@ -247,36 +247,45 @@ class Group:
             acc = p.acc
             total = acc.minute_sum if acc is not None else 0.0  # `SlugDetector.add_quiet`, one by one
             j0 = j
-            # whole chunks at once while every reading in them is quiet: the same tests, made by C loops over
-            # the window arrays (times sorted: the first reading at `until` or `due` is found by bisection)
-            end = min(bisect_left(wt, min(until, due), j, n), j0 + left - 1)
-            while end - j >= MIN_CHUNK:
-                k = min(end, j + CHUNK)
-                # times sorted: no step is longer than the span from `last`; a chunk that short when it can be
-                close = wt[k - 1] - last <= gap
-                if not close:
-                    k2 = bisect_right(wt, last + gap, j, k)
-                    close = k2 - j >= MIN_CHUNK and wt[k2 - 1] - last <= gap  # (the sum `last + gap` may round up)
-                    k = k2 if close else k
-                vs = wv[j:k]
-                total_vs = sum(vs)  # NaN when a bad sample (NaN) is among them
-                if not (lo <= min(vs) and max(vs) <= hi and total_vs == total_vs and wt[j] - last <= gap
-                        and (close or max(map(sub, wt[j + 1:k], wt[j:k - 1]), default=-INF) <= gap)):
+            lim = min(n, j + 2 * MIN_CHUNK)  # a short stretch goes reading by reading, no chunk tested
+            chunked = False
+            while True:
+                while j < lim:
+                    t = wt[j]
+                    if t >= due or j - j0 + 1 >= left:
+                        break
+                    v = wv[j]
+                    if not (t < until and t - last <= gap and lo <= v <= hi):
+                        break
+                    last = t
+                    total += v
+                    j += 1
+                if j < lim or j == n or chunked:
                     break
-                if acc is not None:
-                    total = reduce(add, vs, total)  # one by one, in order: the same float
-                last = wt[k - 1]
-                j = k
-            while j < n:
-                t = wt[j]
-                if t >= due or j - j0 + 1 >= left:
-                    break
-                v = wv[j]
-                if not (t < until and t - last <= gap and lo <= v <= hi):
-                    break
-                last = t
-                total += v
-                j += 1
+                # a long stretch: whole chunks at once while every reading in them is quiet, the same tests made
+                # by C loops over the window arrays (times sorted: the first reading at `until` or `due` is
+                # found by bisection), then reading by reading again from the first chunk that fails
+                chunked, lim = True, n
+                end = min(bisect_left(wt, min(until, due), j, n), j0 + left - 1)
+                size = 2 * MIN_CHUNK
+                while end - j >= MIN_CHUNK:
+                    k = min(end, j + size)
+                    # no step is longer than the span from `last`; a chunk that short when it can be
+                    close = wt[k - 1] - last <= gap
+                    if not close:
+                        k2 = bisect_right(wt, last + gap, j, k)
+                        close = k2 - j >= MIN_CHUNK and wt[k2 - 1] - last <= gap  # (`last + gap` may round up)
+                        k = k2 if close else k
+                    vs = wv[j:k]
+                    total_vs = sum(vs)  # NaN when a bad sample (NaN) is among them
+                    if not (lo <= min(vs) and max(vs) <= hi and total_vs == total_vs and wt[j] - last <= gap
+                            and (close or max(map(sub, wt[j + 1:k], wt[j:k - 1]), default=-INF) <= gap)):
+                        break
+                    if acc is not None:
+                        total = reduce(add, vs, total)  # one by one, in order: the same float
+                    last = wt[k - 1]
+                    j = k
+                    size = min(2 * size, CHUNK)
             if j > j0:
                 p.last = p.glast = last
                 p.gv = wv[j - 1]
