@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from config.loader import check_config
+from config.loader import checked_config
 
 
 def add_run(p: argparse.ArgumentParser) -> None:
@@ -27,16 +27,14 @@ def add_check_config(p: argparse.ArgumentParser) -> None:
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    errors = check_config(args.config)
+    config, errors = checked_config(args.config)
     for e in errors:
         print(e, file=sys.stderr)
-    if errors:
+    if config is None:
         print(f"{len(errors)} error(s); nothing started", file=sys.stderr)
         return 2
-    from config.loader import load_config
     from monitor.rules_cli import unchecked
 
-    config = load_config(args.config)
     for site in config.sites:
         for note in dict.fromkeys(str(b.params["looser"]) for b in site.checks if b.params.get("looser")):
             print(f"warning: site {site.id}: {note}", file=sys.stderr)

@@ -24,7 +24,6 @@ from config.reader import Reader
 from config.rule_model import ThresholdParams
 from config.rules import DATA_QUALITY_RULES, TAMPER_RULES, RuleBinding, Skipped, select_rules
 from config.schema import Site, SiteConfig
-from monitor.checks.slug_labs import lab_slug_limits
 
 STRICTNESS = {
     "<": "violated below it (the limit itself complies)",
@@ -123,6 +122,8 @@ def site_lines(site: Site, baselines: dict[tuple[str, str], str], skipped: list[
 
             lines.append(f"      tamper sign {b.rule}: {describe(b, ch.unit)}")
         lines.append(f"    calibration: {_calibration_words(site, ch.id)}")
+    from monitor.checks.slug_labs import lab_slug_limits  # the lab reports' code: not for `check-config`
+
     lab = lab_slug_limits(site)
     if lab:
         lines.append("  slug screened on composite-sample lab results (pretreat labs import):")
