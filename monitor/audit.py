@@ -65,15 +65,6 @@ Key = tuple[str, str, str]
 
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", required=True, metavar="SITE.toml", help="the daemon's site file")
-    p.add_argument("--database", metavar="URL",
-                   help="audit the county hub's PostgreSQL database (postgresql://…) instead of the daemon's file")
-    p.add_argument("--from", dest="start", metavar="T", help="first episode start compared (ISO 8601)")
-    p.add_argument("--to", dest="end", metavar="T", help="end of the period, exclusive (ISO 8601)")
-    p.set_defaults(func=run)
-
-
 def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     out = sys.stdout if out is None else out
     config = load_config_or_report(args.config, outcome="nothing audited")

@@ -44,7 +44,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "seed": ("simulators.seed:add_arguments",
              "record days of simulated normal operation through the daemon (demos, trials of the rules)"),
     "replay": ("monitor.replay:add_arguments", "run the compliance checks over recorded readings (CSV)"),
-    "audit": ("monitor.audit:add_arguments",
+    "audit": ("monitor.commands:add_audit",
               "check the recorded episodes against a replay of the stored readings (exit 1 on a mismatch)"),
     "status": ("monitor.status:add_arguments",
                "health of the running daemon: instruments, last readings, queues, alarms"),
