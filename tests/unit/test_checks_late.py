@@ -12,11 +12,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from config.loader import load_config
 from config.schema import SiteConfig
 from monitor.checks import rewind
 from monitor.checks.engine import CheckEngine
@@ -238,6 +240,50 @@ def test_quiet_stretches_judged_again_in_chunks_keep_the_invariant(name: str, da
     want, replay = replay_engine(config, arrivals)
     assert got == want
     assert rule_states(engine) == rule_states(replay)
+
+
+
+# the pH case of gaps_end_episodes_measured_seconds, its meter polled every second (max_gap 5 s, the loader's least):
+# in the chunks `rewind.CHUNK` tests at once, a step of exactly max_gap is measured time and one just over it is a
+# gap, which ends the open excursion
+GAP_CASE = "gaps_end_episodes_measured_seconds"
+
+
+@pytest.mark.parametrize("arrival", ["two_late", "blocks_reversed"])
+def test_gaps_inside_a_quiet_stretch_judged_again_in_chunks_equal_replay(tmp_path: Path, arrival: str) -> None:
+    """Readings every second for 10 minutes, pH 7.0, then 4.0 (an excursion) from 250 s to 500 s, then 7.0; inside
+    each quiet stretch a step of exactly max_gap (5 s, at 60 s and 320 s) and one of 5.5 s (at 120 s and 400 s),
+    tens of readings from a checkpoint. Delivered late (two readings held to the end: the rewind from 252 s judges
+    the 5.5 s step at 400 s inside a chunk; or 50-reading blocks newest first: many rewinds), the live record
+    equals the replay of the sorted readings: the excursion ends at 400 s (a gap, 150 s measured), not at 320 s,
+    and a new one starts at 405.5 s."""
+    site = (CASES / GAP_CASE / "site.toml").read_text(encoding="utf-8")
+    assert "\npoll_interval = 60\n" in site
+    site = site.replace("\npoll_interval = 60\n", "\npoll_interval = 1\n")
+    (tmp_path / "site.toml").write_text(site, encoding="utf-8")
+    config = load_config(tmp_path / "site.toml")
+    assert config.channels[0].max_gap == 5.0
+    t0 = _at("2025-03-03T08:00:00Z")
+    steps = {60.0: 5.0, 320.0: 5.0, 120.0: 5.5, 400.0: 5.5, 125.5: 0.5, 405.5: 0.5}
+    times, s = [], 0.0
+    while s < 600.0:
+        times.append(s)
+        s += steps.get(s, 1.0)
+    rows: list[Reading] = [(t0 + s, "ph", 4.0 if 250.0 <= s < 500.0 else 7.0, "good") for s in times]
+    if arrival == "two_late":
+        held = [r for r in rows if r[0] - t0 in (2.0, 252.0)]
+        arrivals = [r for r in rows if r not in held] + held
+    else:
+        arrivals = [r for k in range(len(rows) // 50, -1, -1) for r in rows[50 * k:50 * (k + 1)]]
+    got, engine = live(config, arrivals, [7])
+    want = replayed(config, rows)
+    assert got == want
+    assert [(e.event, e.time - t0, e.end_reason, e.measured, e.unmeasured)
+            for e in sorted(want, key=lambda e: e.time)] == [("start", 250.0, None, None, None),
+                                                            ("end", 400.0, "gap", 150.0, 0.0),
+                                                            ("start", 405.5, None, None, None),
+                                                            ("end", 500.0, "cleared", 94.5, 0.0)]
+    assert engine.counters()["rewinds"] >= 1
 
 
 # -- the slug's day state, rewound and rebuilt (slug_flow_daily_baseline_5x_15_minutes: 1 March from 20:00, 2 March
