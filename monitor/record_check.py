@@ -39,10 +39,22 @@ class RecordCheck:
 
 def check_record(conn: sqlite3.Connection, *, anchors: Sequence[tuple[int, str]] = (),
                  last_seals: int | None = None, path: Path | None = None, jobs: int = 1) -> RecordCheck:
-    """``path`` and ``jobs`` > 1: recompute the day seals in that many worker processes."""
-    chain = verify_connection(conn)
-    return RecordCheck(chain=chain, seals=verify_seals(conn, last=last_seals, path=path, jobs=jobs),
-                       tail=check_tail(conn, anchors))
+    """``path`` and ``jobs`` > 1: recompute the day seals in that many worker processes.
+
+    Every read is made in one read transaction, so that the check sees the file at one moment: the daemon goes
+    on recording while its start-up check runs (and while an officer runs `pretreat journal verify`), and an
+    episode event committed between two statements was otherwise found in the journal but not yet in its
+    table ("missing"), or the reverse. The day seals' scanners read sealed days, which no writer changes."""
+    owned = not conn.in_transaction
+    if owned:
+        conn.execute("BEGIN")
+    try:
+        chain = verify_connection(conn)
+        return RecordCheck(chain=chain, seals=verify_seals(conn, last=last_seals, path=path, jobs=jobs),
+                           tail=check_tail(conn, anchors))
+    finally:
+        if owned:
+            conn.rollback()
 
 
 def startup_check(db: Path, anchors: Sequence[tuple[int, str]]) -> RecordCheck:

@@ -134,3 +134,33 @@ def test_a_truncated_journal_tail_fails_against_alarm_state_and_the_anchor_file(
     code, out = verify(db, capsys, "--anchor", str(anchor_path(db)))
     assert code == 1
     assert f"record {head} named by the anchor is missing" in out
+
+
+def test_an_episode_event_committed_while_the_record_is_checked_is_no_finding(db: Path) -> None:
+    """The daemon records while its start-up check runs (and while an officer runs `journal verify`): an
+    episode event and its journal record are committed together, and the check must see the file at one
+    moment. Here the event is committed just as the check starts reading the journal's episode records, after
+    it has read the episode table: read in separate snapshots, it looked "missing" from its table (the
+    SIGKILL scenario's spurious record_integrity alarm)."""
+    from monitor.record_check import check_record
+    from monitor.stores.readonly import connect_readonly
+
+    writes: list[str] = []
+
+    def commit_an_event(statement: str) -> None:  # sqlite3 calls this as each statement starts running
+        reads_episode_records = statement.startswith("SELECT payload FROM journal WHERE kind") and \
+            "episode" in statement and "LIMIT" not in statement
+        if reads_episode_records and not writes:
+            writes.append(statement)
+            store = EpisodeStore(path=db)
+            store.record([EpisodeEvent(DAY0 + 6000, SITE, "ph", "ph_low", "start", 4.1, 5.0, "§ 112-5A(1)(c)")])
+            store.close()
+
+    conn = connect_readonly(db)
+    try:
+        conn.set_trace_callback(commit_an_event)
+        check = check_record(conn)
+    finally:
+        conn.close()
+    assert writes, "the event was never committed during the check: the test proves nothing"
+    assert check.ok, check.problems()
