@@ -32,7 +32,7 @@ from drivers.modbus import ModbusDriver, ModbusLink
 from monitor.sample import Quality
 from simulators.modbus_server import ModbusSimServer, SimFault
 from tests.faults.harness import LoopThread
-from tests.support import free_port
+from tests.support import PATIENCE, free_port
 
 H, L = ByteOrder.BIG, ByteOrder.LITTLE
 # name -> (table, address, type, byte order, word order, scale, offset, valid_min, valid_max)
@@ -94,7 +94,9 @@ def served_raw(dtype: DataType, value: Any) -> float:
 
 
 def test_random_replies_never_raise_and_give_one_honest_sample_per_channel(tmp_path: Path) -> None:
-    inst = Instrument(id="fuzz", site="plant", driver=DriverKind.MODBUS_TCP, poll_interval=1.0, timeout=0.5,
+    # every fuzzed reply comes (garbage, an exception or values; no silence): the reply timeout only has to
+    # outlast a loaded machine, where a 0.5 s one turned a late reply into comm_failure (make test-loaded)
+    inst = Instrument(id="fuzz", site="plant", driver=DriverKind.MODBUS_TCP, poll_interval=1.0, timeout=PATIENCE,
                       host="127.0.0.1", port=free_port(), register_map=register_map())
     chans = channels(inst)
     with LoopThread("fuzz-modbus") as loop:
