@@ -94,22 +94,16 @@ def feed_channel(uri: str, p: Processor, ids: list[int], start: float, end: floa
 
 
 def feed_rows(p: Processor, rows: Iterable[tuple[float, float | None, int]], names: dict[int, str]) -> int:
-    """The Python path of `feed_channel` (every row handed to Python): the hot loop, `judge` inlined; returns
-    how many rows."""
+    """The Python path of `feed_channel` (every row handed to Python; the fallback where the C scanner cannot
+    run, so `Processor.good` is called rather than inlined a third time); returns how many rows. The rows come
+    in (time, seq) order, so none is refused as out of order."""
     n = 0
     for t, v, q in rows:
         n += 1
         if (q == 0 or q == OVER_RANGE) and v is not None:
-            if t < p.until and t - p.last <= p.gap and p.lo <= v <= p.hi:  # `Processor.good`'s fast path
-                p.last = t
-                p.gv = v
-                acc = p.acc
-                if acc is not None:
-                    acc.add_quiet(v)
-                continue
-            p.slow_good(t, v)
+            p.good(t, v)
         else:
-            p._bad(t, names[q])
+            p.bad(t, names[q])
     return n
 
 
