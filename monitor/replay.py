@@ -8,8 +8,9 @@ ISO 8601 with an offset or ``Z``. ``quality`` is ``good`` (also the default when
 cell blank) or any other word, which marks the row bad and is its reason; a bad row's value is ignored, except
 an ``over_range`` row's: the instrument's number above its span, judged as the live daemon judges it (as
 ``valid_max``, censored, on a channel that judges over-range readings; otherwise as out of range). A good
-row's value is a plain decimal number (no ``1_000``, ``infinity`` or spaces). ``site`` may be omitted when
-the site file has one site. Each row is a line (`monitor.checks.replay_csv` says how quotes, implausible
+row's value is a plain decimal number (no ``1_000``, ``infinity`` or spaces), or exactly ``inf``/``-inf``, the
+export's spelling of a stored infinite number, judged as the daemon judges it (``bad_value``). ``site`` may be
+omitted when the site file has one site. Each row is a line (`monitor.checks.replay_csv` says how quotes, implausible
 times and odd rows are read). Rows must be in time order per channel; a row out of order, unparseable, with an
 implausible time or naming an unknown channel is reported on stderr with its line number, skipped and
 counted. The engine is the daemon's own (`monitor.checks.engine`), fed in file order: for the rules that read

@@ -14,7 +14,10 @@ at the next line:
   quote``) and the lines read ahead are read as rows of their own. A field over `csv.field_size_limit` is
   the same kind of bad line, never the end of the run;
 - a value must be a plain decimal number (`monitor.number_text`): ``1_000``, ``infinity``, `` 5 `` are
-  rejected, not guessed at;
+  rejected, not guessed at. The one exception is the export's own spelling of a stored infinite number,
+  exactly ``inf`` or ``-inf`` (`EXPORT_INFINITIES`): such a row is judged as the daemon and `pretreat audit`
+  judge that reading (a ``bad_value`` sample, `Processor.slow_good`), so that ``pretreat readings … | pretreat
+  replay …`` finds the episodes the audit finds in the same record;
 - an implausible time is rejected without moving its channel's order on (so one bad time cannot make every
   later row "out of order"): a time more than `FUTURE_TOLERANCE` after now, or a time more than `JUMP`
   after every row read so far (the data's frontier) that its channel's next row does not follow (that row
@@ -56,6 +59,8 @@ CONFIRM = 4  # rows beyond the frontier, agreeing with each other, that confirm 
 VALUES_MAX = 65_536  # distinct value texts remembered as checked (bounded, whatever the file)
 KNOWN = ("time", "channel", "value", "site", "quality")
 _INF = float("inf")
+# how `pretreat readings` writes a stored infinite value (`monitor.export_render`): read back as one, judged bad
+EXPORT_INFINITIES = frozenset(("inf", "-inf"))
 
 
 class InputError(Exception):
@@ -149,7 +154,7 @@ class _Reader:
             v = cells[lay.vi]
             try:
                 x = float(v)
-                if not is_plain(v):
+                if not is_plain(v) and v not in EXPORT_INFINITIES:
                     raise ValueError
             except ValueError:
                 self.reject(line, "unparseable", f"value {excerpt(v)} is not a plain decimal number")

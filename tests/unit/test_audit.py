@@ -184,8 +184,6 @@ def test_a_reading_stored_with_an_impossible_time_is_reported_not_a_traceback(
     assert "cannot read" in err and "outside years 1-9999" in err and "/ph " in err, err
 
 
-@pytest.mark.xfail(strict=True, reason="replay's number rule refuses the export's 'inf'/'-inf' "
-                   "(tests/unit/test_replay_bad_input.py wants '-inf' rejected): a decision for the owner")
 @pytest.mark.parametrize("value", [math.inf, -math.inf])
 def test_readings_piped_to_replay_judge_a_stored_infinite_reading_as_the_audit_does(tmp_path: Path,
                                                                                  value: float) -> None:

@@ -90,7 +90,8 @@ def test_hourly_data_is_read_whole(tmp_path: Path, capsys: pytest.CaptureFixture
     assert [(e["time"], e["event"]) for e in events] == [(ts(5 * 3600), "start"), (ts(7 * 3600), "end")]
 
 
-@pytest.mark.parametrize("value", ["1_000", "4_0", "infinity", "-inf", "nan", " 5", "5 ", "٣", "0x10"])
+@pytest.mark.parametrize("value", ["1_000", "4_0", "infinity", "Infinity", "+inf", "INF", "nan", " 5", "5 ", "٣",
+                                   "0x10", " inf"])
 @pytest.mark.parametrize("layout", ["plain", "export"])
 def test_only_plain_decimal_numbers_are_values(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, layout: str
@@ -104,6 +105,26 @@ def test_only_plain_decimal_numbers_are_values(
     assert "readings.csv:3: skipped (unparseable): value " in err and "is not a plain decimal number" in err
     assert "rows rejected: 1; unparseable 1" in err
     assert [(e["time"], e["event"]) for e in events] == [(ts(2), "start")]
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf"])
+@pytest.mark.parametrize("layout", ["plain", "export"])
+def test_the_exports_own_infinity_is_judged_as_the_bad_value_the_daemon_made_of_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, layout: str
+) -> None:
+    """`pretreat readings` writes a stored infinite number ``inf``/``-inf``: read back, it is no rejected row but
+    the bad reading the engine judged it (``bad_value``: a sensor fault), which neither ends nor splits the pH
+    excursion around it."""
+    if layout == "plain":
+        text = f"time,channel,value\n{ts(0)},ph,4\n{ts(1)},ph,{value}\n{ts(2)},ph,4\n{ts(3)},ph,7\n"
+    else:
+        text = (f"{EXPORT}{ts(0)},acme,ph,4,pH,good,\n{ts(1)},acme,ph,{value},pH,good,\n"
+                f"{ts(2)},acme,ph,4,pH,good,\n{ts(3)},acme,ph,7,pH,good,\n")
+    code, events, err = run_replay(tmp_path, text, capsys, REPLAY_SITE)
+    assert code == 0 and "rows read: 4\nrows rejected: 0" in err, err
+    assert [(e["time"], e["rule"], e["event"]) for e in events] == [
+        (ts(0), "ph_low", "start"), (ts(1), "sensor_fault", "start"), (ts(2), "sensor_fault", "end"),
+        (ts(3), "ph_low", "end")]
 
 
 @pytest.mark.parametrize("value", ["7", "-0.5", ".25", "6.", "1e-05", "2.5E+3", "+3"])
