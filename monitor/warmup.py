@@ -135,6 +135,9 @@ def reconcile(alarms: AlarmEngine, engine: CheckEngine, events: Sequence[Episode
         found = last.get(key)
         if st.condition and key not in open_now:
             t, value = (found.time, found.value) if found is not None and found.event == "end" else (now, None)
+            if found is None:  # the record holds no verdict on it at all: say so, it is worth looking into
+                log.warning("alarm %s was active, but the readings replayed at start hold no episode of it "
+                            "(are they missing from the record?): cleared", st.key.id)
             inputs.append(AlarmInput(time=t, site=key[0], channel=key[1], rule=key[2], active=False,
                                      value=value, limit=st.limit, citation=st.citation))
         elif not st.condition and key in open_now and found is not None and found.event == "start":

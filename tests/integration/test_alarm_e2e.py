@@ -192,11 +192,24 @@ def test_sigkill_mid_episode_no_duplicate_raise_and_the_clear_arrives(
     # commit sends that notice again, with the same seq, and the receiver de-duplicates on it as SCADA would.
     # What must hold after that: one raise and one clear (never a second alarm), and journal order.
     heard = kinds(probe)
-    first = {}
+    why = f"{heard}\n{journal_lines(site)}\n{log.read_text()[-4000:]}"  # what to look at if it fails
+    first: dict[int, tuple[str, str]] = {}
     for alarm, kind, seq in heard:
-        assert first.setdefault(seq, (alarm, kind)) == (alarm, kind), f"seq {seq} carried two events: {heard}"
+        assert first.setdefault(seq, (alarm, kind)) == (alarm, kind), f"seq {seq} carried two events: {why}"
     events = [(a, k) for a, k in first.values() if a == PH_LOW]
-    assert events.count((PH_LOW, "raise")) == 1, heard
-    assert events.count((PH_LOW, "clear")) == 1, heard
+    assert events.count((PH_LOW, "raise")) == 1, why
+    assert events.count((PH_LOW, "clear")) == 1, why
     seqs = list(first)
-    assert seqs == sorted(seqs), heard  # in journal order, once the repeats are set aside
+    assert seqs == sorted(seqs), why  # in journal order, once the repeats are set aside
+
+
+def journal_lines(site: Path) -> str:
+    """The journal in brief (seq, kind, alarm or rule, event, reason): where a failure's story is told."""
+    j = Journal(path=load_config(site).daemon.historian)
+    try:
+        return "\n".join(f"{r.seq} {r.kind} {r.payload.get('alarm') or r.payload.get('rule') or ''} "
+                         f"{r.payload.get('kind') or r.payload.get('event') or ''} "
+                         f"{r.payload.get('end_reason') or ''} {str(r.payload.get('why', ''))[:80]}"
+                         for r in j.records())
+    finally:
+        j.close()
