@@ -26,6 +26,25 @@ log = logging.getLogger(__name__)
 
 DRAIN_LIMIT = 5.0  # s the polls in flight get to finish at shutdown: longer than any reply timeout
 ROUND_CHUNK = 100  # polls a round starts before it lets the event loop run what else is due (see `round`)
+SPREAD = 0.5  # s at most (and half the interval at most) over which a round's chunks of polls start
+SPREAD_CHUNK = 25  # polls a chunk of a spread round starts at once
+SPREAD_GAP = 0.01  # s between chunks at least: a round's chunks are never closer than the loop's timers can tell
+
+
+def chunking(count: int, interval: float) -> tuple[int, float]:
+    """How a round of ``count`` instruments polled every ``interval`` s is spread: (polls a chunk, s from one
+    chunk's start to the next). Chunks of `SPREAD_CHUNK` (more where needed: at most one chunk each
+    `SPREAD_GAP`), evenly over min(`SPREAD`, interval / 2) s: 1,000 instruments at 1 s start 25 every 12.5 ms,
+    100 at 1 s 25 every 125 ms, 10,000 at 1 s 200 every 10 ms. Where the interval leaves no room for two
+    chunks (flat out, every few ms) or there are too few instruments for two, one chunk: (count, 0).
+
+    Why the spread is capped: a round sleeps between its chunks, and the daemon's stop waits for it to see
+    `Polls.stopping` (one gap at most); a longer interval gains nothing from a longer spread."""
+    window = min(SPREAD, interval / 2)
+    chunks = min(-(-count // SPREAD_CHUNK), int(window / SPREAD_GAP))
+    if chunks > 1:
+        return -(-count // chunks), window / chunks
+    return max(count, 1), 0.0
 
 
 @dataclass(slots=True)
@@ -78,21 +97,32 @@ class Polls:
         return rounds
 
     async def round(self, drivers: Sequence[tuple[str, PolledDriver]]) -> None:
-        """One round of one interval (an APScheduler job): start a poll of each instrument not still busy.
+        """One round of one interval (an APScheduler job): start a poll of each instrument not still busy, in
+        the chunks `chunking` gives, each at its place in the spread, and within a chunk a turn of the event
+        loop after every `ROUND_CHUNK` polls.
 
-        Every `ROUND_CHUNK` instruments the round yields to the event loop. Why: the polls started in one turn
-        of the loop all send their requests in the next one, so 1,000 instruments on one interval held the loop
-        for ~100-250 ms every second, and every timer (the tick, MQTT keep-alives, other rounds) and every
-        reply's timestamp waited that long (event-loop lag p99 261 ms, bench/bench_peers.py). In chunks, the
-        loop runs what is due between them; each instrument is still polled once a round, a few ms later at
-        most. Rounds of up to `ROUND_CHUNK` instruments (flat out, every 2 ms) never yield, so a round never
-        outlasts its interval there."""
+        Why chunks: the polls started in one turn of the loop all send their requests in the next one, and
+        their replies come back together, so 1,000 instruments on one interval held the loop for ~100-250 ms
+        every second, and every timer (the tick, MQTT keep-alives, other rounds) and every reply's timestamp
+        waited that long (event-loop lag p99 261 ms, bench/bench_peers.py). Why spread over time and not only
+        yield between chunks: yielding let other timers in between the starts, but the replies of the whole
+        round still came back within a few ms of each other and were handled in one or two turns of the loop
+        (tens of ms each, longer when the shared cores were busy); started `SPREAD_GAP`-ish apart, each
+        chunk's replies are handled before the next chunk starts. Each instrument keeps its place in the
+        round, so it is still polled once every interval, up to `SPREAD` s after the round began."""
         if self.stopping:  # APScheduler runs a round as its own task: one may start after the stop began
             return
         running = self._running
         busy, create = running.busy, asyncio.create_task  # (unnamed tasks: naming each cost 1 % of the loop)
+        size, gap = chunking(len(drivers), drivers[0][1].instrument.poll_interval if drivers else 0.0)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
         for n, (key, d) in enumerate(drivers):
-            if n and not n % ROUND_CHUNK:
+            if n and not n % size:  # the next chunk of a spread round, at its place in the spread
+                await asyncio.sleep(max(0.0, began + n // size * gap - loop.time()))
+                if self.stopping:
+                    return
+            elif n and not n % ROUND_CHUNK:  # within a chunk: the next turn of the loop
                 await asyncio.sleep(0)
                 if self.stopping:
                     return

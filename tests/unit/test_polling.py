@@ -1,5 +1,6 @@
 """`monitor.polling.Polls.round`: a round of many instruments starts them in chunks, letting the event loop run
-what else is due between chunks, and still polls each instrument once; a stop during a round starts no more."""
+what else is due between chunks (spread over part of the interval where the interval is long enough), and still
+polls each instrument once; a stop during a round starts no more."""
 
 from __future__ import annotations
 
@@ -7,21 +8,24 @@ import asyncio
 from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 
-from monitor.polling import ROUND_CHUNK, Polls
+from monitor.polling import ROUND_CHUNK, SPREAD, SPREAD_CHUNK, SPREAD_GAP, Polls, chunking
 from monitor.sample import Sample
 
 
 class Meter:
     """A polled instrument whose poll notes that it started (in ``log``) and calls ``on_start`` once."""
 
-    def __init__(self, n: int, log: list[str], on_start: Callable[[], object] | None = None) -> None:
-        self.instrument = SimpleNamespace(site="acme", id=f"m{n}", poll_interval=1.0)
+    def __init__(self, n: int, log: list[str], on_start: Callable[[], object] | None = None, *,
+                 interval: float = 0.002) -> None:
+        self.instrument = SimpleNamespace(site="acme", id=f"m{n}", poll_interval=interval)
         self.instrument_id = f"m{n}"
         self.log = log
         self.on_start = on_start
+        self.started = 0.0  # loop time its last poll began
 
     async def poll(self) -> list[Sample]:
         self.log.append(self.instrument_id)
+        self.started = asyncio.get_running_loop().time()
         if self.on_start is not None:
             self.on_start()
         await asyncio.sleep(0)  # a reply arrives in a later turn of the loop
@@ -66,3 +70,36 @@ async def test_a_stop_during_a_round_starts_no_further_chunk() -> None:
     await polls.drain()
     assert log == [f"m{n}" for n in range(ROUND_CHUNK)]
     assert sum(s.polls for s in polls.stats.values()) == len(ingested) == ROUND_CHUNK
+
+
+def test_chunking_spreads_long_intervals_only() -> None:
+    assert chunking(1000, 1.0) == (SPREAD_CHUNK, SPREAD / 40)  # 40 chunks of 25 over half a second
+    assert chunking(100, 1.0) == (SPREAD_CHUNK, SPREAD / 4)
+    assert chunking(1000, 60.0) == (SPREAD_CHUNK, SPREAD / 40)  # the spread is capped, not a share of 60 s
+    assert chunking(SPREAD_CHUNK, 1.0) == (SPREAD_CHUNK, 0.0)  # one chunk: all at once
+    assert chunking(100, 0.002) == (100, 0.0)  # flat out: no room between chunks (Polls.round: a turn apart)
+    assert chunking(10_000, 1.0) == (200, SPREAD_GAP)  # at most one chunk a SPREAD_GAP
+
+
+async def test_a_round_at_a_long_interval_starts_its_chunks_apart_within_the_spread() -> None:
+    log: list[str] = []
+    count = 4 * SPREAD_CHUNK
+    meters = [Meter(n, log, interval=1.0) for n in range(count)]
+    ingested: list[Sample] = []
+    polls = polls_of(meters, ingested)
+    (drivers,) = polls.rounds().values()
+    size, gap = chunking(count, 1.0)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await polls.round(drivers)
+    await polls.drain()
+    starts = [m.started - began for m in meters]
+    for k in range(count // size):  # each chunk starts no earlier than its place in the spread
+        chunk = starts[k * size:(k + 1) * size]
+        assert min(chunk) >= k * gap - 0.002, (k, chunk)
+        if k:
+            assert min(chunk) - max(starts[(k - 1) * size:k * size]) >= gap / 2  # apart from the one before
+    assert max(starts) < SPREAD + 0.5  # the last chunk starts within the spread (a loaded machine: some slack)
+    assert sorted(log) == sorted(f"m{n}" for n in range(count))
+    assert all(s.polls == 1 and s.skipped == 0 for s in polls.stats.values())
+    assert len(ingested) == count
