@@ -236,6 +236,7 @@ class Daemon:
             if i:
                 await asyncio.sleep(0)
             self.ingest(stale[i:i + VERDICT_CHUNK])
+        await asyncio.sleep(0)  # staleness and the alarm tick are each several ms at 10,000 channels: apart
         self.alarming.tick(now)
 
     async def _purge(self) -> None:
@@ -434,8 +435,11 @@ class Daemon:
         # sealing complete channel-days, in a worker thread (monitor.integrity)
         scheduler.add_job(self.guard.seal, "interval", seconds=SEAL_INTERVAL, id="seal", coalesce=True,
                           next_run_time=_now_dt() + timedelta(seconds=30))
-        scheduler.add_job(health.write_async, "interval",
-                          seconds=max(self.config.daemon.tick_interval, 1.0), id="health", coalesce=True)
+        # half an interval after the tick and the rounds' first polls: each costs ~10-20 ms of the loop at 1,000
+        # instruments, and back to back they were the longest recurring stall (bench/bench_peers.py)
+        every = max(self.config.daemon.tick_interval, 1.0)
+        scheduler.add_job(health.write_async, "interval", seconds=every, id="health", coalesce=True,
+                          next_run_time=_now_dt() + timedelta(seconds=every * 1.5))
         if self.heartbeat.interval is not None:  # only under systemd with WatchdogSec=
             scheduler.add_job(self.heartbeat.job, "interval", seconds=self.heartbeat.interval,
                               id="watchdog", coalesce=True)

@@ -62,10 +62,21 @@ class HealthWriter:
         }
 
     async def write_async(self) -> None:
-        """The scheduled job: runs on the event loop, where the counters it reads are changed."""
-        self.write()
+        """The scheduled job: runs on the event loop, where the counters it reads are changed.
+
+        Taking the snapshot and encoding it are two turns of the loop: at 1,000 instruments each is ~10 ms of
+        CPU, and done in one go they were one of the stalls behind the event-loop lag (bench/bench_peers.py).
+        The counters are copied when the snapshot is taken (`plain`, each section's own dict); a section that
+        hands out a live structure shows it as of one turn later, still one consistent moment of it."""
+        snap = self.snapshot()
+        await asyncio.sleep(0)
+        self._write(snap)
 
     def write(self) -> None:
+        """Replace the snapshot atomically (see `_write`): the daemon's last one, at its stop."""
+        self._write(self.snapshot())
+
+    def _write(self, snap: dict[str, Any]) -> None:
         """Replace the snapshot atomically (write a temporary file, rename it over).
 
         On a full disk that cannot work (a new file needs new blocks): the snapshot is then rewritten in
@@ -74,7 +85,7 @@ class HealthWriter:
         historian among them. The failure is logged once per outage and its end once, not every second."""
         # compact: with ``indent`` the json module encodes in Python, not C; at 100 instruments that, and
         # `dataclasses.asdict`, were a fifth of the daemon's CPU at 1 s polling (bench/bench_peers.py)
-        data = json.dumps(self.snapshot(), separators=(",", ":"), default=str).encode()
+        data = json.dumps(snap, separators=(",", ":"), default=str).encode()
         data += b" " * (-len(data) % _BLOCK)
         tmp = self.path.with_suffix(".tmp")
         try:
