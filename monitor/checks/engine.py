@@ -319,8 +319,9 @@ class LiveProcessor(Processor):
         there, and nothing is added to the arrays while ``pend`` holds samples)."""
         pend = self.pend
         if pend:
-            self.wt.extend([s.time for s in pend])
-            self.wv.extend([s.value for s in pend])  # type: ignore[misc]  # the fast path took only values
+            # `fromlist`: `extend` takes a list item by item through the iterator protocol, ~4x slower
+            self.wt.fromlist([s.time for s in pend])
+            self.wv.fromlist([s.value for s in pend])  # type: ignore[misc]  # the fast path took only values
             pend.clear()
 
     def tail(self, i: int) -> Iterator[HistoryRow]:
