@@ -1,5 +1,6 @@
 """The compiled parts of pretreat-monitor: `monitor.stores._sealscan`, the seals' minute index in C, and
-`monitor.stores._quietscan`, the audit's scan of a channel's readings past the check engine's quiet band.
+`monitor.stores._quietscan`, the audit's scan of a channel's readings past the check engine's quiet band, and
+`monitor.checks._quietpath`, the daemon's check engine stepping over quiet in-order readings.
 
 Everything else is declared in pyproject.toml. The extensions are optional: where they cannot be built (no C
 compiler, no Python or SQLite headers) the install still succeeds and the seals and the audit run in Python (the
@@ -22,6 +23,11 @@ setup(ext_modules=[Extension(
     sources=["monitor/stores/_quietscan.c"],
     libraries=["sqlite3"],
     # no fused multiply-add: the slug minute's sum must be added exactly as Python adds it
+    extra_compile_args=["-O2", "-ffp-contract=off", "-Wall", "-Wextra"],
+    optional=True,
+), Extension(
+    "monitor.checks._quietpath",
+    sources=["monitor/checks/_quietpath.c"],
     extra_compile_args=["-O2", "-ffp-contract=off", "-Wall", "-Wextra"],
     optional=True,
 )])

@@ -17,7 +17,8 @@ readings sorted by time.
 The hot path: a good reading inside the channel's *quiet band* (the intersection of its rules' bands, see
 `monitor.checks.base`) and no further than ``max_gap`` from the previous one returns after four comparisons,
 or five and `SlugDetector.add_quiet` when a slug baseline is accumulating. Everything else takes the slow path,
-which runs every rule and recomputes the band.
+which runs every rule and recomputes the band. The daemon's engine runs that test in C where the extension
+`monitor.checks._quietpath` is built (setup.py), the same comparisons on the same doubles.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ from monitor.checks.rewind import (
 )
 from monitor.checks.slug import SlugDetector, detector_of
 from monitor.sample import GOOD, Quality, Sample
+
+try:  # the quiet in-order readings stepped over in C (setup.py); absent where it could not be built
+    from monitor.checks import _quietpath as _native
+except ImportError:  # the install had no C compiler or headers: `CheckEngine._process_live` loops in Python
+    _native = None  # type: ignore[assignment]
 
 _MAX = sys.float_info.max
 _DEFAULT_HORIZON = 32 * 86_400.0  # s of rule memory before a late reading, unless the caller says (a month)
@@ -208,8 +214,9 @@ class Processor:
 class LiveProcessor(Processor):
     """A channel of the daemon's engine: `Processor` plus the window of recent readings and late handling.
 
-    The in-order fast path (inlined in `CheckEngine._process_live`) costs one ``list.append`` more than the
-    replay's: the `Sample` goes to ``pend`` and reaches the window arrays (``wt``/``wv``) in bulk, `sync`, when
+    The in-order fast path (stepped over in C, `monitor.checks._quietpath`, or inlined in
+    `CheckEngine._process_live` without it) costs one ``list.append`` more than the replay's: the `Sample` goes
+    to ``pend`` and reaches the window arrays (``wt``/``wv``) in bulk, `sync`, when
     the window is next needed (a reading off the fast path, a late one, a checkpoint, a rewind); a reading
     older than the newest judged one goes to `late`; everything else to `judge` (checkpoints, event log).
     Lateness is decided against ``glast``, the newest time judged in the channel's group (every member's
@@ -343,6 +350,10 @@ class LiveProcessor(Processor):
             self.until = g.due
 
 
+if _native is not None:  # where the two classes keep the fields the C path reads
+    _native.bind(Sample, LiveProcessor)
+
+
 class CheckEngine:
     """All sites' rules. Not thread-safe: one caller feeds it (the daemon's ingest path, or a replay).
 
@@ -463,33 +474,54 @@ class CheckEngine:
         return self.drain()
 
     def _process_live(self, samples: Iterable[Sample]) -> list[EpisodeEvent]:
-        """`process_many` of the daemon's engine, `LiveProcessor.good`'s fast path inlined: an in-order quiet
-        reading costs one list append (its window, `LiveProcessor.sync`) and no method call (bench/bench_late.py
-        measures it against the replay engine)."""
+        """`process_many` of the daemon's engine. The quiet in-order readings are stepped over in C where the
+        extension is built (`monitor.checks._quietpath`: `LiveProcessor.good`'s fast path, the same comparisons),
+        which hands back each sample Python must judge; without it, `LiveProcessor.good`'s fast path is inlined
+        here: an in-order quiet reading costs one list append (its window, `LiveProcessor.sync`) and no method
+        call. bench/bench_late.py measures both against the replay engine."""
         procs = self._live
-        for s in samples:
-            p = procs.get((s.site, s.channel))
-            if p is None:
-                self.unknown += 1
-                continue
-            q, v = s.quality, s.value
-            if (q is GOOD or q is OVER_RANGE) and v is not None:
-                t = s.time
-                v = float(v)
-                if p.glast <= t < p.until and t - p.last <= p.gap and p.lo <= v <= p.hi:  # `LiveProcessor.good`
-                    p.last = p.glast = t
-                    p.gv = v
-                    p.pa(s)
-                    acc = p.acc
-                    if acc is not None:
-                        acc.add_quiet(v)
+        native = _native
+        if native is not None:
+            seq = samples if isinstance(samples, list | tuple) else list(samples)
+            n, run = len(seq), native.run
+            i = run(seq, 0, procs, GOOD, OVER_RANGE)
+            while i < n:
+                self._judge_live(seq[i])
+                i = run(seq, i + 1, procs, GOOD, OVER_RANGE)
+        else:
+            for s in samples:
+                p = procs.get((s.site, s.channel))
+                if p is None:
+                    self.unknown += 1
                     continue
-                p.good(t, v)
-            else:  # a good sample without a value breaks the Sample contract: judge it as undecodable
-                p.bad(s.time, q.value if q is not GOOD else "decode_error")
+                q, v = s.quality, s.value
+                if (q is GOOD or q is OVER_RANGE) and v is not None:
+                    t = s.time
+                    v = float(v)
+                    if p.glast <= t < p.until and t - p.last <= p.gap and p.lo <= v <= p.hi:  # `LiveProcessor.good`
+                        p.last = p.glast = t
+                        p.gv = v
+                        p.pa(s)
+                        acc = p.acc
+                        if acc is not None:
+                            acc.add_quiet(v)
+                        continue
+                    p.good(t, v)
+                else:  # a good sample without a value breaks the Sample contract: judge it as undecodable
+                    p.bad(s.time, q.value if q is not GOOD else "decode_error")
         if self._dirty:
             self._rewind()
         return self.drain()
+
+    def _judge_live(self, s: Sample) -> None:
+        """One sample the C path left to Python (`_process_live`)."""
+        p = self._live.get((s.site, s.channel))
+        if p is None:
+            self.unknown += 1
+        elif (s.quality is GOOD or s.quality is OVER_RANGE) and s.value is not None:
+            p.good(s.time, float(s.value))
+        else:  # a good sample without a value breaks the Sample contract: judge it as undecodable
+            p.bad(s.time, s.quality.value if s.quality is not GOOD else "decode_error")
 
     def _rewind(self) -> None:
         """Judge again the groups that received late readings in this batch."""

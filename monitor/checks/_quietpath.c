@@ -1,0 +1,214 @@
+/* _quietpath: the daemon's check engine stepping over quiet in-order readings in C (monitor/checks/engine.py,
+ * `CheckEngine._process_live`).
+ *
+ * Why: nearly every reading the daemon judges is quiet: good, in order, inside its channel's quiet band [lo, hi],
+ * before the band's deadline ``until`` and no further than ``max_gap`` from the previous reading. Such a reading
+ * only moves the processor's ``last``/``glast``/``gv``, goes to the window's pending list (``pend``, moved into
+ * the window arrays in bulk by `LiveProcessor.sync`) and, while a slug baseline minute accumulates, is added to
+ * that minute by `SlugDetector.add_quiet`. In Python each costs ~300 ns of CPU (bench/bench_late.py); the live
+ * engine's window and checkpoints made it dearer than the replay engine's `Processor.good`. Here it is a few
+ * pointer loads and the same comparisons.
+ *
+ * `run(samples, start, procs, good, over_range)` walks ``samples`` (a list or tuple of `Sample`) from ``start``
+ * and returns the index of the first sample Python must judge (or ``len(samples)``): a sample of a channel not in
+ * ``procs``, a bad or value-less one, a time or value that is not a float, a reading outside the quiet test
+ * (`LiveProcessor.good`'s, comparison for comparison, on the same IEEE doubles: older than ``glast``, at or after
+ * ``until``, more than ``gap`` after ``last``, outside [lo, hi]). A value that is not a float goes to Python (which
+ * judges ``float(value)``); so do processor fields that are neither floats nor integers a double holds exactly
+ * (Python compares those exactly whatever their size). Nothing is computed here but ``t - last``, one IEEE
+ * subtraction, as Python makes it (a float minus an int is the float minus the int's double there too).
+ *
+ * `bind(Sample, LiveProcessor)` must be called once first: it reads where the slotted classes keep each field
+ * (their member descriptors' offsets), so a field is one pointer load, not an attribute look-up. A sample or a
+ * processor of another type is left to Python. Licence: Apache-2.0, as the rest of pretreat-monitor.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+static PyTypeObject *sample_type, *proc_type;
+static Py_ssize_t s_time, s_site, s_channel, s_value, s_quality;
+static Py_ssize_t p_glast, p_until, p_last, p_gap, p_lo, p_hi, p_gv, p_acc, p_pend;
+static PyObject *str_add_quiet;
+
+#define FIELD(o, off) (*(PyObject **)((char *)(o) + (off)))
+#define CACHE 8  /* (site, channel) -> processor, by identity, for one call */
+
+static int offset_of(PyTypeObject *type, const char *name, Py_ssize_t *off) {
+    PyObject *d = PyObject_GetAttrString((PyObject *)type, name);
+    if (d == NULL)
+        return -1;
+    if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, name);
+        Py_DECREF(d);
+        return -1;
+    }
+    *off = ((PyMemberDescrObject *)d)->d_member->offset;
+    Py_DECREF(d);
+    return 0;
+}
+
+static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyTypeObject *st, *pt;
+    if (!PyArg_ParseTuple(args, "O!O!:bind", &PyType_Type, &st, &PyType_Type, &pt))
+        return NULL;
+    if (offset_of(st, "time", &s_time) || offset_of(st, "site", &s_site) || offset_of(st, "channel", &s_channel)
+        || offset_of(st, "value", &s_value) || offset_of(st, "quality", &s_quality)
+        || offset_of(pt, "glast", &p_glast) || offset_of(pt, "until", &p_until) || offset_of(pt, "last", &p_last)
+        || offset_of(pt, "gap", &p_gap) || offset_of(pt, "lo", &p_lo) || offset_of(pt, "hi", &p_hi)
+        || offset_of(pt, "gv", &p_gv) || offset_of(pt, "acc", &p_acc) || offset_of(pt, "pend", &p_pend))
+        return NULL;
+    Py_INCREF(st);
+    Py_INCREF(pt);
+    Py_XSETREF(sample_type, st);
+    Py_XSETREF(proc_type, pt);
+    Py_RETURN_NONE;
+}
+
+/* a float field's value, or 0 (the sample goes to Python) when unset or not exactly a float */
+static inline int as_float(PyObject *o, double *x) {
+    if (o == NULL || !PyFloat_CheckExact(o))
+        return 0;
+    *x = PyFloat_AS_DOUBLE(o);
+    return 1;
+}
+
+/* a number field's value: a float, or an int a double holds exactly (|x| <= 2**53: a limit written as an integer
+ * in the site file), with which a double compares as Python compares it; else 0 (the sample goes to Python) */
+static inline int as_double(PyObject *o, double *x) {
+    if (as_float(o, x))
+        return 1;
+    if (o == NULL || !PyLong_CheckExact(o))
+        return 0;
+    int overflow;
+    long long n = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || n > (1LL << 53) || n < -(1LL << 53))
+        return 0;  /* (PyLong_AsLongLongAndOverflow cannot fail on an int) */
+    *x = (double)n;
+    return 1;
+}
+
+static inline void set_field(PyObject *o, Py_ssize_t off, PyObject *v) {
+    PyObject *old = FIELD(o, off);
+    Py_INCREF(v);
+    FIELD(o, off) = v;
+    Py_XDECREF(old);  /* a float: no code runs */
+}
+
+static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "run(samples, start, procs, good, over_range)");
+        return NULL;
+    }
+    PyObject *seq = args[0], *procs = args[2], *good = args[3], *over = args[4];
+    if (sample_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "bind() was not called");
+        return NULL;
+    }
+    if (!PyDict_CheckExact(procs) || !(PyList_CheckExact(seq) || PyTuple_CheckExact(seq))) {
+        PyErr_SetString(PyExc_TypeError, "run: samples must be a list or tuple, procs a dict");
+        return NULL;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *ck_site[CACHE], *ck_channel[CACHE], *ck_proc[CACHE];  /* strong references until return */
+    int cached = 0, failed = 0;
+    for (;; i++) {
+        /* the sequence is read again each time: add_quiet runs Python code */
+        Py_ssize_t n = PyList_CheckExact(seq) ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
+        if (i >= n || i < 0)
+            break;
+        PyObject *s = PyList_CheckExact(seq) ? PyList_GET_ITEM(seq, i) : PyTuple_GET_ITEM(seq, i);
+        if (!Py_IS_TYPE(s, sample_type))
+            break;
+        PyObject *q = FIELD(s, s_quality), *tv = FIELD(s, s_time), *vv = FIELD(s, s_value);
+        PyObject *site = FIELD(s, s_site), *channel = FIELD(s, s_channel);
+        double t, v;
+        if ((q != good && q != over) || !as_double(tv, &t) || !as_float(vv, &v) || site == NULL || channel == NULL)
+            break;
+        PyObject *p = NULL;
+        for (int k = 0; k < cached; k++)
+            if (ck_site[k] == site && ck_channel[k] == channel) {
+                p = ck_proc[k];
+                break;
+            }
+        if (p == NULL) {
+            PyObject *key = PyTuple_Pack(2, site, channel);
+            if (key == NULL) {
+                failed = 1;
+                break;
+            }
+            p = PyDict_GetItemWithError(procs, key);  /* borrowed */
+            Py_DECREF(key);
+            if (p == NULL) {
+                failed = PyErr_Occurred() != NULL;
+                break;  /* a channel not configured: Python counts it */
+            }
+            if (cached < CACHE) {
+                Py_INCREF(site);
+                Py_INCREF(channel);
+                Py_INCREF(p);
+                ck_site[cached] = site;
+                ck_channel[cached] = channel;
+                ck_proc[cached] = p;
+                cached++;
+            }
+        }
+        if (!Py_IS_TYPE(p, proc_type))
+            break;
+        double glast, until, last, gap, lo, hi;
+        if (!as_double(FIELD(p, p_glast), &glast) || !as_double(FIELD(p, p_until), &until)
+            || !as_double(FIELD(p, p_last), &last) || !as_double(FIELD(p, p_gap), &gap)
+            || !as_double(FIELD(p, p_lo), &lo) || !as_double(FIELD(p, p_hi), &hi))
+            break;
+        /* `LiveProcessor.good`'s fast path */
+        if (!(glast <= t && t < until && t - last <= gap && lo <= v && v <= hi))
+            break;
+        PyObject *pend = FIELD(p, p_pend), *acc = FIELD(p, p_acc);
+        if (pend == NULL || !PyList_CheckExact(pend) || acc == NULL || FIELD(p, p_gv) == NULL)
+            break;
+        set_field(p, p_last, tv);
+        set_field(p, p_glast, tv);
+        set_field(p, p_gv, vv);
+        if (PyList_Append(pend, s) < 0) {
+            failed = 1;
+            break;
+        }
+        if (acc != Py_None) {
+            Py_INCREF(acc);
+            PyObject *r = PyObject_CallMethodOneArg(acc, str_add_quiet, vv);
+            Py_DECREF(acc);
+            if (r == NULL) {
+                failed = 1;
+                break;
+            }
+            Py_DECREF(r);
+        }
+    }
+    for (int k = 0; k < cached; k++) {
+        Py_DECREF(ck_site[k]);
+        Py_DECREF(ck_channel[k]);
+        Py_DECREF(ck_proc[k]);
+    }
+    return failed ? NULL : PyLong_FromSsize_t(i);
+}
+
+static PyMethodDef methods[] = {
+    {"bind", bind, METH_VARARGS, "bind(Sample, LiveProcessor): read where the classes keep their fields."},
+    {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL,
+     "run(samples, start, procs, good, over_range) -> index of the first sample Python must judge."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_quietpath", NULL, -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__quietpath(void) {
+    str_add_quiet = PyUnicode_InternFromString("add_quiet");
+    if (str_add_quiet == NULL)
+        return NULL;
+    return PyModule_Create(&module);
+}
