@@ -13,10 +13,11 @@
  * and returns the index of the first sample Python must judge (or ``len(samples)``): a sample of a channel not in
  * ``procs``, a bad or value-less one, a time or value that is not a float, a reading outside the quiet test
  * (`LiveProcessor.good`'s, comparison for comparison, on the same IEEE doubles: older than ``glast``, at or after
- * ``until``, more than ``gap`` after ``last``, outside [lo, hi]). A value that is not a float goes to Python (which
- * judges ``float(value)``); so do processor fields that are neither floats nor integers a double holds exactly
- * (Python compares those exactly whatever their size). Nothing is computed here but ``t - last``, one IEEE
- * subtraction, as Python makes it (a float minus an int is the float minus the int's double there too).
+ * ``until``, more than ``gap`` after ``last``, outside [lo, hi]). A time or value that is not a float goes to
+ * Python (which judges ``float(value)``, and subtracts integer times exactly); so do processor fields that are
+ * neither floats nor integers a double holds exactly (Python compares those exactly whatever their size). Nothing
+ * is computed here but ``t - last``, one IEEE subtraction of a float time, as Python makes it (a float minus an
+ * int is the float minus the int's double there too).
  *
  * `bind(Sample, LiveProcessor)` must be called once first: it reads where the slotted classes keep each field
  * (their member descriptors' offsets), so a field is one pointer load, not an attribute look-up. A sample or a
@@ -126,7 +127,7 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
         PyObject *q = FIELD(s, s_quality), *tv = FIELD(s, s_time), *vv = FIELD(s, s_value);
         PyObject *site = FIELD(s, s_site), *channel = FIELD(s, s_channel);
         double t, v;
-        if ((q != good && q != over) || !as_double(tv, &t) || !as_float(vv, &v) || site == NULL || channel == NULL)
+        if ((q != good && q != over) || !as_float(tv, &t) || !as_float(vv, &v) || site == NULL || channel == NULL)
             break;
         PyObject *p = NULL;
         for (int k = 0; k < cached; k++)
