@@ -2,7 +2,8 @@
 of late readings on the event loop, and `pretreat audit`.
 
     .venv/bin/python bench/bench_late.py [--runs 3] [--readings 2000000] [--trials 2000] [--flood-seconds 10]
-                                         [--audit-days 8] [--parts in-order,late,flood,audit]
+                                         [--audit-days 8] [--pending-channels 1000] [--pending-seconds 300]
+                                         [--parts in-order,pending,late,flood,audit]
 
 Parts (each the median of ``--runs`` runs unless said):
 
@@ -11,6 +12,9 @@ Parts (each the median of ``--runs`` runs unless said):
    batches of 100 (the daemon's path), replay engine (``live=False``: the engine as it was before late
    readings were handled, its `Processor` unchanged) against the live engine (``live=True``: window appends,
    checkpoints). ns per reading.
+1b. **Pending** (``pending``): a steady quiet site of ``--pending-channels`` channels at 1 s for
+   ``--pending-seconds`` s through the live engine: the Python heap it then holds, and the readings waiting as
+   `Sample`s in the channels' ``pend`` lists (bounded by `PEND_MAX`) beside the window arrays. Run once.
 2. **A late reading 10 min old on a 1 s channel**: a pH channel with 20 min of 1-s readings; each trial adds
    the next in-order reading, then one reading 600 s old (in band; every 10th trial pH 3.0, which finds an
    episode in the past and emits revisions); the time of the `process_many` call for the late reading.
@@ -31,11 +35,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import random
 import statistics
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +50,8 @@ sys.path.insert(0, str(ROOT))
 from bench.machine import machine  # noqa: E402
 from config.loader import load_config  # noqa: E402
 from config.schema import SiteConfig  # noqa: E402
-from monitor.checks.engine import CheckEngine  # noqa: E402
+from monitor.checks import engine as engine_mod  # noqa: E402
+from monitor.checks.engine import PEND_MAX, CheckEngine, LiveProcessor  # noqa: E402
 from monitor.sample import Sample  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
@@ -144,6 +151,56 @@ def in_order(cfg: SiteConfig, n: int, runs: int) -> list[str]:
             f"{before:.0f} ns ({', '.join(f'{x:.0f}' for x in res[False])}) | |",
             f"| same, live engine (window, checkpoints) = after | {after:.0f} ns "
             f"({', '.join(f'{x:.0f}' for x in res[True])}); **+{after - before:.0f} ns** a reading | |"]
+
+
+# ---- 1b. what a steady quiet site holds in memory -----------------------------------------------------------
+PENDING_SITE = """
+[daemon]
+historian = "{db}"
+
+[[site]]
+id = "acme"
+timezone = "UTC"
+jurisdiction = "southeast"
+
+[[site.instrument]]
+id = "m"
+driver = "mqtt"
+host = "127.0.0.1"
+port = 1883
+poll_interval = 1.0
+{channels}
+"""
+
+
+def pending(channels: int, seconds: int) -> list[str]:
+    """``channels`` pH channels read every second for ``seconds`` s, quiet and in order, through the live engine in
+    batches of one reading each (a round of polls): the Python heap it holds then (tracemalloc, after a full
+    collection), and how many readings wait as `Sample`s in ``pend`` beside the window arrays (16 bytes each)."""
+    chans = "".join(f'[[site.channel]]\nid = "ph{i}"\ninstrument = "m"\nkind = "ph"\nunit = "pH"\n'
+                    f'topic = "acme/ph{i}"\npayload = "number"\n' for i in range(channels))
+    path = OUT / "late-pending.toml"
+    OUT.mkdir(parents=True, exist_ok=True)
+    path.write_text(PENDING_SITE.format(db=OUT / "late-pending.sqlite", channels=chans), encoding="utf-8")
+    cfg = load_config(path)
+    engine = CheckEngine.for_config(cfg, live=True)
+    rng = random.Random(3)
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    for k in range(seconds):
+        engine.process_many([Sample(time=T0 + k, site="acme", channel=f"ph{i}", value=value("ph", rng), unit="pH")
+                             for i in range(channels)])
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    procs = engine.inputs("acme").values()
+    waiting = sum(len(p.pend) for p in procs if isinstance(p, LiveProcessor))
+    window = sum(len(p.wt) for p in procs if isinstance(p, LiveProcessor))
+    return [f"| a steady quiet site in memory: {channels:,} channels × {seconds} s at 1 s, live engine "
+            f"(PEND_MAX {PEND_MAX}, C path {'built' if engine_mod._native is not None else 'not built'}) | "
+            f"{held / 1e6:.1f} MB of Python heap; {waiting:,} readings pending as `Sample`s, {window:,} in the "
+            f"window arrays | bounded |"]
 
 
 # ---- 2. one late reading --------------------------------------------------------------------------------------
@@ -287,14 +344,18 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=2000)
     p.add_argument("--flood-seconds", type=float, default=10.0)
     p.add_argument("--audit-days", type=int, default=8)
-    p.add_argument("--parts", default="in-order,late,flood,audit",
-                   help="comma-separated parts to run (default: all four)")
+    p.add_argument("--pending-channels", type=int, default=1000)
+    p.add_argument("--pending-seconds", type=int, default=300)
+    p.add_argument("--parts", default="in-order,pending,late,flood,audit",
+                   help="comma-separated parts to run (default: all five)")
     a = p.parse_args()
     parts = set(a.parts.split(","))
     cfg = config(OUT / "late-engine.sqlite")
     print(f"machine: {machine()}; load average at start {os.getloadavg()[0]:.2f}")
     print("| what | measured | goal |\n|---|---|---|")
-    runs = {"in-order": lambda: in_order(cfg, a.readings, a.runs), "late": lambda: late_latency(cfg, a.trials),
+    runs = {"in-order": lambda: in_order(cfg, a.readings, a.runs),
+            "pending": lambda: pending(a.pending_channels, a.pending_seconds),
+            "late": lambda: late_latency(cfg, a.trials),
             "flood": lambda: flood(cfg, a.flood_seconds), "audit": lambda: audit_speed(a.audit_days, a.runs)}
     unknown = parts - runs.keys()
     if unknown:

@@ -19,8 +19,9 @@
  * is computed here but ``t - last``, one IEEE subtraction of a float time, as Python makes it (a float minus an
  * int is the float minus the int's double there too).
  *
- * `bind(Sample, LiveProcessor)` must be called once first: it reads where the slotted classes keep each field
- * (their member descriptors' offsets), so a field is one pointer load, not an attribute look-up. A sample or a
+ * `bind(Sample, LiveProcessor, pend_max)` must be called once first: it reads where the slotted classes keep each
+ * field (their member descriptors' offsets), so a field is one pointer load, not an attribute look-up, and how
+ * many samples a processor's ``pend`` may hold (`PEND_MAX`): a sample that finds it full is left to Python. A sample or a
  * processor of another type is left to Python. Licence: Apache-2.0, as the rest of pretreat-monitor.
  */
 
@@ -31,6 +32,7 @@
 static PyTypeObject *sample_type, *proc_type;
 static Py_ssize_t s_time, s_site, s_channel, s_value, s_quality;
 static Py_ssize_t p_glast, p_until, p_last, p_gap, p_lo, p_hi, p_gv, p_acc, p_pend;
+static Py_ssize_t pend_max = 64;  /* samples a processor's ``pend`` holds at most: `bind`'s third argument */
 static PyObject *str_add_quiet;
 
 #define FIELD(o, off) (*(PyObject **)((char *)(o) + (off)))
@@ -52,8 +54,13 @@ static int offset_of(PyTypeObject *type, const char *name, Py_ssize_t *off) {
 
 static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
     PyTypeObject *st, *pt;
-    if (!PyArg_ParseTuple(args, "O!O!:bind", &PyType_Type, &st, &PyType_Type, &pt))
+    Py_ssize_t most;
+    if (!PyArg_ParseTuple(args, "O!O!n:bind", &PyType_Type, &st, &PyType_Type, &pt, &most))
         return NULL;
+    if (most < 1) {
+        PyErr_SetString(PyExc_ValueError, "bind: the pending list's bound must be at least 1");
+        return NULL;
+    }
     if (offset_of(st, "time", &s_time) || offset_of(st, "site", &s_site) || offset_of(st, "channel", &s_channel)
         || offset_of(st, "value", &s_value) || offset_of(st, "quality", &s_quality)
         || offset_of(pt, "glast", &p_glast) || offset_of(pt, "until", &p_until) || offset_of(pt, "last", &p_last)
@@ -64,6 +71,7 @@ static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_INCREF(pt);
     Py_XSETREF(sample_type, st);
     Py_XSETREF(proc_type, pt);
+    pend_max = most;
     Py_RETURN_NONE;
 }
 
@@ -170,6 +178,8 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
         PyObject *pend = FIELD(p, p_pend), *acc = FIELD(p, p_acc);
         if (pend == NULL || !PyList_CheckExact(pend) || acc == NULL || FIELD(p, p_gv) == NULL)
             break;
+        if (PyList_GET_SIZE(pend) >= pend_max)
+            break;  /* full: Python judges this one, moving the pending samples into the window arrays first */
         set_field(p, p_last, tv);
         set_field(p, p_glast, tv);
         set_field(p, p_gv, vv);
@@ -197,7 +207,7 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
 }
 
 static PyMethodDef methods[] = {
-    {"bind", bind, METH_VARARGS, "bind(Sample, LiveProcessor): read where the classes keep their fields."},
+    {"bind", bind, METH_VARARGS, "bind(Sample, LiveProcessor, pend_max): where the classes keep their fields."},
     {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL,
      "run(samples, start, procs, good, over_range) -> index of the first sample Python must judge."},
     {NULL, NULL, 0, NULL},

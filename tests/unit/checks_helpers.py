@@ -6,7 +6,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from config.schema import SiteConfig
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import EpisodeEvent, iso_utc, parse_iso
 from monitor.checks.replay_run import replay
+from monitor.checks.revisions import Revision
 from monitor.cli import main
 from monitor.sample import Quality, Sample
 
@@ -249,3 +250,70 @@ def daemon_health(config: SiteConfig, *, now: float) -> dict[str, object]:
     worker.join()
     snap: dict[str, object] = json.loads(health_path(config.daemon.historian).read_text())
     return snap
+
+
+def sample_of(site: str, r: Reading) -> Sample:
+    """A golden case's reading as the `Sample` a driver would make of it."""
+    t, ch, v, q = r
+    if q == "good":
+        assert v is not None
+        return Sample(time=t, site=site, channel=ch, value=v, unit="")
+    return Sample.bad(time=t, site=site, channel=ch, unit="", quality=Quality(q), reason=q)
+
+
+class Record:
+    """The episode store's semantics: events keyed by (site, channel, rule, event, time); a revision
+    withdraws, then adds; a recorded event that was withdrawn is restored."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str, str, str, float], tuple[EpisodeEvent, bool]] = {}
+
+    @staticmethod
+    def key(e: EpisodeEvent) -> tuple[str, str, str, str, float]:
+        return e.site, e.channel, e.rule, e.event, e.time
+
+    def record(self, events: Iterable[EpisodeEvent]) -> None:
+        for e in events:
+            old = self.rows.get(self.key(e))
+            self.rows[self.key(e)] = (old[0] if old else e, False)
+
+    def revise(self, revs: Iterable[Revision]) -> None:
+        for r in revs:
+            for e in r.withdrawn:
+                if self.key(e) in self.rows:
+                    self.rows[self.key(e)] = (self.rows[self.key(e)][0], True)
+            for e in r.added:
+                self.rows[self.key(e)] = (e, False)
+
+    def events(self) -> list[EpisodeEvent]:
+        return sorted((e for e, gone in self.rows.values() if not gone), key=self.key)
+
+
+def live_arrivals(config: SiteConfig, arrivals: Sequence[Reading],
+                  batches: Sequence[int]) -> tuple[list[EpisodeEvent], CheckEngine]:
+    """The daemon's engine fed ``arrivals`` in batches of the sizes ``batches`` cycles through, revisions applied
+    as the episode store applies them; readings older than its window judged again from those delivered so far
+    (the historian's part). Returns the record's events and the engine."""
+    engine = CheckEngine.for_config(config, live=True)
+    site = config.sites[0].id
+    rec = Record()
+    delivered: list[Reading] = []
+
+    def history(s: str, ch: str, start: float, end: float) -> Iterator[tuple[float, float, str | None]]:
+        rows = sorted((r for r in delivered if r[1] == ch and start <= r[0] < end), key=lambda r: r[0])
+        for t, _c, v, q in rows:
+            yield (t, v, None) if q == "good" and v is not None else (t, math.nan, q)
+
+    i, b = 0, 0
+    while i < len(arrivals):
+        n = batches[b % len(batches)]
+        b += 1
+        batch = arrivals[i:i + n]
+        i += n
+        delivered.extend(batch)
+        rec.record(engine.process_many(sample_of(site, r) for r in batch))
+        rec.revise(engine.drain_revisions())
+        if engine.waiting_for_history:  # the daemon: once the historian has committed the batch
+            engine.rejudge_from_history(history)
+            rec.revise(engine.drain_revisions())
+    return rec.events(), engine

@@ -9,9 +9,8 @@ judged again from a history made of the readings delivered so far, as the daemon
 
 from __future__ import annotations
 
-import math
 import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pytest
@@ -23,48 +22,10 @@ from config.schema import SiteConfig
 from monitor.checks import rewind
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import EpisodeEvent, parse_iso
-from monitor.checks.revisions import Revision
-from monitor.sample import Quality, Sample
-from tests.unit.checks_helpers import CASES, NAMES, Reading, golden_case
+from tests.unit.checks_helpers import CASES, NAMES, Reading, Record, golden_case, live_arrivals, sample_of
 
 # cases of days of readings (the slug baselines): fewer Hypothesis examples, each costs seconds
 LONG = [n for n in NAMES if len((CASES / n / "readings.csv").read_text(encoding="utf-8").splitlines()) > 1000]
-
-
-def _sample(site: str, r: Reading) -> Sample:
-    t, ch, v, q = r
-    if q == "good":
-        assert v is not None
-        return Sample(time=t, site=site, channel=ch, value=v, unit="")
-    return Sample.bad(time=t, site=site, channel=ch, unit="", quality=Quality(q), reason=q)
-
-
-class Record:
-    """The episode store's semantics: events keyed by (site, channel, rule, event, time); a revision
-    withdraws, then adds; a recorded event that was withdrawn is restored."""
-
-    def __init__(self) -> None:
-        self.rows: dict[tuple[str, str, str, str, float], tuple[EpisodeEvent, bool]] = {}
-
-    @staticmethod
-    def key(e: EpisodeEvent) -> tuple[str, str, str, str, float]:
-        return e.site, e.channel, e.rule, e.event, e.time
-
-    def record(self, events: Iterable[EpisodeEvent]) -> None:
-        for e in events:
-            old = self.rows.get(self.key(e))
-            self.rows[self.key(e)] = (old[0] if old else e, False)
-
-    def revise(self, revs: Iterable[Revision]) -> None:
-        for r in revs:
-            for e in r.withdrawn:
-                if self.key(e) in self.rows:
-                    self.rows[self.key(e)] = (self.rows[self.key(e)][0], True)
-            for e in r.added:
-                self.rows[self.key(e)] = (e, False)
-
-    def events(self) -> list[EpisodeEvent]:
-        return sorted((e for e, gone in self.rows.values() if not gone), key=self.key)
 
 
 def replay_engine(config: SiteConfig, readings: Sequence[Reading]) -> tuple[list[EpisodeEvent], CheckEngine]:
@@ -73,7 +34,7 @@ def replay_engine(config: SiteConfig, readings: Sequence[Reading]) -> tuple[list
     order = sorted(range(len(readings)), key=lambda i: (readings[i][0], rank[readings[i][1]], i))
     engine = CheckEngine.for_config(config)
     site = config.sites[0].id
-    events = engine.process_many(_sample(site, readings[i]) for i in order)
+    events = engine.process_many(sample_of(site, readings[i]) for i in order)
     assert engine.rejected == 0
     rec = Record()
     rec.record(events)
@@ -98,33 +59,6 @@ def rule_states(engine: CheckEngine) -> list[tuple[str, str, dict[str, object]]]
     return [(b.channel, b.rule, {n: v for n, v in zip(r.state_names(), r.snapshot(), strict=True)
                                  if n not in PATH_ONLY})
             for b, r in engine.rules if b.rule == "slug"]
-
-
-def live(config: SiteConfig, arrivals: Sequence[Reading], batches: Sequence[int]) -> tuple[list[EpisodeEvent],
-                                                                                           CheckEngine]:
-    engine = CheckEngine.for_config(config, live=True)
-    site = config.sites[0].id
-    rec = Record()
-    delivered: list[Reading] = []
-
-    def history(s: str, ch: str, start: float, end: float) -> Iterator[tuple[float, float, str | None]]:
-        rows = sorted((r for r in delivered if r[1] == ch and start <= r[0] < end), key=lambda r: r[0])
-        for t, _c, v, q in rows:
-            yield (t, v, None) if q == "good" and v is not None else (t, math.nan, q)
-
-    i, b = 0, 0
-    while i < len(arrivals):
-        n = batches[b % len(batches)]
-        b += 1
-        batch = arrivals[i:i + n]
-        i += n
-        delivered.extend(batch)
-        rec.record(engine.process_many(_sample(site, r) for r in batch))
-        rec.revise(engine.drain_revisions())
-        if engine.waiting_for_history:  # the daemon: once the historian has committed the batch
-            engine.rejudge_from_history(history)
-            rec.revise(engine.drain_revisions())
-    return rec.events(), engine
 
 
 @st.composite
@@ -157,7 +91,7 @@ def _check(name: str, order: Sequence[int], batches: Sequence[int]) -> None:
     """Live (after revisions) == replay of the sorted readings: the episodes, and the slug rules' final state."""
     config, rows = golden_case(name)
     arrivals = [rows[i] for i in order]
-    got, engine = live(config, arrivals, batches)
+    got, engine = live_arrivals(config, arrivals, batches)
     want, replay = replay_engine(config, arrivals)
     assert got == want
     assert rule_states(engine) == rule_states(replay)
@@ -188,7 +122,7 @@ def test_reversed_arrival_equals_replay(name: str) -> None:
     """The worst order: every reading after a newer one (each one late, most older than the window)."""
     config, rows = golden_case(name)
     arrivals = rows[::-1]
-    got, engine = live(config, arrivals, [max(1, len(rows) // 40)])
+    got, engine = live_arrivals(config, arrivals, [max(1, len(rows) // 40)])
     assert got == replayed(config, arrivals)
     if len({r[0] for r in rows}) > 1:
         assert engine.counters()["late"] > 0
@@ -212,7 +146,7 @@ def test_small_windows_and_frequent_checkpoints_keep_the_invariant(name: str, da
     saved = rewind.WINDOW, rewind.MAX_WINDOW, rewind.CHECKPOINT_READINGS, rewind.CHECKPOINT_EVERY
     rewind.WINDOW, rewind.MAX_WINDOW, rewind.CHECKPOINT_READINGS, rewind.CHECKPOINT_EVERY = 100.0, 3, 2, 100.0
     try:
-        got, engine = live(config, arrivals, batches)
+        got, engine = live_arrivals(config, arrivals, batches)
     finally:
         rewind.WINDOW, rewind.MAX_WINDOW, rewind.CHECKPOINT_READINGS, rewind.CHECKPOINT_EVERY = saved
     want, replay = replay_engine(config, arrivals)
@@ -234,7 +168,7 @@ def test_quiet_stretches_judged_again_in_chunks_keep_the_invariant(name: str, da
     saved = rewind.CHUNK, rewind.MIN_CHUNK
     rewind.CHUNK, rewind.MIN_CHUNK = 3, 2
     try:
-        got, engine = live(config, arrivals, batches)
+        got, engine = live_arrivals(config, arrivals, batches)
     finally:
         rewind.CHUNK, rewind.MIN_CHUNK = saved
     want, replay = replay_engine(config, arrivals)
@@ -275,7 +209,7 @@ def test_gaps_inside_a_quiet_stretch_judged_again_in_chunks_equal_replay(tmp_pat
         arrivals = [r for r in rows if r not in held] + held
     else:
         arrivals = [r for k in range(len(rows) // 50, -1, -1) for r in rows[50 * k:50 * (k + 1)]]
-    got, engine = live(config, arrivals, [7])
+    got, engine = live_arrivals(config, arrivals, [7])
     want = replayed(config, rows)
     assert got == want
     assert [(e.event, e.time - t0, e.end_reason, e.measured, e.unmeasured)
@@ -307,9 +241,9 @@ def test_a_resent_morning_makes_the_baseline_day_and_the_slug_is_found() -> None
     config, rows = golden_case(SLUG_CASE)
     held = [r for r in rows if _at("2025-03-02T00:00:00Z") <= r[0] < _at("2025-03-02T03:00:00Z")]
     first = [r for r in rows if r not in held]
-    got_before, _ = live(config, first, [7])
+    got_before, _ = live_arrivals(config, first, [7])
     assert _slugs(got_before) == []
-    got, engine = live(config, first + held, [7])
+    got, engine = live_arrivals(config, first + held, [7])
     want = replayed(config, rows)
     assert got == want
     assert _slugs(got) == [("start", _at("2025-03-03T10:00:00Z"), 50.0), ("end", _at("2025-03-03T10:20:00Z"), 50.0)]
@@ -323,7 +257,7 @@ def test_a_late_low_reading_inside_the_slug_withdraws_it() -> None:
     i = next(k for k, r in enumerate(rows) if r[0] == _at("2025-03-03T10:20:00Z"))
     late: Reading = (_at("2025-03-03T10:08:30Z"), "flow", 10.0, "good")
     arrivals = [*rows[:i + 1], late, *rows[i + 1:]]
-    got, engine = live(config, arrivals, [5])
+    got, engine = live_arrivals(config, arrivals, [5])
     assert got == replayed(config, arrivals)
     assert _slugs(got) == []
     assert engine.counters()["retractions"] == 1
@@ -336,7 +270,7 @@ def test_a_late_reading_before_midnight_changes_the_baseline_fixed_at_midnight()
     i = next(k for k, r in enumerate(rows) if r[0] == _at("2025-03-03T00:05:00Z"))
     late: Reading = (_at("2025-03-02T23:59:30Z"), "flow", 500.0, "good")
     arrivals = [*rows[:i + 1], late, *rows[i + 1:]]
-    got, engine = live(config, arrivals, [3])
+    got, engine = live_arrivals(config, arrivals, [3])
     want, replay = replay_engine(config, arrivals)
     assert got == want
     limit = 5 * (1439 * 10.0 + 255.0) / 1440

@@ -16,8 +16,7 @@ from monitor.checks import engine as engine_mod
 from monitor.checks.engine import CheckEngine
 from monitor.sample import Quality, Sample
 from tests.support import IN_CI
-from tests.unit.checks_helpers import NAMES, golden_case
-from tests.unit.test_checks_late import live
+from tests.unit.checks_helpers import NAMES, golden_case, live_arrivals
 
 
 @pytest.fixture
@@ -60,7 +59,7 @@ def test_the_c_path_judges_as_the_python_loop_every_golden_case(native: Any, mon
         batches = [rnd.randint(1, 40) for _ in range(5)]
 
         def run(arrivals: Sequence[Any] = arrivals, batches: list[int] = batches) -> list[object]:
-            events, engine = live(config, arrivals, batches)
+            events, engine = live_arrivals(config, arrivals, batches)
             return [events, _state(engine)]
         _both(monkeypatch, run)
 
@@ -112,3 +111,25 @@ def test_the_c_path_leaves_odd_samples_to_python(native: Any, monkeypatch: pytes
             events.append(engine.drain_revisions())
         return [events, _state(engine)]
     _both(monkeypatch, run)
+
+
+@pytest.mark.parametrize("path", ["c", "python"])
+def test_a_steady_quiet_channel_holds_at_most_pend_max_samples_pending(native: Any, monkeypatch: pytest.MonkeyPatch,
+                                                                        path: str) -> None:
+    """Quiet in-order readings wait in ``pend`` as `Sample`s (~200 bytes each) until the window needs them; a quiet
+    channel would otherwise keep every reading until its next checkpoint (5 minutes of them). Bounded at
+    `PEND_MAX`, with every reading still in the window once synced."""
+    if path == "python":
+        monkeypatch.setattr(engine_mod, "_native", None)
+    config, _rows = golden_case(NAMES[0])
+    ch = config.channels[0]
+    engine = CheckEngine.for_config(config, live=True)
+    proc = engine._live[(ch.site, ch.id)]
+    value = (max(proc.vmin, 0.0) + min(proc.vmax, 14.0)) / 2  # inside the channel's range; quiet or not, judged
+    t0, most = 1_796_000_000.0, 0
+    for k in range(0, 1000, 50):  # 1 s apart, batches of 50: 1,000 readings in under 5 minutes of sample time
+        engine.process_many([Sample(t0 + k + i, ch.site, ch.id, value, ch.unit) for i in range(50)])
+        most = max(most, len(proc.pend))
+    assert 0 < most <= engine_mod.PEND_MAX
+    proc.sync()
+    assert list(proc.wt)[-1000:] == [t0 + k for k in range(1000)]
