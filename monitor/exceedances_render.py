@@ -160,6 +160,8 @@ def episode_record(n: int, e: Episode, *, evidence: bool) -> dict[str, Any]:
 
 
 def _end_text(e: Episode, r: Render) -> str:
+    if e.status == "retracted":  # a correction after late readings: announced, and it never happened
+        return "RETRACTED"
     text = r.time(e.end, e.site) or ("ongoing" if e.status == "ongoing" else "(not recorded)")
     return f"{text} ({e.end_reason})" if e.end_reason in ("gap", "maintenance") else text
 
@@ -183,6 +185,15 @@ def _value(e: Episode, v: float | None, r: Render) -> str:
     return f"{r.number(v, e.site, e.channel)} {e.unit}".strip()
 
 
+def _citation_text(e: Episode, r: Render) -> str:
+    """The citation, after what makes the row no violation: marked invalid, or retracted by a correction."""
+    if e.invalid:
+        return f"[INVALID: {_invalid_text(e, r)}] {e.citation}"
+    if e.status == "retracted":
+        return f"[RETRACTED after late readings: never happened] {e.citation}"
+    return e.citation
+
+
 def _invalid_text(e: Episode, r: Render) -> str:
     """Who marked the episode invalid, when (in the table's time: the site's local time unless --utc) and why."""
     if e.invalid_at is None:
@@ -200,11 +211,11 @@ def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int,
     head = ["#", f"START ({zone})", "END", "DURATION", "MEASURED", "SITE/CHANNEL", "RULE", "PEAK", "LIMIT",
             "COMPLETE", "CITATION"]
     rows = [[str(n), r.time(e.start, e.site) or "(not recorded)",
-             _end_text(e, r), _duration(e.duration), _measured_text(e),
+             _end_text(e, r), "" if e.status == "retracted" else _duration(e.duration), _measured_text(e),
              f"{e.site}/{e.channel}", e.rule, _value(e, e.peak, r) + (" (censored)" if e.censored else ""),
              counted_limit(e.rule, e.limit) or _value(e, e.limit, r) if e.limit is not None else "",
-             "" if e.completeness is None else f"{e.completeness:.1f}%",
-             f"[INVALID: {_invalid_text(e, r)}] {e.citation}" if e.invalid else e.citation] for n, e in episodes]
+             "" if e.completeness is None or e.status == "retracted" else f"{e.completeness:.1f}%",
+             _citation_text(e, r)] for n, e in episodes]
     widths = [max([len(h)] + [len(x[i]) for x in rows]) for i, h in enumerate(head)]
     line = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
     out.write(line.format(*head) + "\n")
@@ -222,6 +233,9 @@ def write_table(out: TextIO, episodes: list[tuple[int, Episode]], *, total: int,
         if total > len(episodes) else ""
     invalid = sum(1 for _n, e in episodes if e.invalid)
     marked = f", {invalid} of those shown marked invalid by enforcement (not violations)" if invalid else ""
+    retracted = sum(1 for _n, e in episodes if e.status == "retracted")
+    marked += (f", {retracted} of those shown retracted after late readings (announced, never happened: not "
+               "violations)") if retracted else ""
     apart = f", {len(permitted)} of those shown permitted pH excursions (not violations)" if permitted else ""
     out.write(f"{total} episodes, {ongoing} ongoing{marked}{apart}{more}\n")
 

@@ -50,6 +50,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 from config.rule_catalogue import DATA_QUALITY_RULES, NO_READING_PEAK
@@ -163,20 +164,31 @@ def find_episodes(conn: sqlite3.Connection, *, now: float, site: str | None = No
 
 
 def _pair(key: tuple[str, str, str], events: Iterable[tuple[float, int, bool]], now: float) -> list[Found]:
-    """Walk one rule's transitions in (time, id) order: each start takes the end that follows it."""
+    """Walk one rule's transitions in time order: each start takes the end that follows it.
+
+    Transitions at one time are taken in the order that pairs them, not in row order: an end first while an
+    episode is open (it closes it: a month's end and the next month's start at one reading), a start first
+    while none is (an episode of one reading, [t, t], whose end a correction after late readings may have
+    stored before its start)."""
     s, c, r = key
     out: list[Found] = []
     opened: tuple[float, int] | None = None
-    for t, i, is_end in events:
-        if not is_end:
-            if opened is not None:
-                out.append((opened[0], s, c, r, "end not recorded", opened[1], None, opened[0], None, opened[0]))
-            opened = (t, i)
-        elif opened is not None:
-            out.append((opened[0], s, c, r, "closed", opened[1], i, opened[0], t, t))
-            opened = None
-        else:
-            out.append((t, s, c, r, "start not recorded", None, i, None, t, t))
+    for t, group in groupby(events, key=lambda e: e[0]):
+        same = list(group)
+        while same:
+            pick = next((e for e in same if e[2] == (opened is not None)), same[0])
+            same.remove(pick)
+            _t, i, is_end = pick
+            if not is_end:
+                if opened is not None:
+                    out.append((opened[0], s, c, r, "end not recorded", opened[1], None, opened[0], None,
+                                opened[0]))
+                opened = (t, i)
+            elif opened is not None:
+                out.append((opened[0], s, c, r, "closed", opened[1], i, opened[0], t, t))
+                opened = None
+            else:
+                out.append((t, s, c, r, "start not recorded", None, i, None, t, t))
     if opened is not None:
         out.append((opened[0], s, c, r, "ongoing", opened[1], None, opened[0], None, max(now, opened[0])))
     return out

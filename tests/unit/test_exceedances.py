@@ -17,6 +17,7 @@ import pytest
 from config.loader import load_config
 from monitor import cli
 from monitor.checks.events import EpisodeEvent
+from monitor.checks.revisions import Revision
 from monitor.exceedances import report
 from monitor.exceedances_render import iso
 from monitor.read.episodes import find_episodes
@@ -153,6 +154,40 @@ async def test_pairs_starts_with_their_ends_and_keeps_every_odd_case(tmp_path: P
     assert [r["rule"] for r in dq].count("stale") == 1
     assert [r["status"] for r in jsonl(run_report(db, site_file, now=T0 + 1000, format="json",
                                                  rule="stale"))] == ["closed"]
+
+
+async def test_transitions_at_one_time_pair_whatever_order_they_were_stored_in(tmp_path: Path,
+                                                                              site_file: Path) -> None:
+    """An episode of one reading whose end a correction stored before its start is one closed episode, not an
+    end without a start and an hour-long ongoing one; at a month's end the end still closes the episode open
+    before the start at the same reading, even when that start was stored first."""
+    db = tmp_path / "pretreat.sqlite"
+    await record(db, [ev(T0 + 60, "ph_low", "end", 3.0, limit=5.0), ev(T0 + 60, "ph_low", "start", 3.0, limit=5.0),
+                      ev(T0 + 100, "ph_high", "start", 9.4), ev(T0 + 200, "ph_high", "start", 9.5),
+                      ev(T0 + 200, "ph_high", "end", 9.5)])
+    rows = jsonl(run_report(db, site_file, now=T0 + 3600, format="json"))
+    assert [(r["rule"], r["status"], r["start"], r["end"]) for r in rows] == [
+        ("ph_low", "closed", iso(T0 + 60), iso(T0 + 60)),
+        ("ph_high", "closed", iso(T0 + 100), iso(T0 + 200)),
+        ("ph_high", "ongoing", iso(T0 + 200), None),
+    ]
+
+
+async def test_the_table_says_an_episode_was_retracted_and_does_not_count_it_a_violation(
+        tmp_path: Path, site_file: Path) -> None:
+    """A start that a correction after late readings withdrew (the episode never happened) is listed as such,
+    with no duration or completeness, and the total says it is no violation."""
+    db = tmp_path / "pretreat.sqlite"
+    start = ev(T0 + 100, "ph_high", "start", 9.4)
+    await record(db, [start, ev(T0 + 200, "ph_high", "start", 9.5), ev(T0 + 210, "ph_high", "end", 8.9)])
+    store = EpisodeStore(path=db)
+    store.revise([Revision(SITE, "ph", "ph_high", withdrawn=(start,), added=(), late=T0 + 99, active=False)],
+                 recorded=T0 + 300)
+    store.close()
+    text = run_report(db, site_file, now=T0 + 3600)
+    (row,) = [line for line in text.splitlines() if "RETRACTED" in line and "ph_high" in line]
+    assert "[RETRACTED after late readings: never happened]" in row and "%" not in row, row
+    assert "2 episodes, 0 ongoing, 1 of those shown retracted after late readings" in text, text
 
 
 async def test_from_to_keep_episodes_that_overlap_the_range(tmp_path: Path) -> None:
