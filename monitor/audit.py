@@ -178,7 +178,7 @@ def replay_historian(conn: sqlite3.Connection, config: SiteConfig, engine: Check
     for cid, site, ch in conn.execute("SELECT id, site, channel FROM channels ORDER BY id"):
         series.setdefault((site, ch), []).append(cid)
     procs = {(s.id, ch): p for s in config.sites for ch, p in engine.inputs(s.id).items()}
-    names = {code: q.value for code, q in QUALITY_BY_CODE.items()}
+    names = _QualityNames({code: q.value for code, q in QUALITY_BY_CODE.items()})
     order = {(c.site, c.id): i for i, c in enumerate(config.channels)}
     n = 0
     uri = audit_scan.uri_of(conn) if native else None
@@ -292,6 +292,15 @@ def _skip_scan(conn: sqlite3.Connection, p: Processor, cid: int, start: float | 
         t, seq, v, q = row
         audit_scan.judge(p, t, v, q, names)
         pos = (t, seq)
+
+
+class _QualityNames(dict[int, str]):
+    """Quality code -> name. A code this version does not know (written into the file by another program: the
+    daemon writes none) reads as ``unknown-<code>``, as `pretreat readings` exports it, and is judged as the bad
+    reading it is, instead of stopping the audit."""
+
+    def __missing__(self, code: int) -> str:
+        return f"unknown-{code}"
 
 
 def _feed_many(procs: list[Processor], rows: Iterable[tuple[float, float | None, int, int]],

@@ -162,6 +162,28 @@ async def test_a_period_ending_before_an_episode_is_confirmed_still_matches_the_
         store.close()
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_a_reading_with_a_quality_code_this_version_does_not_know_is_judged_bad_not_a_traceback(
+        tmp_path: Path, native: bool) -> None:
+    """A row written into the file by another program, quality code 42 (none of the daemon's): the audit judges
+    it as a bad reading named ``unknown-42`` (as `pretreat readings` exports it), inside the excursion, where it
+    neither ends nor splits the episode, and compares as before."""
+    name = "ph_excursion_single_over_60_minutes"
+    config = _site(tmp_path, name)
+    record(config, _samples(name))
+    db, native = Path(config.daemon.historian), native and audit_scan.available()
+    before, _ = _audit_replay(config, db, native=native)
+    t0 = next(e.time for e in before if e.event == "start")
+    conn = sqlite3.connect(config.daemon.historian)
+    with conn:
+        (cid,) = conn.execute("SELECT id FROM channels WHERE channel = 'ph'").fetchone()
+        conn.execute("INSERT INTO readings VALUES (?, ?, ?, 5.5, 42, 'x')", (cid, t0 + 0.5, 10**9))
+    conn.close()
+    after, _ = _audit_replay(config, db, native=native)
+    assert [(e.time, e.rule, e.event) for e in after if e.rule != "sensor_fault"] == \
+        [(e.time, e.rule, e.event) for e in before if e.rule != "sensor_fault"]
+
+
 @pytest.mark.parametrize("when", [1.7e12, -1e12, math.inf, -math.inf])
 def test_a_reading_stored_with_an_impossible_time_is_reported_not_a_traceback(
         tmp_path: Path, when: float, capsys: pytest.CaptureFixture[str]) -> None:
