@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import stat
 import sys
 from typing import TextIO, cast
 
@@ -45,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config", required=True, metavar="SITE.toml", help="site file (jurisdiction, permit, rules)"
     )
-    p.add_argument("readings", metavar="READINGS.csv", help="time,channel,value[,site][,quality] rows")
+    p.add_argument("readings", metavar="READINGS.csv",
+                   help="time,channel,value[,site][,quality] rows; - reads standard input")
     p.add_argument("--output", metavar="EPISODES.jsonl", help="write episodes here instead of stdout")
     p.add_argument(
         "--report-limit",
@@ -70,13 +72,17 @@ def run(args: argparse.Namespace) -> int:
         return _EXIT_CONFIG
     try:
         # a byte that is not UTF-8 spoils its row (rejected, with its line), not the run
-        with open(args.readings, newline="", encoding="utf-8-sig", errors="surrogateescape") as src:
+        stdin = args.readings == "-"  # `pretreat readings … | pretreat replay --config F -`
+        with open(sys.stdin.fileno() if stdin else args.readings, newline="", encoding="utf-8-sig",
+                  errors="surrogateescape", closefd=not stdin) as src:
             out: TextIO = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+            st = os.fstat(src.fileno())
             try:
-                with Progress("replay", unit="B", unit_scale=True, total=os.fstat(src.fileno()).st_size) as bar:
+                with Progress("replay", unit="B", unit_scale=True,
+                              total=st.st_size if stat.S_ISREG(st.st_mode) else None) as bar:
                     stats = replay(
                         config, cast(TextIO, CountingReader(src, bar)) if bar.shown else src, out,
-                        source=args.readings, err=sys.stderr, report_limit=args.report_limit
+                        source="<stdin>" if stdin else args.readings, err=sys.stderr, report_limit=args.report_limit
                     )
             finally:
                 if out is not sys.stdout:

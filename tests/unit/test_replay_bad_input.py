@@ -4,12 +4,15 @@ fails when more than ``--max-rejected`` per cent of the rows are rejected."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.unit.checks_helpers import REPLAY_SITE, channel, run_replay, site_toml, ts
+from tests.unit.checks_helpers import REPLAY_SITE, channel, run_replay, site_toml, ts, write_file
 
 EXPORT = "time,site,channel,value,unit,quality,reason\n"
 
@@ -193,3 +196,17 @@ def test_after_an_outlier_its_channel_is_judged_at_once_in_file_order(
     assert code == 0 and "rows rejected: 1; implausible time 1" in err
     assert [(e["time"], e["rule"], e["event"]) for e in events] == [
         (ts(1), "ph_low", "start"), (ts(2), "ph_low", "end"), (ts(2), "lel_successive", "start")]
+
+
+def test_a_dash_reads_the_rows_from_standard_input(tmp_path: Path) -> None:
+    """`pretreat readings … | pretreat replay --config F -`: the same episodes as from a file, and a rejected
+    row is named by its line in ``<stdin>``."""
+    cfg = write_file(tmp_path, "site.toml", REPLAY_SITE)
+    text = f"time,channel,value\n{ts(0)},ph,4\n{ts(1)},ph,x\n{ts(2)},ph,7\n"
+    done = subprocess.run([sys.executable, "-m", "monitor.cli", "replay", "--config", str(cfg), "-",
+                           "--max-rejected", "100"], input=text, capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2], check=False)
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(x) for x in done.stdout.splitlines()]
+    assert [(e["time"], e["event"]) for e in events] == [(ts(0), "start"), (ts(2), "end")]
+    assert "<stdin>:3: skipped (unparseable)" in done.stderr, done.stderr
