@@ -9,11 +9,21 @@ Which clock: the windows measure *elapsed* time, so the daemon passes a monotoni
 wall-clock time to stamp STALE samples with as ``stamp``. Judged on the wall clock, an NTP step forward made
 every channel stale at once (a flood of false STALE samples and alarms) and a step back hid a channel that
 really went quiet for as long as the step (tests/faults/test_clock_step.py).
+
+A reading stamped ahead of the wall clock (MQTT devices may lead by up to 300 s, and are judged at their own
+time) also holds the channel fresh until its own time plus the window. The STALE sample that the arrival clock
+makes is stamped with the wall clock, which is then *before* that reading, so the checks judge the reading after
+it and the ``stale`` episode ends at the reading's time. A stale channel whose newest good reading is stamped at
+or after its STALE sample is therefore due again once the wall clock passes that reading's time by the window:
+a second STALE sample, stamped then, records the silence after it. The arrival clock still decides when a
+channel first goes stale, so an NTP step cannot fake it; the wall clock only times this second sample, which
+a step forward can bring sooner for a channel that is already silent by the arrival clock.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -32,8 +42,10 @@ _REPORTING = frozenset({Quality.GOOD, Quality.OVER_RANGE, Quality.MAINTENANCE}) 
 class _Watch:
     channel: Channel
     window: float  # s without a good reading before the channel is stale (strictly more than this)
-    last_good: float  # receive time of the last good reading (or the start time)
+    last_good: float  # receive time of the last good reading (or the start time), on the monotonic clock
     stale: bool = False
+    newest: float = -math.inf  # wall time of the newest good reading (its own timestamp, which may lead)
+    stale_at: float = -math.inf  # wall time the channel's last STALE sample was stamped with
 
 
 class StalenessTracker:
@@ -69,6 +81,8 @@ class StalenessTracker:
             if w is None:
                 continue
             w.last_good = now
+            if s.time > w.newest:
+                w.newest = s.time
             if w.stale:
                 w.stale = False
                 log.info("channel %s %s reporting again: %s", s.site, s.channel,
@@ -77,20 +91,31 @@ class StalenessTracker:
 
     def tick(self, now: float, *, stamp: float | None = None) -> Sequence[Sample]:
         """One STALE sample for each channel that has just gone stale, timed ``stamp`` (default ``now``):
-        the wall-clock time, when ``now`` is a monotonic clock (see the module doc)."""
+        the wall-clock time, when ``now`` is a monotonic clock (see the module doc). A channel already stale
+        whose newest good reading is stamped at or after its STALE sample gets another once ``stamp`` is more
+        than the window past that reading's time (a reading from a device clock ahead of the daemon's)."""
+        wall = now if stamp is None else stamp
         out: list[Sample] = []
         for w in self._watches.values():
-            if w.stale or now - w.last_good <= w.window:
+            if not w.stale:
+                if now - w.last_good <= w.window:
+                    continue
+                quiet = now - w.last_good
+                reason = f"no good reading for {quiet:.1f} s (window {w.window:g} s)"
+            elif w.newest >= w.stale_at and wall - w.newest > w.window:
+                quiet = wall - w.newest
+                reason = (f"no good reading for {quiet:.1f} s after the newest reading's own time, which was ahead "
+                          f"of the daemon's clock (window {w.window:g} s)")
+            else:
                 continue
             w.stale = True
+            w.stale_at = wall
             ch = w.channel
-            quiet = now - w.last_good
             if len(out) < LOG_EACH:
                 log.warning("channel %s %s stale: no good reading for %s", ch.site, ch.id, duration(quiet),
                             extra={"site": ch.site, "channel": ch.id, "quiet_s": quiet, "window_s": w.window})
-            out.append(Sample.bad(time=now if stamp is None else stamp, site=ch.site, channel=ch.id,
-                                  unit=ch.unit, quality=Quality.STALE,
-                                  reason=f"no good reading for {quiet:.1f} s (window {w.window:g} s)"))
+            out.append(Sample.bad(time=wall, site=ch.site, channel=ch.id, unit=ch.unit, quality=Quality.STALE,
+                                  reason=reason))
         if len(out) > LOG_EACH:
             log.warning("%d more channels stale (%d in all at this tick; each is recorded as a STALE reading, "
                         "`pretreat status` lists them)", len(out) - LOG_EACH, len(out),
