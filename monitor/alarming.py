@@ -168,7 +168,12 @@ class Alarming:
         An alarm follows the corrected record: an announced episode that never happened returns its alarm to
         normal, saying so; an episode found open raises it; an episode found wholly in the past (started and
         ended before the late readings arrived) raises it and clears it, so it is announced and acknowledged
-        like any other. A moved start or end of an episode the alarm already follows changes nothing."""
+        like any other. A moved start or end of an episode the alarm already follows changes nothing.
+
+        Obligations first, as in `on_episodes`: a late-found episode opens its obligations, a retracted one's
+        are closed as withdrawn, a moved start's go to the corrected episode (`ObligationWatch.on_revisions`);
+        the overdue alarm follows at the next tick."""
+        self.obligations.on_revisions(revisions, now)
         inputs: list[AlarmInput] = []
         cond = {s.key.id: s.condition for s in self.engine.states()}
         for r in revisions:

@@ -3,7 +3,14 @@ overdue.
 
 Each industry site whose episodes oblige anything has one alarm, ``<site>/obligations/obligation_overdue``,
 active while at least one of its obligations is past its due time with no fulfilment recorded, and cleared
-when every overdue one is recorded as done or closed by an invalidation of its episode. Its text
+when every overdue one is recorded as done, or closed by an invalidation or a withdrawal of its episode.
+
+Late readings correct the episode record (`monitor.checks.revisions`), and the obligations follow the
+correction (`ObligationWatch.on_revisions`): an episode found late opens its obligations like a live one; an
+episode retracted (it never happened) has its unmet obligations closed as withdrawn; an episode whose start
+moved is another episode (the id carries its start, and the deadlines run from it), so the old one's unmet
+obligations are closed as withdrawn, naming the corrected episode, the corrected one's are opened, and a
+notice already given for the old one is carried over (`CaseFile.carry_fulfilments`). Its text
 (`overdue_text`, carried as the alarm's citation and shown instead of a reading) names the first overdue
 obligation, its deadline, due time in the site's zone and citation, and is renewed when the set changes.
 It goes through the ordinary alarm engine, so it is journaled, announced on the site's routes (the
@@ -21,9 +28,12 @@ from alarms.model import AlarmInput, AlarmSettings, Priority
 from config.obligations import OBLIGATION_CHANNEL, OBLIGATION_OVERDUE, obligations_of
 from config.schema import Site
 from monitor.checks.coverage import END_GAP
-from monitor.checks.events import END, START, EpisodeEvent
+from monitor.checks.events import END, START, EpisodeEvent, iso_utc
+from monitor.checks.revisions import Revision
 from monitor.logtext import local_time
-from monitor.stores.casefile import CaseFile, Obligation, overdue_sites
+from monitor.stores.casefile import CaseFile, Obligation, episode_key, overdue_sites
+
+RETRACTED = "the episode was retracted after late readings, it never happened"
 
 CHECK_EVERY = 10.0  # s between looks at the due times (deadlines are hours or days apart)
 
@@ -74,11 +84,51 @@ class ObligationWatch:
             self._checked = float("-inf")  # an "immediately" obligation is due at once: look now
         return made
 
+    def on_revisions(self, revisions: Sequence[Revision], now: float) -> tuple[list[int], list[int]]:
+        """Bring the obligations in line with corrections of the episode record (see the module doc); the ids
+        opened and the ids closed. Each revision's withdrawn starts are paired in time order with its added
+        ones, as `Revision.changes` words them: a withdrawn start with an added one moved there, one left over
+        was retracted, an added start left over was found. Idempotent, as `on_episodes` is: a revision
+        replayed opens and closes nothing more."""
+        opened: list[int] = []
+        closed: list[int] = []
+        for r in revisions:
+            site = self.sites.get(r.site)
+            if site is None:
+                continue
+            resumed = resumed_after_gap(r.added)
+            added = [e for i, e in enumerate(r.added) if e.event == START and i not in resumed]
+            new_keys = {episode_key(e.site, e.channel, e.rule, e.time) for e in added}
+            gone = sorted(e.time for e in r.withdrawn if e.event == START
+                          and episode_key(e.site, e.channel, e.rule, e.time) not in new_keys)
+            fresh = sorted((e for e in added if not any(
+                e.time == w.time and w.event == START for w in r.withdrawn)), key=lambda e: e.time)
+            moved = dict(zip(gone, fresh, strict=False))  # old start -> the corrected episode's start event
+            for e in added:  # found late, moved here, or reappeared after a withdrawal
+                key = episode_key(e.site, e.channel, e.rule, e.time)
+                self.casefile.reinstate(key, site=r.site, reason=f"found again after late readings ({r.reason})",
+                                        now=now)
+                opened += self.casefile.open_obligations(site, [e], now)
+            for t in gone:
+                old = episode_key(r.site, r.channel, r.rule, t)
+                to = moved.get(t)
+                if to is None:
+                    why = RETRACTED
+                else:
+                    new = episode_key(to.site, to.channel, to.rule, to.time)
+                    why = (f"its start was corrected to {iso_utc(to.time)} after late readings: "
+                           f"the obligations are those of episode {new}")
+                    self.casefile.carry_fulfilments(old, new, now=now)
+                closed += self.casefile.withdraw(old, site=r.site, reason=why, now=now)
+        if opened or closed:
+            self._checked = float("-inf")  # the overdue alarm follows at the next look, which is now
+        return opened, closed
+
     def inputs(self, now: float, condition: Callable[[str], bool], *, force: bool = False) -> list[AlarmInput]:
         """Alarm inputs for the sites whose overdue state differs from the alarm's ``condition(alarm_id)``, or
         whose overdue obligations changed while the alarm is active (one met, another still overdue: the text
         names those still overdue); looks at most every ``every`` s unless ``force``. Obligations fulfilled or
-        closed by an invalidation are never overdue (`monitor.stores.casefile.overdue_sites`)."""
+        closed by an invalidation or a withdrawal are never overdue (`monitor.stores.casefile.overdue_sites`)."""
         if not self.sites or (not force and now - self._checked < self.every):
             return []
         self._checked = now
@@ -101,7 +151,7 @@ def overdue_text(late: Sequence[Obligation], zone: ZoneInfo) -> str:
     """What the overdue alarm says: the first overdue obligation (what, to whom, its deadline in the law's
     words, the due time in the site's zone, its citation) and how many more; or that none is overdue."""
     if not late:
-        return "no obligation overdue (each one met, or closed when its episode was invalidated)"
+        return "no obligation overdue (each one met, or closed when its episode was invalidated or withdrawn)"
     first = late[0]
     more = f"; {len(late) - 1} more outstanding or overdue" if len(late) > 1 else ""
     if first.immediate:  # no period stated: outstanding since confirmation, not "overdue" by zero seconds

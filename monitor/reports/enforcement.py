@@ -12,8 +12,10 @@ writes them: ``obligations`` (``id``, ``episode`` as ``site/channel/rule@start``
 ``citation``, ``due`` in epoch s UTC, ``due_text``), ``obligation_fulfilments`` (``obligation``, ``done_at``,
 ``how``, ``recipient``; the first row of an obligation stands, and any later one, recorded before a second
 fulfilment was refused, is named beside it, never hidden) and
-``episode_invalidations`` (``episode``, ``reason``, ``user``, ``time``; the first one stands). A table without
-these columns is treated as absent.
+``episode_invalidations`` (``episode``, ``reason``, ``user``, ``time``; the first one stands) and
+``episode_withdrawals`` (``episode``, ``withdrawn``, ``reason``, ``time``; the latest row stands: late readings
+showed the episode never happened or started at another time). A table without these columns is treated as
+absent.
 """
 
 from __future__ import annotations
@@ -38,11 +40,11 @@ class ObligationLine:
     fulfilled: float | None  # when it was done, as the industry states it; None: not (yet)
     how: str = ""  # how, to whom, as the industry recorded it
     due_text: str = ""  # the deadline in the law's words ("immediately", "within 5 days")
-    closed: str = ""  # "not required: episode invalidated (...)" when its episode was invalidated unmet
+    closed: str = ""  # "not required: episode invalidated (...)" / "... withdrawn (...)": closed while unmet
 
     def status(self, now: float) -> str:
         """``done`` (at or before the due time), ``done late``, ``not required`` (its episode was invalidated
-        before it was met), ``overdue`` or ``open``."""
+        or withdrawn before it was met), ``overdue`` or ``open``."""
         immediate = is_immediate(self.due_text)
         if self.fulfilled is not None:
             late = self.due is not None and self.fulfilled > self.due and not immediate
@@ -84,6 +86,7 @@ NO_RECORD: EnforcementRecord = _NoRecord()
 _OBLIGATION_COLUMNS = ("id", "episode", "action", "recipient", "citation", "due", "due_text")
 _FULFILMENT_COLUMNS = ("obligation", "done_at", "how", "recipient")
 _INVALIDATION_COLUMNS = ("episode", "reason", "user", "time")
+_WITHDRAWAL_COLUMNS = ("episode", "withdrawn", "reason", "time")
 
 
 class _TableRecord:
@@ -115,18 +118,34 @@ class _TableRecord:
             for r in self._rows("obligation_fulfilments", _FULFILMENT_COLUMNS, "obligation", [r[0] for r in rows]):
                 done.setdefault(r[0], []).append(r)
         invalid = {i.episode: i.reason for i in self.invalidations(sorted({str(r[1]) for r in rows}))}
+        withdrawn = self._withdrawn(sorted({str(r[1]) for r in rows}))
         out = []
         for oid, episode, action, recipient, citation, due, due_text in rows:
             ds = done.get(oid, [])
             d = ds[0] if ds else None
             how = "; also recorded: ".join(f"{x[2]} to {x[3]}" if x[3] else str(x[2]) for x in ds)
             duty = f"{action} to {recipient}" if recipient else str(action)
-            closed = f"not required: episode invalidated ({invalid[str(episode)]})" \
-                if str(episode) in invalid and d is None else ""
+            closed = "" if d is not None else (
+                f"not required: episode invalidated ({invalid[str(episode)]})" if str(episode) in invalid else
+                f"not required: episode withdrawn ({withdrawn[str(episode)]})" if str(episode) in withdrawn else "")
             out.append(ObligationLine(str(episode), duty, str(citation or ""), _num(due),
                                       _num(d[1]) if d is not None else None, how or closed, str(due_text or ""),
                                       closed))
         return sorted(out, key=lambda o: (o.episode, o.due if o.due is not None else 0.0, o.duty))
+
+    def _withdrawn(self, episodes: Sequence[str]) -> dict[str, str]:
+        """The episodes among these the corrected record no longer holds, with why (the latest row stands)."""
+        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        try:
+            if not _has(conn, "episode_withdrawals", _WITHDRAWAL_COLUMNS):
+                return {}
+        finally:
+            conn.close()
+        latest: dict[str, tuple[bool, str]] = {}
+        for e, w, r, _t in self._rows("episode_withdrawals", _WITHDRAWAL_COLUMNS, "episode", episodes,
+                                  order="time, rowid"):
+            latest[str(e)] = (bool(w), str(r))
+        return {e: r for e, (w, r) in latest.items() if w}
 
     def invalidations(self, episodes: Sequence[str]) -> list[InvalidationLine]:
         if not self._inv:

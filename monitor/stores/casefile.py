@@ -5,6 +5,7 @@ Everything lives in the historian's SQLite file beside the episodes and is writt
 journal (`alarms.journal`), each row in the same transaction as the journal record that carries it, so the
 record guard's chain covers every step: ``obligation`` (created when an episode is confirmed), ``fulfilment``,
 ``invalidation`` (with one ``obligation_closed`` record for each obligation of the episode still open then),
+``withdrawal`` and ``reinstatement`` (`CaseFile.withdraw`, likewise with ``obligation_closed`` records),
 ``file`` (and ``annotation``). Nothing is ever changed or deleted: SQL triggers refuse UPDATE and DELETE on
 these tables. An obligation is fulfilled once: a second fulfilment is refused with the first one's details
 (a file written before that rule may hold more than one; all are kept and shown, the first standing).
@@ -16,6 +17,13 @@ episode stays in the record, shown struck through with the reason, and is left o
 (<justification>)" (`Obligation.closed`), so they are never overdue. A justification has at least
 `MIN_JUSTIFICATION` characters and three words of two letters or more (`justification_problem`): a reason a
 reader can check, not a mark.
+
+Withdrawal is the record's own correction, not anyone's decision: late readings re-judged in time order
+(`monitor.checks.revisions`) showed that an announced episode never happened, or that it started at another
+time (the episode id carries its start, so a moved start is another episode). Its obligations not met by then
+are closed as "not required: episode withdrawn (<why>)" and are never overdue; met ones keep their fulfilment.
+The rows stay: the record shows what was asked and why it no longer is. Should later readings bring the episode
+back, a ``reinstatement`` row reopens them (the latest row of an episode in ``episode_withdrawals`` stands).
 
 Uploaded files (a written report as PDF, attachments) are stored content-addressed under
 ``<historian>.files/<first two hex digits>/<sha256>``, at most `MAX_FILE` bytes, with their name and media type
@@ -66,7 +74,7 @@ def justification_problem(reason: str) -> str | None:
                 f"letters each (found {len(words)}){example}")
     return None
 
-_TABLES = ("obligations", "obligation_fulfilments", "episode_invalidations", "casefile_files")
+_TABLES = ("obligations", "obligation_fulfilments", "episode_invalidations", "episode_withdrawals", "casefile_files")
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS obligations (
         id INTEGER PRIMARY KEY, episode TEXT NOT NULL, site TEXT NOT NULL, channel TEXT NOT NULL,
@@ -82,6 +90,9 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS episode_invalidations (
         id INTEGER PRIMARY KEY, episode TEXT NOT NULL, site TEXT NOT NULL, reason TEXT NOT NULL,
         user TEXT NOT NULL, time REAL NOT NULL, journal_seq INTEGER) STRICT""",
+    """CREATE TABLE IF NOT EXISTS episode_withdrawals (
+        id INTEGER PRIMARY KEY, episode TEXT NOT NULL, site TEXT NOT NULL, withdrawn INTEGER NOT NULL,
+        reason TEXT NOT NULL, time REAL NOT NULL, journal_seq INTEGER) STRICT""",
     """CREATE TABLE IF NOT EXISTS casefile_files (
         sha256 TEXT PRIMARY KEY, name TEXT NOT NULL, media TEXT NOT NULL, size INTEGER NOT NULL,
         user TEXT NOT NULL, time REAL NOT NULL, journal_seq INTEGER) STRICT""",
@@ -132,7 +143,7 @@ class Obligation:
     due_text: str
     done: Fulfilment | None = None  # the fulfilment that stands (the first recorded)
     later: tuple[Fulfilment, ...] = ()  # further fulfilments a file from before the one-fulfilment rule holds
-    closed: str | None = None  # "not required: episode invalidated (...)": its episode was invalidated, unmet
+    closed: str | None = None  # "not required: episode invalidated (...)" or "... withdrawn (...)", while unmet
 
     @property
     def immediate(self) -> bool:
@@ -141,7 +152,7 @@ class Obligation:
 
     def status(self, now: float) -> str:
         """``done`` (on time: at or before the due time), ``done late``, ``not required`` (its episode was
-        invalidated before it was met), ``overdue`` or ``open``; an "immediately" duty is ``done`` once met
+        invalidated or withdrawn before it was met), ``overdue`` or ``open``; an "immediately" duty is ``done`` once met
         and ``outstanding`` until then (`config.obligations.is_immediate`)."""
         if self.done is not None:
             return "done" if self.immediate or self.done.done_at <= self.due else "done late"
@@ -169,6 +180,11 @@ def _fulfilment_json(f: Fulfilment) -> dict[str, Any]:
 def closed_text(reason: str) -> str:
     """What an obligation of an invalidated episode says instead of a due time passing."""
     return f"not required: episode invalidated ({reason})"
+
+
+def withdrawn_text(reason: str) -> str:
+    """What an obligation of an episode the corrected record no longer holds says (`CaseFile.withdraw`)."""
+    return f"not required: episode withdrawn ({reason})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,14 +251,18 @@ def obligations(conn: sqlite3.Connection, *, site: str | None = None, sites: Ite
     rows = conn.execute(sql + " ORDER BY due, id", params).fetchall()
     done = all_fulfilments(conn, [int(r[0]) for r in rows])
     invalid = invalid_episodes(conn) if rows else {}
-    return [_obligation(r, done.get(int(r[0]), []), invalid.get(r[1])) for r in rows]
+    gone = withdrawn_episodes(conn) if rows else {}
+    return [_obligation(r, done.get(int(r[0]), []), invalid.get(r[1]), gone.get(r[1])) for r in rows]
 
 
-def _obligation(r: Sequence[Any], done: Sequence[Fulfilment], inv: Invalidation | None) -> Obligation:
+def _obligation(r: Sequence[Any], done: Sequence[Fulfilment], inv: Invalidation | None,
+                withdrawn: str | None) -> Obligation:
+    closed = (None if done else closed_text(inv.reason) if inv is not None
+              else withdrawn_text(withdrawn) if withdrawn is not None else None)
     return Obligation(id=int(r[0]), episode=r[1], site=r[2], channel=r[3], rule=r[4], onset=r[5], aware=r[6],
                       key=r[7], source=r[8], action=r[9], recipient=r[10], written=bool(r[11]), citation=r[12],
                       quote=r[13], due=r[14], due_text=r[15], done=done[0] if done else None,
-                      later=tuple(done[1:]), closed=None if inv is None or done else closed_text(inv.reason))
+                      later=tuple(done[1:]), closed=closed)
 
 
 def _where(*, site: str | None, sites: Iterable[str] | None, episode: str | None) -> tuple[list[str], list[Any]]:
@@ -287,6 +307,17 @@ def invalid_episodes(conn: sqlite3.Connection, *, site: str | None = None) -> di
     sql = "SELECT episode, site, reason, user, time FROM episode_invalidations"
     rows = conn.execute(sql + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY time, id", params)
     return {r[0]: Invalidation(*r) for r in rows}
+
+
+def withdrawn_episodes(conn: sqlite3.Connection) -> dict[str, str]:
+    """Every episode the corrected record no longer holds (by id), with why: the latest row of each stands."""
+    if not _has(conn, "episode_withdrawals"):
+        return {}
+    latest: dict[str, tuple[bool, str]] = {}
+    for episode, withdrawn, reason in conn.execute(
+            "SELECT episode, withdrawn, reason FROM episode_withdrawals ORDER BY time, id"):
+        latest[episode] = (bool(withdrawn), reason)
+    return {k: reason for k, (withdrawn, reason) in latest.items() if withdrawn}
 
 
 def invalidation(conn: sqlite3.Connection, episode: str) -> Invalidation | None:
@@ -425,6 +456,67 @@ class CaseFile:
             also=lambda seqs: [("INSERT INTO episode_invalidations (episode, site, reason, user, time, journal_seq) "
                                 "VALUES (?, ?, ?, ?, ?, ?)", [[episode, site, reason, user, now, seqs[0]]])])
         return inv
+
+    def withdraw(self, episode: str, *, site: str, reason: str, now: float) -> list[int]:
+        """The corrected record no longer holds ``episode`` (late readings, `monitor.checks.revisions`): its
+        obligations not met and not already closed are closed as not required (`withdrawn_text`), one
+        ``obligation_closed`` record each, in the transaction of the ``withdrawal`` record; the ids closed.
+        Nothing is deleted; an episode already withdrawn, or with no obligations, is left as it is."""
+        conn = self.journal.connection
+        if episode in withdrawn_episodes(conn):
+            return []
+        found = obligations(conn, episode=episode)
+        if not found:
+            return []
+        still_open = [o for o in found if o.done is None and o.closed is None]
+        entries = [Entry("withdrawal", {"episode": episode, "site": site, "reason": reason}, now),
+                   *(Entry("obligation_closed", {"obligation": o.id, "episode": episode,
+                                                 "status": withdrawn_text(reason), "user": "pretreat"}, now)
+                     for o in still_open)]
+        self.journal.append_many(entries, also=lambda seqs: [(
+            "INSERT INTO episode_withdrawals (episode, site, withdrawn, reason, time, journal_seq) "
+            "VALUES (?, ?, 1, ?, ?, ?)", [[episode, site, reason, now, seqs[0]]])])
+        return [o.id for o in still_open]
+
+    def reinstate(self, episode: str, *, site: str, reason: str, now: float) -> bool:
+        """Later readings bring a withdrawn episode back: its obligations stand again (their due times are
+        those of the episode, as before). False when the episode is not withdrawn."""
+        if episode not in withdrawn_episodes(self.journal.connection):
+            return False
+        self.journal.append_many(
+            [Entry("reinstatement", {"episode": episode, "site": site, "reason": reason}, now)],
+            also=lambda seqs: [("INSERT INTO episode_withdrawals (episode, site, withdrawn, reason, time, "
+                                "journal_seq) VALUES (?, ?, 0, ?, ?, ?)", [[episode, site, reason, now, seqs[0]]])])
+        return True
+
+    def carry_fulfilments(self, old: str, new: str, *, now: float) -> list[int]:
+        """The fulfilments of ``old``'s obligations recorded again on ``new``'s of the same source and key (an
+        episode whose start moved: the notice already given was given for this discharge and is not asked
+        twice). Each keeps what the industry stated (when, how, to whom, who entered it) and says where it came
+        from; it is judged against the new due time, so a notice given after a start found earlier may read
+        ``done late``. The ids of the new obligations that got one."""
+        conn = self.journal.connection
+        met = {(o.source, o.key): o for o in obligations(conn, episode=old) if o.done is not None}
+        targets = [(o, met[(o.source, o.key)]) for o in obligations(conn, episode=new)
+                   if o.done is None and (o.source, o.key) in met]
+        if not targets:
+            return []
+        rows = []
+        for o, was in targets:
+            d = was.done
+            assert d is not None
+            note = f"carried from obligation #{was.id} of episode {old} (its start corrected)"
+            rows.append((o, Fulfilment(o.id, d.done_at, d.how, d.recipient, f"{d.note}; {note}" if d.note else note,
+                                       d.report, d.user, now)))
+        fields = ("obligation", "done_at", "how", "recipient", "note", "report", "user", "recorded")
+        entries = [Entry("fulfilment", {"obligation": f.obligation, "episode": o.episode, "done_at": f.done_at,
+                                        "how": f.how, "recipient": f.recipient, "note": f.note,
+                                        "report": f.report, "user": f.user}, now) for o, f in rows]
+        self.journal.append_many(entries, also=lambda seqs: [(
+            f"INSERT INTO obligation_fulfilments ({', '.join(fields)}, journal_seq) VALUES "
+            f"({', '.join('?' * (len(fields) + 1))})",
+            [[*(getattr(f, k) for k in fields), seq] for (_, f), seq in zip(rows, seqs, strict=True)])])
+        return [o.id for o, _ in rows]
 
     def store_file(self, data: bytes, *, name: str, user: str, now: float,
                    media: Iterable[str] = ("application/pdf",)) -> StoredFile:
