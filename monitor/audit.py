@@ -18,7 +18,8 @@ replays everything after it too (the readings count says so).
 
 Output: one line per mismatch: ``missing`` (the replay finds it, the record lacks it), ``extra`` (recorded,
 the replay does not find it), ``different start`` / ``different end`` / ``different start and end`` (the same
-episode, its edges elsewhere); then a summary with the readings replayed and the rate. Exit 0 when the record
+episode, its edges elsewhere); ``different values`` (the same episode, but its start value, end value or peak
+differ: those come from the readings, so a figure altered in the record, or a reading, shows here); then a summary with the readings replayed and the rate. Exit 0 when the record
 matches, 1 on any mismatch or an unreadable file, 2 for an invalid site file or bad usage.
 
 Speed: channels that no rule reads together with another are replayed one after the other over the clustered
@@ -43,6 +44,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 from typing import TextIO
 
@@ -100,6 +102,9 @@ class Episode:
     key: Key
     start: float
     end: float | None
+    # what the readings say of it: the value at its start, at its end and its peak (None where the transition or
+    # the figure is absent). Compared too: they come from the readings, so an altered figure is a mismatch.
+    values: tuple[float | None, float | None, float | None] = (None, None, None)
 
 
 @dataclass(slots=True)
@@ -335,19 +340,33 @@ def recorded_events(db: Path | str) -> list[EpisodeEvent]:
 
 
 def episodes(events: Iterable[EpisodeEvent]) -> list[Episode]:
-    """Pair each rule's transitions (time order, an end before a start at one time) into episodes."""
+    """Pair each rule's transitions in time order into episodes. At one time, an end is taken first while an
+    episode is open (a month's end and the next start at one reading) and a start first while none is (an
+    episode of one reading), as `monitor.read.episodes` pairs them."""
     out: list[Episode] = []
-    opened: dict[Key, float] = {}
-    for e in sorted(events, key=lambda e: (e.time, e.event != END)):
-        k = (e.site, e.channel, e.rule)
-        if e.event == START:
-            if k in opened:
-                out.append(Episode(k, opened[k], None))
-            opened[k] = e.time
-        elif k in opened:
-            out.append(Episode(k, opened.pop(k), e.time))
-    out += [Episode(k, s, None) for k, s in opened.items()]
+    opened: dict[Key, EpisodeEvent] = {}
+    by_key: dict[Key, list[EpisodeEvent]] = {}
+    for e in sorted(events, key=lambda e: e.time):
+        by_key.setdefault((e.site, e.channel, e.rule), []).append(e)
+    for k, evs in by_key.items():
+        for _t, group in groupby(evs, key=lambda e: e.time):
+            same = list(group)
+            while same:
+                e = next((x for x in same if (x.event == END) == (k in opened)), same[0])
+                same.remove(e)
+                if e.event == START:
+                    if k in opened:
+                        out.append(_episode(k, opened[k], None))
+                    opened[k] = e
+                elif k in opened:
+                    out.append(_episode(k, opened.pop(k), e))
+    out += [_episode(k, s, None) for k, s in opened.items()]
     return sorted(out, key=lambda e: (e.start, e.key))
+
+
+def _episode(k: Key, start: EpisodeEvent, end: EpisodeEvent | None) -> Episode:
+    return Episode(k, start.time, end.time if end is not None else None,
+                   (start.value, end.value if end is not None else None, end.peak if end is not None else None))
 
 
 def compare(recorded: list[Episode], replayed: list[Episode], *, start: float | None,
@@ -361,6 +380,8 @@ def compare(recorded: list[Episode], replayed: list[Episode], *, start: float | 
         same = next((p for p in left if p.key == r.key and p.start == r.start and p.end == r.end), None)
         if same is not None:
             left.remove(same)
+            if not _same_values(same.values, r.values):
+                out.append(f"different values  {_show(r)} recorded {_values(r)}; the replay finds {_values(same)}")
             continue
         near = next((p for p in left if p.key == r.key and _overlap(r, p)), None)
         if near is None:
@@ -372,6 +393,17 @@ def compare(recorded: list[Episode], replayed: list[Episode], *, start: float | 
         out.append(f"{what}  {_show(r)} recorded; the replay finds {_span(near)}")
     out += [f"missing   {_show(p)} (the replay finds it; not in the record)" for p in left]
     return out
+
+
+def _same_values(a: tuple[float | None, ...], b: tuple[float | None, ...]) -> bool:
+    """Equal figures (both absent counts as equal; NaN equals NaN: a figure the rule did not compute)."""
+    return all(x == y or (x is None and y is None) or (x is not None and y is not None and x != x and y != y)
+               for x, y in zip(a, b, strict=True))
+
+
+def _values(e: Episode) -> str:
+    names = ("start value", "end value", "peak")
+    return ", ".join(f"{n} {v:g}" for n, v in zip(names, e.values, strict=True) if v is not None) or "no figures"
 
 
 def _overlap(a: Episode, b: Episode) -> bool:

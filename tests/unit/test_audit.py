@@ -230,6 +230,28 @@ def test_readings_piped_to_replay_judge_a_stored_infinite_reading_as_the_audit_d
     assert sorted(replayed) == sorted((e.time, e.rule, e.event) for e in events), err.getvalue()
 
 
+async def test_an_altered_peak_or_start_value_is_a_mismatch(tmp_path: Path) -> None:
+    """The figures of an episode come from the readings: a peak made milder in the file (triggers dropped, as
+    an adversary with the file would) is reported with both figures, and the audit exits 1."""
+    name = "ph_excursion_single_over_60_minutes"
+    config = _site(tmp_path, name)
+    await _record(config, _samples(name))
+    out = io.StringIO()
+    assert run(argparse.Namespace(config=str(tmp_path / "site.toml"), start=None, end=None), out=out) == 0
+    conn = sqlite3.connect(config.daemon.historian)
+    with conn:
+        for (trigger,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' "
+                                       "AND tbl_name = 'episode_events'").fetchall():
+            conn.execute(f"DROP TRIGGER {trigger}")
+        assert conn.execute("UPDATE episode_events SET peak = 4.9 WHERE event = 'end' AND peak IS NOT NULL "
+                            "AND rule = 'ph_low'").rowcount >= 1
+    conn.close()
+    out = io.StringIO()
+    assert run(argparse.Namespace(config=str(tmp_path / "site.toml"), start=None, end=None), out=out) == 1
+    text = out.getvalue()
+    assert "different values" in text and "peak 4.9" in text, text
+
+
 async def test_a_tampered_record_is_reported_and_exits_1(tmp_path: Path) -> None:
     name = "ph_excursion_single_over_60_minutes"
     config = _site(tmp_path, name)
