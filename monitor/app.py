@@ -200,8 +200,14 @@ class Daemon:
 
     def _record_revisions(self, revisions: list[Revision]) -> None:
         now = self.clock()
-        self.episodes.revise(revisions, recorded=now)
+        added = self.episodes.revise(revisions, recorded=now)
         self.alarming.on_revisions(revisions, now)
+        # the transitions a correction found go where live ones go: the dashboards' copy and the county's hub
+        # (a withdrawal or a changed figure stays on the edge: the hub's copy has no way to say it yet)
+        if added and self.influx is not None:
+            self.influx.submit_events([episode_record(e) for e, _i in added])
+        if added and self.uplink is not None:
+            self.uplink.submit_events(episode_event(e, i) for e, i in added)
         for r in revisions[:LOG_EACH]:
             log.warning("episode revised: %s/%s %s: %s (%s)", r.site, r.channel, r.rule,
                         "; ".join(r.changes()), r.reason)

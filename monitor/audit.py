@@ -19,7 +19,8 @@ replays everything after it too (the readings count says so).
 Output: one line per mismatch: ``missing`` (the replay finds it, the record lacks it), ``extra`` (recorded,
 the replay does not find it), ``different start`` / ``different end`` / ``different start and end`` (the same
 episode, its edges elsewhere); ``different values`` (the same episode, but its start value, end value or peak
-differ: those come from the readings, so a figure altered in the record, or a reading, shows here); then a summary with the readings replayed and the rate. Exit 0 when the record
+differ: those come from the readings, so a figure altered in the record, or a reading, shows here); then a
+summary with the readings replayed and the rate. Exit 0 when the record
 matches, 1 on any mismatch or an unreadable file, 2 for an invalid site file or bad usage.
 
 Speed: channels that no rule reads together with another are replayed one after the other over the clustered

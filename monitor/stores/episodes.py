@@ -234,11 +234,13 @@ class EpisodeStore:
                 raise
         return ids
 
-    def revise(self, revisions: Sequence[Revision], *, recorded: float) -> None:
+    def revise(self, revisions: Sequence[Revision], *, recorded: float) -> list[tuple[EpisodeEvent, int]]:
         """Apply corrections in one transaction: withdraw, then add (with the new values), and keep each
-        revision with its reason. ``recorded``: when (epoch s, the daemon's clock)."""
+        revision with its reason. ``recorded``: when (epoch s, the daemon's clock). Returns the added
+        transitions that are new rows, with their ids (what the uplink sends on, as for `record`)."""
         if not revisions:
-            return
+            return []
+        new: list[tuple[EpisodeEvent, int]] = []
         with self._lock:
             conn = self._db()
             conn.execute("BEGIN IMMEDIATE")
@@ -247,12 +249,14 @@ class EpisodeStore:
                     for e in r.withdrawn:
                         _withdraw(conn, e)
                     for e in r.added:
-                        _put(conn, e, update=True)
+                        if (rid := _put(conn, e, update=True)) is not None:
+                            new.append((e, rid))
                     _revision_row(conn, r, recorded)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+        return new
 
     def revisions(self, *, site: str | None = None, channel: str | None = None,
                   rule: str | None = None) -> list[StoredRevision]:

@@ -236,3 +236,25 @@ def test_confirmed_is_stored_an_older_file_gains_it_and_the_seals_cover_it(tmp_p
         conn.commit()
         (finding,) = verify_seals(conn).findings
         assert finding.how == "altered" and "slug start" in finding.detail
+
+
+def test_revise_returns_the_transitions_it_added_as_new_rows(tmp_path: Path) -> None:
+    """What a correction found goes to the hub as live transitions do (`Daemon._record_revisions`): `revise`
+    names the new rows with their ids; a transition already stored (its values replaced) or applied again is no
+    new row."""
+    from monitor.checks.revisions import Revision
+
+    store = EpisodeStore(path=tmp_path / "e.sqlite")
+    start = EpisodeEvent(10.0, "acme", "ph", "ph_low", "start", 4.0, 5.0, "c")
+    end = EpisodeEvent(20.0, "acme", "ph", "ph_low", "end", 4.5, 5.0, "c", 4.0, "cleared", 10.0, 0.0)
+    found = EpisodeEvent(5.0, "acme", "ph", "ph_low", "start", 3.0, 5.0, "c")
+    found_end = EpisodeEvent(6.0, "acme", "ph", "ph_low", "end", 6.0, 5.0, "c", 3.0, "cleared", 1.0, 0.0)
+    try:
+        store.record([start, end])
+        new = store.revise([Revision("acme", "ph", "ph_low", (), (found, found_end), 5.0, True)], recorded=30.0)
+        assert [e for e, _i in new] == [found, found_end] and len({i for _e, i in new}) == 2
+        assert store.revise([Revision("acme", "ph", "ph_low", (), (found, found_end), 5.0, True)],
+                            recorded=31.0) == []
+        assert store.revise([Revision("acme", "ph", "ph_low", (end,), (end,), 15.0, False)], recorded=32.0) == []
+    finally:
+        store.close()
