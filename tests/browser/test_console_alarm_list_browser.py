@@ -200,6 +200,9 @@ def test_phone_layout_keyboard_and_acknowledge_all_with_one_confirmation(browser
     page.click("#act-submit")  # one confirmation for all of them
     _until(page, "!document.querySelector('#alarm-rows tr[data-state$=\"-unacknowledged\"]')",
                            timeout=PATIENCE)
+    # the acknowledgements go one by one and the list follows the journal live, so the rows may all show
+    # acknowledged before the last request's answer reaches the page and the line under them is written
+    _until(page, "document.getElementById('act-status').textContent !== ''", timeout=PATIENCE)
     assert f"Acknowledged {unacked} of {unacked} alarms." in page.inner_text("#act-status")
     _until(page, "document.title === 'Alarms · pretreat-monitor'")
     page.close()
