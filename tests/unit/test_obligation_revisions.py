@@ -53,6 +53,15 @@ def _by_episode(conn: sqlite3.Connection, now: float) -> dict[str, list[str]]:
     return out
 
 
+def _episode_with_notice_given(watch: ObligationWatch, recipient: str) -> dict[str, store.Obligation]:
+    """The episode at T0 opened live, its immediate notice given a minute later: its obligations by key."""
+    watch.on_episodes([_event(T0)], T0)
+    ob = {o.key: o for o in store.obligations(watch.casefile.journal.connection)}
+    watch.casefile.fulfil(ob["immediate_notice"].id, done_at=T0 + 60, how="telephone", recipient=recipient,
+                          user="acme", now=T0 + 70)
+    return ob
+
+
 def test_an_episode_found_late_opens_its_obligations_once(watched: tuple[Site, ObligationWatch]) -> None:
     _, watch = watched
     conn = watch.casefile.journal.connection
@@ -72,9 +81,7 @@ def test_a_retracted_episode_closes_its_open_obligations_as_withdrawn_and_the_al
     _, watch = watched
     cf = watch.casefile
     conn = cf.journal.connection
-    watch.on_episodes([_event(T0)], T0)
-    ob = {o.key: o for o in store.obligations(conn)}
-    cf.fulfil(ob["immediate_notice"].id, done_at=T0 + 60, how="telephone", recipient="Town", user="acme", now=T0 + 70)
+    ob = _episode_with_notice_given(watch, "Town")
     raised = watch.inputs(T0 + 2 * 86400, lambda _id: False, force=True)
     assert [i.active for i in raised] == [True]  # the 24-hour notice is overdue
     opened, closed = watch.on_revisions([_revision([_event(T0)], [])], T0 + 2 * 86400 + 5)
@@ -109,10 +116,7 @@ def test_a_moved_start_withdraws_the_old_episode_and_opens_the_corrected_one_car
     _, watch = watched
     cf = watch.casefile
     conn = cf.journal.connection
-    watch.on_episodes([_event(T0)], T0)
-    ob = {o.key: o for o in store.obligations(conn)}
-    cf.fulfil(ob["immediate_notice"].id, done_at=T0 + 60, how="telephone", recipient="Town clerk", user="acme",
-              now=T0 + 70)
+    ob = _episode_with_notice_given(watch, "Town clerk")
     earlier = T0 - 1800  # late readings show the discharge began half an hour before
     opened, closed = watch.on_revisions([_revision([_event(T0)], [_event(earlier)], active=True)], T0 + 600)
     assert len(opened) == 4 and len(closed) == 3
