@@ -102,6 +102,7 @@ class InfluxCounters:
     queue_errors: int = 0  # failed appends to the queue file (disk full, I/O error); retried
     unknown_channels: int = 0  # samples of a channel missing from the instrument map (written as "other")
     requeued_after_crash: int = 0  # historian readings re-queued at start (lost from memory by a crash)
+    resumed_at_start: int = 0  # points found queued on disk at start (an outage outlived a stop or a crash)
     server_up: bool = False
     queue_alarm: bool = False
 
@@ -184,7 +185,7 @@ class InfluxSink:
             self._down_since = time.monotonic()
             log.warning("influx: %s unreachable at start (%s); queueing in %s until it is back "
                         "(credentials are checked at first contact)", s.url, result.message, s.queue_path)
-        depth = self._outbox.depth
+        depth = self._c.resumed_at_start = self._outbox.depth
         if depth:
             log.info("influx: resuming %d queued points from %s", depth, s.queue_path)
         self._threads = [threading.Thread(target=self._writer_loop, name="influx-writer", daemon=True),
