@@ -4,8 +4,8 @@
 
 Everything else is declared in pyproject.toml. The extensions are optional: where they cannot be built (no C
 compiler, no Python or SQLite headers) the install still succeeds and the seals and the audit run in Python (the
-same bytes and verdicts, slower); `pretreat journal verify` and the health snapshot say which ran. To build it on Debian:
-``apt-get install gcc python3-dev libsqlite3-dev``. It links the system's libsqlite3, the library Python's
+same bytes and verdicts, slower); `pretreat journal verify` and the health snapshot say which ran. To build it
+on Debian: ``apt-get install gcc python3-dev libsqlite3-dev``. It links the system's libsqlite3, the library Python's
 sqlite3 module uses, so the process holds one SQLite (two copies would break each other's file locks).
 """
 

@@ -93,6 +93,8 @@ def on_input(state: AlarmState, inp: AlarmInput, now: float) -> Result:
     seen: dict[str, Any] = {"condition": inp.active, "value": inp.value, "limit": inp.limit,
                             "citation": inp.citation or state.citation}
     s = state.settings
+    if inp.retracted and not inp.active and s.latched:
+        return _retract(state, inp, now, seen)
     if not state.active:
         if not inp.active:
             return replace(state, pending_since=None, **seen), []  # an on-delay not yet elapsed is cancelled
@@ -157,6 +159,25 @@ def _set_active(st: AlarmState, active: bool, at: float, why: str, **seen: Any) 
     else:
         return replace(st, **changes), []
     return _go(st, Kind.LATCH if latched else Kind.CLEAR, at, SYSTEM, why, phase=target, **changes)
+
+
+def _retract(st: AlarmState, inp: AlarmInput, now: float, seen: dict[str, Any]) -> Result:
+    """A correction withdrew the episode a latched alarm was raised for: it never happened, so nothing is left
+    for an operator to confirm gone before a reset. The alarm clears as an unlatched one would (active or
+    latched → returned-to-normal-unacknowledged, or normal if acknowledged), with the retraction as its why;
+    an unacknowledged alarm still waits for its acknowledgement, so the raise is not silently taken back.
+    No off-delay or deadband holds it: a withdrawal is not a flicker. Out of service or shelved, the alarm
+    follows silently as `_set_active` does (the latch, if any, stays for the operator)."""
+    changes: dict[str, Any] = {"active": False, "pending_since": None, **seen}
+    held = (State.ACTIVE_UNACKED, State.ACTIVE_ACKED, *_LATCHED)
+    if st.mode is not Mode.IN_SERVICE or st.phase not in held:
+        return replace(st, **changes), []
+    if st.phase.unacknowledged:
+        target = State.RTN_UNACKED
+    else:
+        target = State.NORMAL
+        changes["notified"] = None
+    return _go(st, Kind.CLEAR, now, SYSTEM, _why("withdrawn", inp), phase=target, **changes)
 
 
 def _raise(st: AlarmState, at: float, why: str, **changes: Any) -> Result:

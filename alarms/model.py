@@ -163,6 +163,7 @@ class AlarmInput:
     limit: float | None = None
     citation: str = ""
     reason: str = ""  # why, when it is not the episode's own edge (a revision: "late reading: ...")
+    retracted: bool = False  # an "end" saying the episode never happened: a latched alarm is not held for it
 
     def __post_init__(self) -> None:
         for name in ("value", "limit"):
@@ -177,7 +178,8 @@ class AlarmInput:
     def to_payload(self) -> dict[str, Any]:
         return {"alarm": self.key.id, "site": self.site, "channel": self.channel, "rule": self.rule,
                 "event": "start" if self.active else "end", "time": self.time, "value": self.value,
-                "limit": self.limit, "citation": self.citation, **({"reason": self.reason} if self.reason else {})}
+                "limit": self.limit, "citation": self.citation, **({"reason": self.reason} if self.reason else {}),
+                **({"retracted": True} if self.retracted else {})}
 
 
 # ---- operator actions ------------------------------------------------------------------------------------

@@ -66,11 +66,12 @@ def alarm_inputs(events: Sequence[EpisodeEvent]) -> list[AlarmInput]:
     return [alarm_input(e) for i, e in enumerate(events) if i not in resumed]
 
 
-def _input(r: Revision, e: EpisodeEvent | None, active: bool, reason: str) -> AlarmInput:
+def _input(r: Revision, e: EpisodeEvent | None, active: bool, reason: str, *,
+           retracted: bool = False) -> AlarmInput:
     return AlarmInput(time=e.time if e is not None else r.late, site=r.site, channel=r.channel, rule=r.rule,
                       active=active, value=e.value if e is not None else None,
                       limit=e.limit if e is not None else None, citation=e.citation if e is not None else "",
-                      reason=reason)
+                      reason=reason, retracted=retracted)
 
 
 class Alarming:
@@ -166,9 +167,10 @@ class Alarming:
         """Corrections of the episode record after late readings: journaled, and the alarms follow them.
 
         An alarm follows the corrected record: an announced episode that never happened returns its alarm to
-        normal, saying so; an episode found open raises it; an episode found wholly in the past (started and
-        ended before the late readings arrived) raises it and clears it, so it is announced and acknowledged
-        like any other. A moved start or end of an episode the alarm already follows changes nothing.
+        normal, saying so, a latched one included (`alarms.machine._retract`: there was no condition to hold);
+        an episode found open raises it; an episode found wholly in the past (started and ended before the late
+        readings arrived) raises it and clears it, so it is announced and acknowledged like any other. A moved
+        start or end of an episode the alarm already follows changes nothing.
 
         Obligations first, as in `on_episodes`: a late-found episode opens its obligations, a retracted one's
         are closed as withdrawn, a moved start's go to the corrected episode (`ObligationWatch.on_revisions`);
@@ -189,15 +191,16 @@ class Alarming:
                 why = f"late reading: episode {iso_utc(s.time)} to {iso_utc(end_t)} found"
                 inputs.append(_input(r, s, True, why))
                 inputs.append(_input(r, e or s, False, why))
-            elif cond[key] != r.active:
+            elif cond[key] != r.active or (r.retraction and not r.active):
                 if r.active:
                     inputs.append(_input(r, starts[-1] if starts else None, True,
                                          "late reading: episode found open"))
-                else:
+                else:  # ended, or withdrawn: a latched alarm raised for a withdrawn episode is released too
                     gone = [e for e in r.withdrawn if e.event == START]
                     why = (f"late reading: episode from {iso_utc(gone[0].time)} retracted, it never happened"
                            if r.retraction and gone else "late reading: episode ended")
-                    inputs.append(_input(r, ends[-1] if ends else None, False, why))
+                    inputs.append(_input(r, ends[-1] if ends else None, False, why,
+                                         retracted=r.retraction))
                 cond[key] = r.active
         self.announce(self.engine.revise([r.to_payload() for r in revisions], inputs, now))
 

@@ -152,6 +152,53 @@ def test_condition_returning_on_a_latched_alarm_raises_a_new_occurrence() -> Non
     assert st.unacked_since == T0 + 3
 
 
+def withdrawn(t: float) -> AlarmInput:
+    """The "end" a correction sends when the episode the alarm was raised for never happened."""
+    return replace(inp(t, False), reason="late reading: episode retracted", retracted=True)
+
+
+def test_a_withdrawn_episode_does_not_hold_a_latched_alarm() -> None:
+    """Latching holds an alarm until an operator confirms the hazard gone; an episode a late reading withdrew
+    was no hazard. The alarm clears as an unlatched one would, still asking for the acknowledgement of its
+    raise when that is missing."""
+    latched = alarm(latched=True)
+    st, _ = feed(latched, T0, True)  # active, unacknowledged
+    st, trs = step(st, withdrawn(T0 + 5), T0 + 5)
+    assert kinds(trs) == [(Kind.CLEAR, State.ACTIVE_UNACKED, State.RTN_UNACKED)]
+    assert "withdrawn" in trs[0].why and "retracted" in trs[0].why and not st.active
+    st, trs = do(st, Ack(user="op"), T0 + 6)
+    assert kinds(trs) == [(Kind.ACK, State.RTN_UNACKED, State.NORMAL)]
+
+    st, _ = feed(latched, T0, True)
+    st, _ = feed(st, T0 + 2, False)  # latched, unacknowledged: its condition was already gone
+    st, trs = step(st, withdrawn(T0 + 5), T0 + 5)
+    assert kinds(trs) == [(Kind.CLEAR, State.LATCHED_UNACKED, State.RTN_UNACKED)]
+    st, _ = do(st, Ack(user="op"), T0 + 6)
+    assert st.state is State.NORMAL
+
+    st, _ = feed(latched, T0, True)
+    st, _ = do(st, Ack(user="op"), T0 + 1)
+    st, _ = feed(st, T0 + 2, False)  # latched and acknowledged: nothing is left to do
+    st, trs = step(st, withdrawn(T0 + 5), T0 + 5)
+    assert kinds(trs) == [(Kind.CLEAR, State.LATCHED_ACKED, State.NORMAL)]
+    assert "nothing to reset" in refused(st, Reset(user="op"), T0 + 6)
+
+
+def test_a_withdrawal_changes_nothing_an_ordinary_end_would_not_where_no_latch_is_held() -> None:
+    st, _ = feed(alarm(), T0, True)  # not latched: the usual clear
+    st, trs = step(st, withdrawn(T0 + 5), T0 + 5)
+    assert kinds(trs) == [(Kind.CLEAR, State.ACTIVE_UNACKED, State.RTN_UNACKED)]
+    st, trs = step(st, withdrawn(T0 + 6), T0 + 6)  # again: nothing
+    assert trs == []
+    st, trs = step(alarm(latched=True), withdrawn(T0), T0)  # a normal latched alarm: nothing
+    assert trs == [] and st.state is State.NORMAL
+    st, _ = feed(alarm(latched=True), T0, True)
+    st, _ = feed(st, T0 + 2, False)
+    st, _ = do(st, Shelve(user="op", until=T0 + 600, reason="probe swap"), T0 + 3)
+    st, trs = step(st, withdrawn(T0 + 5), T0 + 5)  # shelved: followed silently
+    assert trs == [] and st.mode is Mode.SHELVED and not st.active
+
+
 def test_reset_of_a_non_latched_alarm_is_refused() -> None:
     st, _ = feed(alarm(), T0, True)
     st, _ = feed(st, T0 + 1, False)

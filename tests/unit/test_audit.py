@@ -267,9 +267,12 @@ async def test_a_tampered_record_is_reported_and_exits_1(tmp_path: Path) -> None
     assert "extra" in text and "1 mismatch(es)" in text, text
 
 
-async def test_a_retracted_episode_is_stored_withdrawn_and_its_alarm_returns_to_normal(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ended_first", [False, True], ids=["while-active", "after-it-latched"])
+async def test_a_retracted_episode_is_stored_withdrawn_and_its_alarm_returns_to_normal(
+        tmp_path: Path, ended_first: bool) -> None:
     """lel_successive announced at the second of 6 % and 6.5 %; a reading of 4 % taken between them arrives
-    late: the two were never successive, the episode never happened."""
+    late: the two were never successive, the episode never happened. The alarm is latched (an LEL alarm): it
+    is released all the same, still or already latched, and waits only for the acknowledgement of its raise."""
     config = _site(tmp_path, "lel_exactly_5_and_10_percent")
     site = config.sites[0].id
     lel = next(c.id for c in config.channels if c.kind == "lel")
@@ -287,13 +290,18 @@ async def test_a_retracted_episode_is_stored_withdrawn_and_its_alarm_returns_to_
         alarming.on_episodes(events, START + 2)
         alarm = f"{site}/{lel}/lel_successive"
         assert alarming.engine.state(alarm).state is State.ACTIVE_UNACKED
+        if ended_first:
+            ended = engine.process_many([s(3, 2.0)])
+            store.record(ended)
+            alarming.on_episodes(ended, START + 3)
+            assert alarming.engine.state(alarm).state is State.LATCHED_UNACKED
         assert engine.process_many([s(1, 4.0)]) == []  # late: between the two
         revs = engine.drain_revisions()
         assert [(r.rule, r.retraction, r.active) for r in revs] == [("lel_successive", True, False)]
         store.revise(revs, recorded=START + 3)
         alarming.on_revisions(revs, START + 3)
         st = alarming.engine.state(alarm)
-        assert not st.condition and st.state is not State.ACTIVE_UNACKED
+        assert not st.condition and st.state is State.RTN_UNACKED
         journal = [e for e in alarming.engine.journal.records() if e.kind == "transition"]
         assert "retracted" in journal[-1].payload["why"], journal[-1].payload
         assert any(e.kind == "revision" for e in alarming.engine.journal.records())
