@@ -19,12 +19,13 @@ from alarms.commands import CommandQueue, apply_pending
 from alarms.dispatcher import Dispatcher
 from alarms.engine import AlarmEngine
 from alarms.gateway import ModbusGateway
-from alarms.model import AlarmInput, AlarmSettings, Priority, Refusal, Transition
+from alarms.model import AlarmInput, AlarmKey, AlarmSettings, Priority, Refusal, Transition
 from alarms.notifiers.base import NotifierContext
 from alarms.notifiers.mqtt import MqttNotifier
 from config.alarms import RECORD_CHANNEL, RECORD_CITATION, RECORD_INTEGRITY, alarm_settings, alarm_specs
 from config.schema import SiteConfig
 from monitor.calibration import CALIBRATION_OVERDUE, CalibrationWatch, watched
+from monitor.checks.coverage import END_GAP
 from monitor.checks.events import END, START, EpisodeEvent, iso_utc
 from monitor.checks.revisions import Revision
 from monitor.obligation_watch import (
@@ -62,8 +63,13 @@ def alarm_inputs(events: Sequence[EpisodeEvent]) -> list[AlarmInput]:
     they are in the same batch. Such a pair is left out here: the alarm stays as it is (active, acknowledged or
     not) instead of clearing and raising again, e.g. after the daemon itself was down longer than max_gap. A
     gap end with no start after it (the channel came back within limits) clears the alarm as any end does."""
+    return [alarm_input(e) for e in _followed(events)]
+
+
+def _followed(events: Sequence[EpisodeEvent]) -> list[EpisodeEvent]:
+    """The events an alarm follows: all but a gap-split pair (see `alarm_inputs`)."""
     resumed = resumed_after_gap(events)
-    return [alarm_input(e) for i, e in enumerate(events) if i not in resumed]
+    return [e for i, e in enumerate(events) if i not in resumed] if resumed else list(events)
 
 
 def _input(r: Revision, e: EpisodeEvent | None, active: bool, reason: str, *,
@@ -114,6 +120,10 @@ class Alarming:
             # and a submit moves the dispatcher's marks past the lost ones, which catch-up would then skip.
             self.dispatcher.catch_up(self.engine.journal)
         self._clock: Callable[[], float] | None = None
+        # Episode ends stamped ahead of the daemon's clock, one an alarm, applied when the clock gets there
+        # (`_due`). In memory only: after a restart the warm-up's reconcile follows the record as it stands.
+        self._held: dict[AlarmKey, tuple[float, AlarmInput]] = {}
+        self._max_gap = {(s.id, c.id): c.max_gap for s in config.sites for c in s.channels}
 
     async def start(self, clock: Callable[[], float]) -> None:
         self._clock = clock
@@ -141,7 +151,47 @@ class Alarming:
         # obligations first: killed in between, the restart's reconcile raises the missing alarm and opens the
         # obligations with it (`Daemon._warm_up`; opening is idempotent), so neither is ever lost
         self.obligations.on_episodes(events, now)
-        self.announce(self.engine.apply_many(alarm_inputs(events), now))
+        kept = _followed(events)
+        self.announce(self.engine.apply_many(
+            self._due([(alarm_input(e), self._effective(e)) for e in kept], now), now))
+
+    def _effective(self, e: EpisodeEvent) -> float:
+        """When an episode's end is known on the daemon's clock: at its reading's time, or for an end at a gap
+        (the last reading before it) once ``max_gap`` has passed after that reading with nothing in between."""
+        if e.event != END:
+            return e.time
+        return e.time + self._max_gap.get((e.site, e.channel), 0.0) if e.end_reason == END_GAP else e.time
+
+    def _due(self, inputs: Sequence[tuple[AlarmInput, float]], now: float) -> list[AlarmInput]:
+        """The inputs to apply at ``now``; an episode's end that is not known yet at ``now`` is held until then.
+
+        A reading is judged at its own time, and a device clock may run ahead of the daemon's (by up to the
+        tolerated skew, `drivers.mqtt.payload.MAX_FUTURE_SKEW`). One reading stamped ahead can end an episode at
+        a time that has not come yet (a reading back within limits then, or a gap before it), while the
+        readings that follow it, stamped right, are still out of limits: the record says the episode lasts
+        until then, so the alarm stays active until the daemon's clock gets there instead of clearing at once.
+        Starts are never held (an alarm is never delayed), nor withdrawals (an episode that never happened
+        holds nothing). Any later input of the same alarm replaces a held end: a start cancels it, an end moved
+        by a correction takes its place. In the common case (no clock ahead) nothing is held."""
+        out: list[AlarmInput] = []
+        for inp, effective in inputs:
+            held = self._held.pop(inp.key, None)
+            if not inp.active and not inp.retracted and effective > now:
+                if held is None:
+                    log.info("alarm %s: its episode's end is known only at %s, %.0f s ahead of the daemon's clock "
+                             "(a device clock running fast?); it clears then", inp.key.id, iso_utc(effective),
+                             effective - now)
+                self._held[inp.key] = (effective, inp)
+            else:
+                out.append(inp)
+        return out
+
+    def _release(self, now: float) -> list[AlarmInput]:
+        """The held ends whose time has come, in time order."""
+        due = sorted((h for h in self._held.values() if h[0] <= now), key=lambda h: h[0])
+        for _, inp in due:
+            del self._held[inp.key]
+        return [inp for _, inp in due]
 
     def record_integrity(self, active: bool, why: str, now: float) -> None:
         """Raise (or clear) every site's ``record_integrity`` alarm: the record of evidence failed a check
@@ -169,14 +219,15 @@ class Alarming:
         An alarm follows the corrected record: an announced episode that never happened returns its alarm to
         normal, saying so, a latched one included (`alarms.machine._retract`: there was no condition to hold);
         an episode found open raises it; an episode found wholly in the past (started and ended before the late
-        readings arrived) raises it and clears it, so it is announced and acknowledged like any other. A moved
+        readings arrived) raises it and clears it, so it is announced and acknowledged like any other (cleared
+        when the daemon's clock reaches its end, if a fast device clock stamped that end ahead: `_due`). A moved
         start or end of an episode the alarm already follows changes nothing.
 
         Obligations first, as in `on_episodes`: a late-found episode opens its obligations, a retracted one's
         are closed as withdrawn, a moved start's go to the corrected episode (`ObligationWatch.on_revisions`);
         the overdue alarm follows at the next tick."""
         self.obligations.on_revisions(revisions, now)
-        inputs: list[AlarmInput] = []
+        inputs: list[tuple[AlarmInput, float]] = []
         cond = {s.key.id: s.condition for s in self.engine.states()}
         for r in revisions:
             key = f"{r.site}/{r.channel}/{r.rule}"
@@ -184,27 +235,39 @@ class Alarming:
                 continue
             starts = [e for e in r.added if e.event == START]
             ends = [e for e in r.added if e.event == END]
-            if not cond[key] and not r.active and starts:
+            gone = [e for e in r.withdrawn if e.event == START]
+            ended = (f"late reading: episode from {iso_utc(gone[0].time)} retracted, it never happened"
+                     if r.retraction and gone else "late reading: episode ended")
+            held = AlarmKey(r.site, r.channel, r.rule) in self._held
+            if held:  # the record's episode has ended, the alarm waits for the end's time (`_due`)
+                if r.active:  # open again: the held end is no longer the record's
+                    del self._held[AlarmKey(r.site, r.channel, r.rule)]
+                elif r.retraction or ends:  # withdrawn now, or an end moved: it replaces the held one
+                    inputs.append(self._end(r, ends[-1] if ends else None, ended))
+            elif not cond[key] and not r.active and starts:
                 s = starts[0]
                 e = next((x for x in ends if x.time >= s.time), None)
                 end_t = e.time if e is not None else s.time
                 why = f"late reading: episode {iso_utc(s.time)} to {iso_utc(end_t)} found"
-                inputs.append(_input(r, s, True, why))
-                inputs.append(_input(r, e or s, False, why))
+                inputs.append((_input(r, s, True, why), s.time))
+                inputs.append(self._end(r, e, why) if e is not None else (_input(r, s, False, why), s.time))
             elif cond[key] != r.active or (r.retraction and not r.active):
                 if r.active:
-                    inputs.append(_input(r, starts[-1] if starts else None, True,
-                                         "late reading: episode found open"))
+                    start = starts[-1] if starts else None
+                    inputs.append((_input(r, start, True, "late reading: episode found open"), r.late))
                 else:  # ended, or withdrawn: a latched alarm raised for a withdrawn episode is released too
-                    gone = [e for e in r.withdrawn if e.event == START]
-                    why = (f"late reading: episode from {iso_utc(gone[0].time)} retracted, it never happened"
-                           if r.retraction and gone else "late reading: episode ended")
-                    inputs.append(_input(r, ends[-1] if ends else None, False, why,
-                                         retracted=r.retraction))
+                    inputs.append(self._end(r, ends[-1] if ends else None, ended))
                 cond[key] = r.active
-        self.announce(self.engine.revise([r.to_payload() for r in revisions], inputs, now))
+        self.announce(self.engine.revise([r.to_payload() for r in revisions], self._due(inputs, now), now))
+
+    def _end(self, r: Revision, e: EpisodeEvent | None, why: str) -> tuple[AlarmInput, float]:
+        """A revision's alarm input for an end (or a withdrawal), with when it is known (`_effective`)."""
+        inp = _input(r, e, False, why, retracted=r.retraction)
+        return inp, (self._effective(e) if e is not None else inp.time)
 
     def tick(self, now: float) -> None:
+        if self._held and (due := self._release(now)):
+            self.announce(self.engine.apply_many(due, now))
         self.announce(self.engine.tick(now) + apply_pending(self.commands, self.engine, now))
         try:
             overdue = self.obligations.inputs(now, condition_of(self.engine))

@@ -91,7 +91,8 @@ def test_journal_explanations_are_local_times_not_epoch_seconds(env: dict[str, A
     raises = [j for j in env["op"].get("/api/journal?limit=200").json() if j.get("kind") == "raise"]
     lel = next(j for j in raises if j["alarm"] == LEL)
     assert re.search(r"\b1\d{9}\.\d+", lel["why"])  # as journaled
-    assert lel["why_text"] == f"condition started at {local(env['times']['onset'])}"
+    # journaled to the millisecond ("… at 1764590418.9996" is written 1764590419.000): the second shown is that one's
+    assert lel["why_text"] == f"condition started at {local(round(env['times']['onset'], 3))}"
     assert lel["time_text"].endswith(("EST", "EDT"))
     assert not any(re.search(r"\b1\d{9}(\.\d+)?\b", j.get("why_text", "")) for j in raises)
 
