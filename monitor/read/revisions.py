@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from monitor.checks.events import iso_utc, parse_iso
+from monitor.number_text import duration
 from monitor.stores.readonly import has_table
 
 if TYPE_CHECKING:
@@ -31,16 +32,22 @@ def withdrawn_ids(conn: sqlite3.Connection) -> set[int]:
 
 def revision_lines(conn: sqlite3.Connection, episodes: Sequence[Episode]) -> None:
     """Attach to each episode the revisions that touched it (same rule and channel, a transition moved, found or
-    withdrawn within its span): ``"<recorded, UTC>: <change> (<reason>)"``."""
+    withdrawn within its span): ``"<recorded, UTC>: <change> (<reason> of <time>, <age> old when judged)"``.
+
+    The age says how stale the evidence behind a correction was: a reading taken two hours before it arrived
+    can still move or withdraw an episode (readings are honoured however old, so the record equals a replay of
+    the stored readings), and an enforcement officer weighing the correction should see that it came late."""
     if not episodes or not has_table(conn, "episode_revisions"):
         return
     keys = {(e.site, e.channel, e.rule) for e in episodes}
     by_key: dict[tuple[str, str, str], list[tuple[float, str, list[str], list[float]]]] = {}
-    for rec, s, c, r, why, changes, w, a in conn.execute(
-            "SELECT recorded, site, channel, rule, reason, changes, withdrawn, added FROM episode_revisions "
+    for rec, s, c, r, why, late, changes, w, a in conn.execute(
+            "SELECT recorded, site, channel, rule, reason, late, changes, withdrawn, added FROM episode_revisions "
             "ORDER BY id"):
         if (s, c, r) in keys:
             times = [parse_iso(d["time"]) for d in (*json.loads(w), *json.loads(a))]
+            if late is not None:
+                why = f"{why} of {iso_utc(late)}, {duration(max(0.0, rec - late))} old when judged"
             by_key.setdefault((s, c, r), []).append((rec, why, json.loads(changes), times))
     for e in episodes:
         lo = e.start if e.start is not None else e.end

@@ -190,6 +190,22 @@ async def test_the_table_says_an_episode_was_retracted_and_does_not_count_it_a_v
     assert "2 episodes, 0 ongoing, 1 of those shown retracted after late readings" in text, text
 
 
+async def test_a_revision_says_how_old_the_late_reading_behind_it_was(tmp_path: Path, site_file: Path) -> None:
+    """Readings are honoured however old; the history says so: a correction made from a reading taken 2 h
+    before it was judged reads "late reading of <its time>, 2 h old when judged" under the episode it moved."""
+    db = tmp_path / "pretreat.sqlite"
+    old_end, new_end = ev(T0 + 200, "ph_high", "end", 8.9), ev(T0 + 260, "ph_high", "end", 8.8)
+    await record(db, [ev(T0 + 100, "ph_high", "start", 9.4), old_end])
+    store = EpisodeStore(path=db)
+    store.revise([Revision(SITE, "ph", "ph_high", withdrawn=(old_end,), added=(new_end,), late=T0 + 230,
+                           active=False)], recorded=T0 + 230 + 7200)
+    store.close()
+    text = run_report(db, site_file, now=T0 + 9000)
+    (line,) = [x for x in text.splitlines() if "revised" in x]
+    assert line.strip() == (f"revised {iso(T0 + 7430)}: end moved {iso(T0 + 200)} -> {iso(T0 + 260)} "
+                            f"(late reading of {iso(T0 + 230)}, 2 h old when judged)"), line
+
+
 async def test_from_to_keep_episodes_that_overlap_the_range(tmp_path: Path) -> None:
     db = tmp_path / "pretreat.sqlite"
     await record(db, [
