@@ -44,7 +44,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import groupby
 from pathlib import Path
 from typing import TextIO
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         where = "the hub's database" if database else config.daemon.historian
         print(f"pretreat audit: cannot read {where}: {exc}", file=sys.stderr)
         return _EXIT_MISMATCH
-    for line in result.mismatches:
+    for line in (*result.mismatches, *result.notes):
         out.write(line + "\n")
     out.write(result.summary() + "\n")
     return _EXIT_MISMATCH if result.mismatches else 0
@@ -106,6 +106,8 @@ class Episode:
     # what the readings say of it: the value at its start, at its end and its peak (None where the transition or
     # the figure is absent). Compared too: they come from the readings, so an altered figure is a mismatch.
     values: tuple[float | None, float | None, float | None] = (None, None, None)
+    # the law it was judged under: the start's limit and citation. Not a mismatch when it differs (see `compare`)
+    law: tuple[float | None, str] = (None, "")
 
 
 @dataclass(slots=True)
@@ -115,13 +117,16 @@ class AuditResult:
     recorded: int
     replayed: int
     mismatches: list[str]
+    notes: list[str] = field(default_factory=list)  # same episode, a different limit or citation (`compare`)
 
     def summary(self) -> str:
         rate = self.readings / self.seconds if self.seconds > 0 else 0.0
         verdict = "the record matches the replay" if not self.mismatches else \
             f"{len(self.mismatches)} mismatch(es)"
+        law = (f"; {len(self.notes)} episode(s) recorded under another limit or citation than the site file "
+               "states now") if self.notes else ""
         return (f"audit: {self.readings} readings replayed in {self.seconds:.2f} s ({rate / 1e6:.2f} M/s); "
-                f"{self.recorded} episodes recorded, {self.replayed} found by the replay; {verdict}")
+                f"{self.recorded} episodes recorded, {self.replayed} found by the replay; {verdict}{law}")
 
 
 def audit(config: SiteConfig, *, start: float | None = None, end: float | None = None,
@@ -143,8 +148,9 @@ def audit(config: SiteConfig, *, start: float | None = None, end: float | None =
     seconds = time.perf_counter() - began
     replayed = episodes(events)
     recorded = episodes(recorded_events(db))
+    notes: list[str] = []
     return AuditResult(n, seconds, *_counts(recorded, replayed, start, end),
-                       compare(recorded, replayed, start=start, end=end))
+                       compare(recorded, replayed, start=start, end=end, notes=notes), notes)
 
 
 # Reading times the engine's calendar arithmetic can hold: years 1 to 9999 (Python's datetime), epoch seconds.
@@ -367,12 +373,19 @@ def episodes(events: Iterable[EpisodeEvent]) -> list[Episode]:
 
 def _episode(k: Key, start: EpisodeEvent, end: EpisodeEvent | None) -> Episode:
     return Episode(k, start.time, end.time if end is not None else None,
-                   (start.value, end.value if end is not None else None, end.peak if end is not None else None))
+                   (start.value, end.value if end is not None else None, end.peak if end is not None else None),
+                   (start.limit, start.citation))
 
 
 def compare(recorded: list[Episode], replayed: list[Episode], *, start: float | None,
-            end: float | None) -> list[str]:
-    """Every difference between the two lists of episodes starting in [start, end), as lines of text."""
+            end: float | None, notes: list[str] | None = None) -> list[str]:
+    """Every difference between the two lists of episodes starting in [start, end), as lines of text.
+
+    The limit and citation an episode was recorded under are compared too, but a difference goes to ``notes``
+    (``law differs``), not to the mismatches: the replay judges under the site file as it stands, and a permit
+    renewed or a limit corrected since then rightly changes them for older episodes, which were judged under
+    the law in force at the time. The note lets the officer see it; `pretreat journal verify` tells a record
+    altered since it was sealed from a site file changed since."""
     rec = [e for e in recorded if _in(e, start, end)]
     rep = [e for e in replayed if _in(e, start, end)]
     out: list[str] = []
@@ -383,6 +396,9 @@ def compare(recorded: list[Episode], replayed: list[Episode], *, start: float | 
             left.remove(same)
             if not _same_values(same.values, r.values):
                 out.append(f"different values  {_show(r)} recorded {_values(r)}; the replay finds {_values(same)}")
+            if notes is not None and not _same_law(same.law, r.law):
+                notes.append(f"law differs  {_show(r)} recorded under {_law(r)}; the site file now gives "
+                             f"{_law(same)} (changed since, or the record altered: `pretreat journal verify`)")
             continue
         near = next((p for p in left if p.key == r.key and _overlap(r, p)), None)
         if near is None:
@@ -400,6 +416,15 @@ def _same_values(a: tuple[float | None, ...], b: tuple[float | None, ...]) -> bo
     """Equal figures (both absent counts as equal; NaN equals NaN: a figure the rule did not compute)."""
     return all(x == y or (x is None and y is None) or (x is not None and y is not None and x != x and y != y)
                for x, y in zip(a, b, strict=True))
+
+
+def _same_law(a: tuple[float | None, str], b: tuple[float | None, str]) -> bool:
+    return a[1] == b[1] and _same_values(a[:1], b[:1])
+
+
+def _law(e: Episode) -> str:
+    limit, citation = e.law
+    return f"limit {limit:g} ({citation or 'no citation'})" if limit is not None else (citation or "no citation")
 
 
 def _values(e: Episode) -> str:

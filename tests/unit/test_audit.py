@@ -252,6 +252,34 @@ async def test_an_altered_peak_or_start_value_is_a_mismatch(tmp_path: Path) -> N
     assert "different values" in text and "peak 4.9" in text, text
 
 
+async def test_an_episode_recorded_under_another_limit_is_noted_not_a_mismatch(tmp_path: Path) -> None:
+    """The replay judges under the site file as it stands; an episode recorded under another limit (a permit
+    renewed since, or the record altered) is listed as ``law differs`` with both, and the audit still exits 0:
+    the readings and the episodes agree."""
+    name = "ph_excursion_single_over_60_minutes"
+    config = _site(tmp_path, name)
+    await _record(config, _samples(name))
+    args = argparse.Namespace(config=str(tmp_path / "site.toml"), start=None, end=None)
+    out = io.StringIO()
+    assert run(args, out=out) == 0
+    assert "law differs" not in out.getvalue() and "another limit" not in out.getvalue(), out.getvalue()
+    conn = sqlite3.connect(config.daemon.historian)
+    with conn:
+        for (trigger,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' "
+                                       "AND tbl_name = 'episode_events'").fetchall():
+            conn.execute(f"DROP TRIGGER {trigger}")
+        changed = conn.execute("UPDATE episode_events SET limit_value = 4.5, citation = 'an older permit' "
+                               "WHERE event = 'start' AND rule = 'ph_low'").rowcount
+    conn.close()
+    assert changed >= 1
+    out = io.StringIO()
+    assert run(args, out=out) == 0
+    lines = [x for x in out.getvalue().splitlines() if x.startswith("law differs")]
+    assert len(lines) == changed, out.getvalue()
+    assert "recorded under limit 4.5 (an older permit); the site file now gives limit " in lines[0], lines[0]
+    assert f"{changed} episode(s) recorded under another limit or citation" in out.getvalue().splitlines()[-1]
+
+
 async def test_a_tampered_record_is_reported_and_exits_1(tmp_path: Path) -> None:
     name = "ph_excursion_single_over_60_minutes"
     config = _site(tmp_path, name)
