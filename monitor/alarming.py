@@ -13,7 +13,7 @@ import json
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from alarms.commands import CommandQueue, apply_pending
 from alarms.dispatcher import Dispatcher
@@ -39,7 +39,9 @@ from monitor.sample import Sample
 from monitor.stores.influx import InfluxSink
 from monitor.stores.influx_lines import alarm_record
 from monitor.uplink.events import alarm_event, seal_event
-from monitor.uplink.publisher import UplinkPublisher
+
+if TYPE_CHECKING:  # the uplink (and protobuf) is imported only where [uplink] is configured (`monitor.app`)
+    from monitor.uplink.publisher import UplinkPublisher
 
 log = logging.getLogger(__name__)
 _RECORD_CITATION = RECORD_CITATION

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -57,9 +57,12 @@ from monitor.stores.influx_lines import episode_record
 from monitor.stores.retention import HOLD_MARGIN, PurgeResult, purge
 from monitor.stores.seals import RETENTION, SEAL_AFTER
 from monitor.systemd import Heartbeat, SystemdNotifier, stall_after_for
+from monitor.uplink.contract import UplinkStartupError
 from monitor.uplink.events import episode_event
-from monitor.uplink.publisher import UplinkPublisher, UplinkStartupError
 from monitor.warmup import history_reader, reconcile, warm_up, window_start
+
+if TYPE_CHECKING:
+    from monitor.uplink.publisher import UplinkPublisher
 
 log = logging.getLogger(__name__)
 STREAM_CLOSE_LIMIT = 10.0  # s a streaming driver gets to acknowledge and disconnect at shutdown
@@ -109,8 +112,10 @@ class Daemon:
         self.slug_baselines = BaselineSection(self.engine)  # what the console shows of the baselines in force
         self.alarming = Alarming(config=config, now=self.clock(), influx=self.influx)
         # the Sparkplug B uplink to a central broker ([uplink]): a copy for the county's hub, queued on disk
-        self.uplink = (UplinkPublisher(settings=config.uplink, channels=config.channels)
-                       if config.uplink is not None else None)
+        self.uplink: UplinkPublisher | None = None
+        if config.uplink is not None:  # imported here: protobuf costs ~9 MB of RSS a site without one never needs
+            from monitor.uplink.publisher import UplinkPublisher
+            self.uplink = UplinkPublisher(settings=config.uplink, channels=config.channels)
         self.alarming.uplink = self.uplink
         self.guard = RecordGuard(db=config.daemon.historian, alarming=self.alarming, clock=self.clock,
                                  seal_after=SEAL_AFTER)

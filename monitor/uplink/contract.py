@@ -90,3 +90,9 @@ def quality_code(quality: str) -> int:
     if quality == "stale":
         return QUALITY_STALE
     return QUALITY_BAD
+
+
+class UplinkStartupError(Exception):
+    """The uplink cannot start: its queue file is in use or unusable, the password file unreadable. Here, not
+    in `monitor.uplink.publisher`, so the daemon can catch it without importing the uplink (and protobuf,
+    ~9 MB of RSS) at a site that has no ``[uplink]``."""

@@ -47,6 +47,7 @@ from monitor.stores.influx_recovery import Recorded, plan
 from monitor.stores.outbox import Outbox, OutboxError, Record
 from monitor.uplink import contract as c
 from monitor.uplink import payloads
+from monitor.uplink.contract import UplinkStartupError
 from monitor.uplink.session import Session, SessionError
 
 log = logging.getLogger(__name__)
@@ -57,10 +58,6 @@ BACKLOG_INFLIGHT = 4  # backlog records published and not yet acknowledged, at m
 SPOOL_BURST = 4  # batches waiting in memory that make the thread queue them before flush_interval is up
 CLOSE_DRAIN = 2.0  # s `close` lets the live queue drain while the broker is up
 _READINGS, _EVENT = b"R", b"E"
-
-
-class UplinkStartupError(Exception):
-    """The uplink cannot start: its queue file is in use or unusable, the password file unreadable."""
 
 
 @dataclass(slots=True)
