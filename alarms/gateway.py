@@ -32,8 +32,8 @@ address               content
                       whenever the quality is not good: a failed read is never a number here either.
 102 + 4k              channel k: quality code: 0 good, 1 comm_failure, 2 device_exception, 3 decode_error,
                       4 bad_value, 5 out_of_range, 6 stale, 7 device_fault, 8 over_range (an LEL meter
-                      above its span: the value register stays NaN), 9 maintenance, 10 unit_mismatch
-                      (the historian's codes);
+                      above its span: the value register stays NaN), 9 maintenance, 10 unit_mismatch,
+                      11 clock_skew (the historian's codes);
                       65535 = no reading since the daemon started
 103 + 4k              channel k: age of that reading in whole seconds (65535 = none, or 65535 s or more)
 2000 + j              alarm j: state code: 0 normal, 1 active-unacknowledged, 2 active-acknowledged,

@@ -8,7 +8,9 @@ value is what the instrument reported, the checks judge it as the span's top (`m
 Stores record bad samples too (that is the evidence that the instrument was down), and checks never judge
 them. ``maintenance`` is the instrument's own word that it is being serviced or calibrated (a catalogue map's
 status register, `config.maps`): not judged, but the device is answering, so it is not silence
-(`monitor.staleness` does not call the channel stale for it).
+(`monitor.staleness` does not call the channel stale for it). ``clock_skew`` is a reading whose device timestamp
+is further ahead of its arrival than any clock drift explains (`drivers.mqtt.payload`): its time is unknown, so
+it is no measurement; it is kept at its arrival time, the number read and the timestamp rejected in its reason.
 
 Time is ``float`` seconds since the Unix epoch (UTC). A float keeps the hot paths (polling 1,000 devices a
 second, replaying 10 million rows) free of datetime allocations; `Sample.utc` gives the aware datetime for
@@ -38,6 +40,7 @@ class Quality(StrEnum):
     OVER_RANGE = "over_range"  # above the span of a channel that judges it as valid_max (an LEL meter saturating)
     MAINTENANCE = "maintenance"  # the instrument says it is in service or calibration: not a measurement
     UNIT_MISMATCH = "unit_mismatch"  # the instrument's units register disagrees with the channel's unit
+    CLOCK_SKEW = "clock_skew"  # the device timestamp is further ahead of the receive time than drift explains
 
     @property
     def is_good(self) -> bool:
@@ -61,6 +64,7 @@ QUALITY_CODES: Final[dict[Quality, int]] = {
     Quality.OVER_RANGE: 8,
     Quality.MAINTENANCE: 9,
     Quality.UNIT_MISMATCH: 10,
+    Quality.CLOCK_SKEW: 11,
 }
 _missing_codes = set(Quality) - set(QUALITY_CODES)
 if _missing_codes:  # pragma: no cover - guards a future edit of Quality

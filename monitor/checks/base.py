@@ -44,9 +44,11 @@ EMPTY = (INF, -INF, -INF)  # no reading is quiet
 FULL = (-INF, INF, INF)  # every reading is quiet
 MARGIN = 1e-3  # s: deadlines are pulled in by this much so float rounding can never skip a due transition
 # a unit mismatch is the value at fault too: the instrument reports it in another unit than the channel's, so the
-# enforcement record shows a sensor_fault episode quoting why (not only, later, a stale one saying "no reading")
+# enforcement record shows a sensor_fault episode quoting why (not only, later, a stale one saying "no reading");
+# so is a clock skew: the device stamps its readings with a time it cannot have read them at (its clock is fast),
+# and the episode's alarm is what tells the operator to set the instrument's clock
 SENSOR_FAULT_QUALITIES = frozenset(
-    {"out_of_range", "bad_value", "device_exception", "decode_error", "device_fault", "unit_mismatch"}
+    {"out_of_range", "bad_value", "device_exception", "decode_error", "device_fault", "unit_mismatch", "clock_skew"}
 )
 Band = tuple[float, float, float]
 

@@ -9,7 +9,7 @@ events cite `config.rule_binders.DATA_QUALITY_CITATION`.
   episodes live and in replay (the staleness judgement itself happens once, in the daemon, and is recorded).
 - ``sensor_fault``: a bad sample saying the instrument or its value is at fault (out of range, NaN or
   infinity, a Modbus exception, an undecodable reply, the device's fault bit, a units register naming another
-  unit than the channel's: `base.SENSOR_FAULT_QUALITIES`)
+  unit than the channel's, a device timestamp too far ahead to be believed: `base.SENSOR_FAULT_QUALITIES`)
   starts an episode; the next good reading ends it. A communication failure is not a sensor fault: if it
   lasts, the channel goes stale.
 - ``maintenance``: the instrument says it is in service or calibration (a catalogue map's status bit,

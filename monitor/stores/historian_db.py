@@ -1,7 +1,7 @@
 """The historian's SQLite file: its layout, schema versioning, and the read side.
 
-Layout (schema version 3, kept in ``PRAGMA user_version``; version 1 and 2 files lack only quality codes (8;
-9 and 10) and are upgraded in place when opened for writing; the episode store shares the file with its own
+Layout (schema version 4, kept in ``PRAGMA user_version``; version 1, 2 and 3 files lack only quality codes (8;
+9 and 10; 11) and are upgraded in place when opened for writing; the episode store shares the file with its own
 tables and must not touch ``user_version``):
 
 - ``channels(id, site, channel, unit)``, unique on (site, channel, unit). The unit is part of a series'
@@ -39,7 +39,7 @@ from monitor.sample import QUALITY_BY_CODE, QUALITY_CODES, Sample
 from monitor.stores.hub_record import HubReader, is_database_url
 from monitor.stores.readonly import connect_readonly, has_table
 
-SCHEMA_VERSION: Final = 3  # 2: quality code 8, over_range; 3: codes 9 and 10 (older files upgraded in place)
+SCHEMA_VERSION: Final = 4  # 2: code 8, over_range; 3: codes 9 and 10; 4: code 11, clock_skew (older: upgraded)
 # The quality codes stored in the readings table are `monitor.sample.QUALITY_CODES`: adding a quality needs a new
 # code there and a SCHEMA_VERSION bump here (older readers would not know the code).
 

@@ -11,7 +11,8 @@ Readings — one measurement per channel kind (``flow``, ``flow_total``, ``ph``,
 - fields: ``value`` (float, engineering unit; **absent** for a bad sample: a failed read is never a number;
   present for ``over_range``, the number an instrument reported above its span), ``quality`` (string: ``good``,
   ``comm_failure``, ``device_exception``, ``decode_error``, ``bad_value``, ``out_of_range``, ``stale``,
-  ``device_fault``, ``over_range``, ``maintenance``, ``unit_mismatch``) and, for bad samples only, ``reason`` (string);
+  ``device_fault``, ``over_range``, ``maintenance``, ``unit_mismatch``, ``clock_skew``) and, for bad samples only,
+  ``reason`` (string);
 - timestamp: the sample time in **milliseconds** since the epoch (UTC), written with ``precision=ms``.
   Milliseconds are what VictoriaMetrics stores and what Grafana resolves; polls are ≥ 10 ms apart. The
   conversion is ``round(time * 1000)``, a pure function of the historian's float, so a backfill writes

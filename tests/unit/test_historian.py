@@ -367,6 +367,43 @@ async def test_a_version_2_file_gains_the_maintenance_and_unit_mismatch_codes(tm
     assert [s.quality for s in read_readings(path, site="acme", channel="lel")] == [Quality.MAINTENANCE,
                                                                                   Quality.UNIT_MISMATCH]
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert conn.execute("SELECT name FROM qualities WHERE code IN (9, 10) ORDER BY code").fetchall() == [
             ("maintenance",), ("unit_mismatch",)]
+
+
+SKEWED = Sample(time=T0, site="acme", channel="lel", value=None, unit="%LEL", quality=Quality.CLOCK_SKEW,
+                reason="acme/mh1/lel: device clock more than 300 s fast: device timestamp 'ts' "
+                       "'2026-01-01T01:00:00Z' is 3600 s ahead of the receive time (read 4.5 %LEL)")
+
+
+async def test_a_clock_skew_reading_round_trips_as_code_11_with_its_reason(hist: Historian) -> None:
+    samples = [good(T0 - 1, 7.0), SKEWED, good(T0 + 1, 7.1)]
+    hist.submit(samples)
+    await hist.flush()
+    assert list(hist.query(site="acme", channel="lel")) == [SKEWED]
+    assert list(read_readings(hist.path, site="acme", channel="lel")) == [SKEWED]
+    with sqlite3.connect(hist.path) as conn:
+        assert conn.execute("SELECT quality, value FROM readings WHERE quality != 0").fetchall() == [(11, None)]
+        assert conn.execute("SELECT name FROM qualities WHERE code = 11").fetchone() == ("clock_skew",)
+
+
+async def test_a_version_3_file_gains_the_clock_skew_code(tmp_path: Path) -> None:
+    path = tmp_path / "v3.sqlite"
+    h = Historian(path=path)
+    await h.start()
+    h.submit([Sample(time=T0 - 1, site="acme", channel="lel", value=None, unit="%LEL",
+                     quality=Quality.UNIT_MISMATCH, reason="unit mismatch")])
+    await h.close()
+    with sqlite3.connect(path) as conn:  # as version 3 wrote it: no code 11
+        conn.execute("DELETE FROM qualities WHERE code = 11")
+        conn.execute("PRAGMA user_version = 3")
+    h = Historian(path=path)
+    await h.start()
+    h.submit([SKEWED])
+    await h.close()
+    assert [s.quality for s in read_readings(path, site="acme", channel="lel")] == [Quality.UNIT_MISMATCH,
+                                                                                  Quality.CLOCK_SKEW]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert conn.execute("SELECT name FROM qualities WHERE code = 11").fetchone() == ("clock_skew",)
