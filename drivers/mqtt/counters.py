@@ -22,6 +22,8 @@ class MqttCounters:
     bad_samples: int = 0  # of which not good
     decode_errors: int = 0  # of which DECODE_ERROR
     time_fallbacks: int = 0  # messages whose device timestamp was missing or unusable
+    clock_skews: int = 0  # of which too far ahead of the receive time: their readings recorded as clock_skew
+    clock_ahead: float | None = None  # s the latest such timestamp led by, until a message's device time is used
     repeats: int = 0  # exact copies of a timestamped message already taken (QoS 1 resends), not recorded again
     connects: int = 0  # accepted connections
     reconnects: int = 0  # accepted connections after the first

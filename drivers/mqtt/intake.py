@@ -3,8 +3,8 @@ message on a topic no channel uses.
 
 The driver (`drivers.mqtt.driver.MqttDriver`) hands every message paho delivers to `MessageIntake.decode`
 on the event loop thread and delivers what it returns; counting happens here, where the outcome is known
-(`MqttCounters`: messages, samples, bad samples, decode errors, time fallbacks, repeats, unexpected
-messages).
+(`MqttCounters`: messages, samples, bad samples, decode errors, time fallbacks, clock skews, repeats, unexpected
+messages). A device clock running too far ahead is a state: logged when it starts and when it ends.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import paho.mqtt.client as mqtt
 from config.schema import Channel, Instrument
 from drivers.mqtt.counters import MqttCounters
 from drivers.mqtt.dedupe import RecentReadings
-from drivers.mqtt.payload import Decoded, InstrumentDecoder
+from drivers.mqtt.payload import MAX_FUTURE_SKEW, Decoded, InstrumentDecoder
 from monitor.sample import Quality, Sample
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,16 @@ class MessageIntake:
         c.messages += 1
         c.last_message_at = received
         c.time_fallbacks += bool(decoded.time_problem)
+        if decoded.clock_ahead:
+            if c.clock_ahead is None:  # logged once per episode of a fast clock, counted every message
+                log.warning("%s: device clock %.0f s ahead of the receive time (more than %g s): its readings are "
+                            "recorded as clock_skew, not judged, until its clock is set", self._name,
+                            decoded.clock_ahead, MAX_FUTURE_SKEW)
+            c.clock_skews += 1
+            c.clock_ahead = decoded.clock_ahead
+        elif decoded.timestamped and c.clock_ahead is not None:
+            log.info("%s: device timestamps usable again (clock no longer ahead)", self._name)
+            c.clock_ahead = None
         for s in decoded.samples:
             c.samples += 1
             c.bad_samples += not s.good

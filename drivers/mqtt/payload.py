@@ -26,20 +26,36 @@ carries a usable one; otherwise the moment the message was received. Accepted de
   other common convention of embedded firmware;
 - an ISO-8601 string *with* a UTC offset or ``Z`` (``2026-11-30T14:05:00Z``, ``...+01:00``).
 
-A timestamp is not used when it is missing, of the wrong type, unparseable, without an offset (local time of
-an unknown zone: guessing a zone would shift every reading by hours), before `MIN_DEVICE_TIME` (a device whose
-clock was never set reports 1970), or more than `MAX_FUTURE_SKEW` seconds ahead of the receive time. Five
-minutes, not a day: a message cannot come from the future, so a device clock that far ahead is wrong, and a
-whole-hours offset (local time labelled ``Z``) is the commonest firmware bug and would slip under a one-day
-limit. Timestamps in the past are honoured however old
-(instruments that buffer readings through an outage publish them late, with their real times).
+A timestamp up to `MAX_FUTURE_SKEW` seconds ahead of the receive time is clock drift: the reading is judged at
+that time (the check engine judges readings in time order whatever their arrival order, so readings arriving
+later with earlier times are judged in their place, not skipped). Timestamps in the past are honoured however
+old (instruments that buffer readings through an outage publish them late, with their real times).
 
-When the device timestamp is not used the reading itself is still real: the sample stays good, takes the
-receive time (what a Modbus poll would record), and its ``reason`` says which timestamp was rejected and why;
-`Decoded.time_problem` lets the driver count these. The exception is a *retained* message (one the broker
-stored and replays on every new subscription, which this driver makes after every reconnect): without a
-usable device timestamp its age is unknown, so stamping it "now" would invent a fresh reading and could hide a
-dead instrument. Such a message gives STALE samples (value ``None``) whose reason says so.
+A timestamp *further ahead* is a wrong clock. Five minutes, not a day: a message cannot come from the future,
+and a whole-hours offset (local time labelled ``Z``) is the commonest firmware bug and would slip under a
+one-day limit. Such a message's readings are CLOCK_SKEW samples: bad quality, value ``None``, at the receive
+time (the only time known for them), with the rejected timestamp and the number read in the reason
+(``device clock more than 300 s fast: device timestamp 'ts' '2026-11-30T15:00:00Z' is 3600 s ahead of the
+receive time (read 4.5 %LEL)``). Stamping them with the receive time instead, as good readings, would invent
+a time: a buffered burst from a fast clock would be compressed into one moment and judged as successive
+readings or a slug duration it never was. A reading of unknown time is no evidence; the sensor_fault episode
+a CLOCK_SKEW sample opens (`monitor.checks.base.SENSOR_FAULT_QUALITIES`) alarms, telling the operator to set
+the instrument's clock. Only readings that would have been measurements (good or ``over_range``) become
+CLOCK_SKEW; a value already bad (undecodable, NaN, out of range) keeps its own quality and reason.
+
+Any other unusable timestamp leaves the reading good at the receive time (what a Modbus poll would record),
+its ``reason`` saying which timestamp was rejected and why; `Decoded.time_problem` lets the driver count
+these. That covers a missing one (a message without its time field is stamped as it arrives, like any
+instrument without a clock), one of the wrong type or unparseable, one without an offset (local time of an
+unknown zone: guessing a zone would shift every reading by hours), and one before `MIN_DEVICE_TIME` (a device
+whose clock was never set reports 1970). These say nothing about when the reading was taken, whereas a
+timestamp ahead of the receive time says a definite wrong time; a device that stamps 1970 publishes its
+readings as it takes them, which is what the receive time assumes.
+
+The exception is a *retained* message (one the broker stored and replays on every new subscription, which this
+driver makes after every reconnect): without a usable device timestamp (missing, unusable or too far ahead)
+its age is unknown, so stamping it "now" would invent a fresh reading and could hide a dead instrument. Such a
+message gives STALE samples (value ``None``) whose reason says so.
 """
 
 from __future__ import annotations
@@ -82,6 +98,7 @@ class Decoded:
     samples: tuple[Sample, ...]
     time_problem: str = ""
     timestamped: bool = False  # the samples carry the device's own timestamp (so an exact copy is a repeat)
+    clock_ahead: float = 0.0  # s the device timestamp led the receive time by, beyond MAX_FUTURE_SKEW; else 0
 
 
 class _DuplicateKey(ValueError):
@@ -156,6 +173,19 @@ def parse_number_text(text: str) -> tuple[float | None, str]:
 
 def parse_device_time(raw: Any, *, received: float) -> tuple[float | None, str]:
     """A device timestamp as epoch seconds (UTC), or (None, why it is not used). See the module docstring."""
+    t, problem = read_device_time(raw)
+    if t is not None and t > received + MAX_FUTURE_SKEW:
+        return None, ahead(raw, t, received)
+    return t, problem
+
+
+def ahead(raw: Any, t: float, received: float) -> str:
+    """Why a device timestamp ``raw`` (read as ``t``) too far ahead of the receive time is not used."""
+    return f"{raw!r} is {t - received:.0f} s ahead of the receive time"
+
+
+def read_device_time(raw: Any) -> tuple[float | None, str]:
+    """A device timestamp as epoch seconds (UTC), or (None, why it cannot be), whatever the receive time."""
     if isinstance(raw, bool) or raw is None or not isinstance(raw, int | float | str):
         return None, f"is {_kind(raw)}, expected epoch seconds or an ISO-8601 string"
     if isinstance(raw, str):
@@ -177,8 +207,6 @@ def parse_device_time(raw: Any, *, received: float) -> tuple[float | None, str]:
             t /= 1000.0
     if t < MIN_DEVICE_TIME:
         return None, f"{raw!r} is before 2000-01-01 (device clock not set?)"
-    if t > received + MAX_FUTURE_SKEW:
-        return None, f"{raw!r} is {t - received:.0f} s ahead of the receive time"
     return t, ""
 
 
@@ -247,28 +275,37 @@ class TopicDecoder:
             obj, problem = _parse_object(text)
             if obj is None:
                 return self.failed(f"{problem}: {_excerpt(payload)}", received=received)
-        when, time_problem = self._time(obj, received)
+        when, time_problem, lead = self._time(obj, received)
         samples = tuple(self._sample(r, obj, text, when) for r in self._readers)
         if retained and (time_problem or not self._time_path):
             why = time_problem and f"device timestamp {self._time_name!r} {time_problem}"
             why = why or "the instrument has no time_field"
             return Decoded(tuple(self._unknown_age(s, why) for s in samples), time_problem)
+        if lead:
+            why = (f"{self.topic}: device clock more than {MAX_FUTURE_SKEW:g} s fast: device timestamp "
+                   f"{self._time_name!r} {time_problem}")
+            return Decoded(tuple(self._skewed(s, why) for s in samples), time_problem, clock_ahead=lead)
         if time_problem:
             note = f"{self.topic}: device timestamp {self._time_name!r} {time_problem}; receive time used"
             samples = tuple(replace(s, reason=note) if s.good else s for s in samples)
         return Decoded(samples, time_problem, timestamped=bool(self._time_path) and not time_problem)
 
-    def _time(self, obj: dict[str, Any] | None, received: float) -> tuple[float, str]:
-        """The message's time and, when a configured device timestamp could not be used, why not."""
+    def _time(self, obj: dict[str, Any] | None, received: float) -> tuple[float, str, float]:
+        """The message's time; when a configured device timestamp could not be used, why not; and by how many
+        seconds it led the receive time when that is why (0 otherwise)."""
         if not self._time_path:
-            return received, ""
+            return received, "", 0.0
         if obj is None:  # payload="number" channels only: such a payload cannot carry a timestamp
-            return received, "cannot be carried by a plain-number payload"
+            return received, "cannot be carried by a plain-number payload", 0.0
         raw, missing = _lookup(obj, self._time_path)
         if missing:
-            return received, "is missing"
-        t, problem = parse_device_time(raw, received=received)
-        return (received, problem) if t is None else (t, "")
+            return received, "is missing", 0.0
+        t, problem = read_device_time(raw)
+        if t is None:
+            return received, problem, 0.0
+        if t > received + MAX_FUTURE_SKEW:
+            return received, ahead(raw, t, received), t - received
+        return t, "", 0.0
 
     def _sample(self, reader: _ChannelReader, obj: dict[str, Any] | None, text: str, when: float) -> Sample:
         ch = reader.channel
@@ -287,6 +324,14 @@ class TopicDecoder:
                              offset=ch.offset, valid_min=ch.valid_min, valid_max=ch.valid_max,
                              over_max=ch.over_range_limit)
         return sample if sample.good else replace(sample, reason=f"{self.topic}: {sample.reason}")
+
+    def _skewed(self, sample: Sample, why: str) -> Sample:
+        """A reading stamped too far ahead: CLOCK_SKEW at the receive time, the number read kept in the reason
+        (as `drivers.modbus.device_state` keeps it for a reading its instrument disowns)."""
+        if sample.quality is not Quality.GOOD and sample.quality is not Quality.OVER_RANGE:
+            return sample  # the value itself is bad: its own reason says more
+        return Sample.bad(time=sample.time, site=sample.site, channel=sample.channel, unit=sample.unit,
+                          quality=Quality.CLOCK_SKEW, reason=f"{why} (read {sample.value:g} {sample.unit})")
 
     def _unknown_age(self, sample: Sample, why: str) -> Sample:
         if not sample.good:

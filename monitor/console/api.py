@@ -366,11 +366,14 @@ def health(request: Request) -> dict[str, Any]:
 
 def industry_snapshot(snap: dict[str, Any] | None, instruments: set[str]) -> dict[str, Any] | None:
     """What an industry user sees of the daemon's health snapshot: its age, and what its own instruments say of
-    their readings (a units register that disagrees, a fault bit: `drivers.modbus.device_state`)."""
+    their readings (a units register that disagrees, a fault bit: `drivers.modbus.device_state`; a device clock
+    too far ahead: `drivers.mqtt.intake`)."""
     if not snap:
         return None
     out = {k: v for k, v in snap.items() if k in ("time", "uptime_s")}
     out["devices"] = {k: v for k, v in (snap.get("devices") or {}).items() if k in instruments}
+    out["streaming"] = {k: {"clock_ahead": v["clock_ahead"]} for k, v in (snap.get("streaming") or {}).items()
+                        if k in instruments and isinstance(v, dict) and v.get("clock_ahead")}
     return out
 
 

@@ -257,6 +257,10 @@ def problems(report: Report) -> list[str]:
             out.append(f"{key} channel {channel}: {why}")
         if dev.get("faults"):
             out.append(f"{key} reports a fault: {'; '.join(dev['faults'])}")
+    for key, stream in (snap.get("streaming") or {}).items():  # see drivers.mqtt.intake
+        if isinstance(stream, dict) and stream.get("clock_ahead"):
+            out.append(f"{key}: device clock {stream['clock_ahead']:.0f} s ahead, its readings recorded as "
+                       "clock_skew (not judged): set the instrument's clock")
     record = snap.get("record")
     if isinstance(record, dict):
         out += [f"record integrity: {p}" for p in record.get("problems") or []]

@@ -38,10 +38,12 @@ def two_companies(folder: Path) -> tuple[SiteConfig, Path]:
     return config, users
 
 
-def write_health(config: SiteConfig, *, stale: list[str], down: list[str]) -> None:
+def write_health(config: SiteConfig, *, stale: list[str], down: list[str], fast: tuple[str, ...] = ()) -> None:
     """A running daemon's snapshot (monitor.health's format): MQTT instruments under ``streaming`` by
-    site/instrument, the ``down`` ones disconnected; a historian backlog (a daemon-wide problem)."""
-    streaming = {f"{s.id}/{i.id}": {"messages": 10, "connected": f"{s.id}/{i.id}" not in down}
+    site/instrument, the ``down`` ones disconnected, the ``fast`` ones' clocks an hour ahead; a historian backlog
+    (a daemon-wide problem)."""
+    streaming = {f"{s.id}/{i.id}": {"messages": 10, "connected": f"{s.id}/{i.id}" not in down,
+                                    "clock_ahead": 3600.0 if f"{s.id}/{i.id}" in fast else None}
                  for s in config.sites for i in s.instruments}
     snap = {"time": time.time(), "uptime_s": 60.0, "pid": os.getpid(), "state": "running", "instruments": {},
             "links": {}, "streaming": streaming, "stale_channels": stale, "episode_events": 0, "influx": None,
@@ -51,18 +53,23 @@ def write_health(config: SiteConfig, *, stale: list[str], down: list[str]) -> No
 
 def test_health_for_an_industry_user_is_built_from_its_own_sites(tmp_path: Path) -> None:
     config, users = two_companies(tmp_path)
-    write_health(config, stale=[f"{PLATING}/ph", f"{FOODS}/lel"], down=[f"{PLATING}/ph-meter"])
+    write_health(config, stale=[f"{PLATING}/ph", f"{FOODS}/lel"], down=[f"{PLATING}/ph-meter"],
+                 fast=(f"{FOODS}/lel-meter", f"{PLATING}/lel-meter"))
     with console(config, users) as (base, _app):
         foods, op = login(base, "foods"), login(base, "op")
         mine, everything = foods.get("/api/health").json(), op.get("/api/health").json()
         foods.close()
         op.close()
     assert PLATING not in json.dumps(mine), mine  # not in a problem, an instrument, a stale channel
-    assert mine["problems"] == [f"1 stale channel(s): {FOODS}/lel"] and mine["stale"] == [f"{FOODS}/lel"]
+    assert mine["problems"] == [f"1 stale channel(s): {FOODS}/lel",  # and its own instrument's clock, not theirs
+                                f"{FOODS}/lel-meter: device clock 3600 s ahead, its readings recorded as clock_skew "
+                                "(not judged): set the instrument's clock"]
+    assert mine["stale"] == [f"{FOODS}/lel"]
     assert {i["key"] for i in mine["instruments"]} == {f"{FOODS}/{i}" for i in ("ph-meter", "lel-meter", "sampler")}
     assert mine["status"] == "degraded"
     assert f"link down: {PLATING}/ph-meter" in everything["problems"]  # the operator sees every site's problems
     assert any("historian backlog" in p for p in everything["problems"])
+    assert any(p.startswith(f"{PLATING}/lel-meter: device clock") for p in everything["problems"])
     assert not any("backlog" in p for p in mine["problems"])
 
 

@@ -179,6 +179,41 @@ async def test_retained_message_without_device_time_is_not_taken_as_current(
     assert [(s.value, s.time) for s in rec.of("lel")] == [(1.0, T0)]
 
 
+async def test_a_device_clock_too_far_ahead_gives_clock_skew_readings_until_it_is_set(
+        mosquitto: Mosquitto, publisher: Callable[..., None], caplog: pytest.LogCaptureFixture) -> None:
+    """Within MAX_FUTURE_SKEW a timestamp ahead is drift: the reading is good at its time, and a later message
+    stamped earlier is delivered too (the checks judge it in its place). Beyond it the readings are clock_skew at
+    the receive time, the number read in the reason, counted, logged once, and shown until the clock is right."""
+    caplog.set_level(logging.INFO, logger="drivers.mqtt.intake")
+    driver = MqttDriver(instrument=instrument(mosquitto.port), channels=channels())
+    async with running(driver) as rec:
+        now = time.time()
+        publisher(GAS, gas(4.5, 1.25, now + 100))
+        publisher(GAS, gas(4.0, 1.0, now - 1))
+        await until(lambda: len(rec.samples) == 4, what="4 samples")
+        assert [(s.quality, s.value, s.time) for s in rec.of("lel")] == [
+            (Quality.GOOD, 4.5, now + 100), (Quality.GOOD, 4.0, now - 1)]
+        sent_at = time.time()
+        publisher(GAS, gas(48.0, 2.0, iso(sent_at + 3600)))  # local time labelled Z, an hour east of UTC
+        publisher(GAS, gas(52.0, 2.5, iso(sent_at + 3660)))
+        await until(lambda: len(rec.samples) == 8, what="8 samples")
+        assert driver.counters.clock_skews == 2 and driver.counters.clock_ahead == pytest.approx(3660, abs=60)
+        publisher(GAS, gas(5.0, 1.5, time.time()))  # the clock set right
+        await until(lambda: len(rec.samples) == 10, what="10 samples")
+    skewed = rec.samples[4:8]
+    assert [s.quality for s in skewed] == [Quality.CLOCK_SKEW] * 4
+    assert all(s.value is None and sent_at <= s.time <= sent_at + PATIENCE for s in skewed)
+    assert [s.reason.rsplit("(read ", 1)[1] for s in skewed] == ["48 %LEL)", "2 %LEL)", "52 %LEL)", "2.5 %LEL)"]
+    assert skewed[0].reason.startswith(f"{GAS}: device clock more than 300 s fast: device timestamp 'ts' "
+                                       f"'{iso(sent_at + 3600)}' is ")
+    assert [s.quality for s in rec.samples[8:]] == [Quality.GOOD] * 2
+    c = driver.counters
+    assert (c.clock_skews, c.clock_ahead, c.bad_samples, c.time_fallbacks) == (2, None, 4, 2)
+    fast = [r for r in caplog.records if "device clock" in r.getMessage()]
+    assert len(fast) == 1 and "clock_skew" in fast[0].getMessage()
+    assert any("usable again" in r.getMessage() for r in caplog.records)
+
+
 # --- reconnects and the persistent session ------------------------------------------------------------
 
 async def test_broker_restart_resubscribes_within_the_backoff(

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from config.schema import SiteConfig
+from config.schema import PayloadFormat, SiteConfig
+from drivers.mqtt.payload import TopicDecoder
+from monitor.checks.engine import CheckEngine
+from monitor.sample import Quality, Sample
 from tests.unit.checks_helpers import T0, Row, brief, channel, live, load, site_toml
 
 PAWLING_PERMIT = """
@@ -200,13 +205,35 @@ def test_stale_row_starts_and_next_good_reading_ends(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "quality", ["out_of_range", "bad_value", "device_exception", "decode_error", "device_fault"]
+    "quality",
+    ["out_of_range", "bad_value", "device_exception", "decode_error", "device_fault", "unit_mismatch", "clock_skew"],
 )
 def test_sensor_fault_qualities(tmp_path: Path, quality: str) -> None:
     c = config(tmp_path, channel("lel"))
     events = live(c, rows_of("lel", [1.0, None, None, 1.0], bad=quality))
     assert [(e.rule, e.event) for e in events] == [("sensor_fault", "start"), ("sensor_fault", "end")]
     assert "not a discharge exceedance" in events[0].citation
+
+
+def test_a_clock_skew_reading_opens_a_sensor_fault_episode_and_is_never_judged(tmp_path: Path) -> None:
+    """An LEL meter whose clock is an hour fast publishes 50 %LEL: the MQTT decoder makes it clock_skew (its time
+    is unknown); the reading opens the data-quality episode that tells the operator to set the clock, and no LEL
+    exceedance, not even when a sample of that quality carries a number (it never counts as a measurement)."""
+    c = config(tmp_path, channel("lel"))
+    ch = c.sites[0].channel("lel")
+    dec = TopicDecoder(topic="acme/lel", channels=[replace(ch, topic="acme/lel", field="lel",
+                                                                         payload=PayloadFormat.JSON)], time_field="ts")
+    (skewed,) = dec.decode(json.dumps({"lel": 50.0, "ts": T0 + 120 + 3600}).encode(), received=T0 + 120).samples
+    assert skewed.quality is Quality.CLOCK_SKEW and skewed.time == T0 + 120 and "(read 50 %LEL)" in skewed.reason
+    with_number = replace(skewed, time=T0 + 180, value=50.0)
+    readings = [Sample(time=T0, site="acme", channel="lel", value=1.0, unit="%LEL"),
+                replace(skewed, time=T0 + 60), skewed, with_number,
+                Sample(time=T0 + 240, site="acme", channel="lel", value=1.0, unit="%LEL")]
+    for live_engine in (False, True):
+        events = CheckEngine.for_config(c, live=live_engine).process_many(readings)
+        assert brief(events) == [(60.0, "lel", "sensor_fault", "start", None),
+                                 (240.0, "lel", "sensor_fault", "end", 1.0)]
+        assert "not a discharge exceedance" in events[0].citation
 
 
 def test_flatline_is_opt_in_and_counts_identical_readings(tmp_path: Path) -> None:

@@ -276,6 +276,70 @@ def test_rejected_device_time_keeps_the_value_with_the_receive_time_and_says_so(
     assert "no UTC offset" in out.time_problem
 
 
+def test_a_device_time_within_the_drift_tolerance_is_the_readings_time() -> None:
+    out = TopicDecoder(topic=TOPIC, channels=[channel()], time_field="ts").decode(
+        json.dumps({"lel_pct": 4.5, "ts": NOW + MAX_FUTURE_SKEW}).encode(), received=NOW)
+    (s,) = out.samples
+    assert s.good and s.value == 4.5 and s.time == NOW + MAX_FUTURE_SKEW and s.reason == ""
+    assert out.timestamped and out.time_problem == "" and out.clock_ahead == 0.0
+
+
+@pytest.mark.parametrize(("ts", "shown", "lead"), [
+    ("2026-11-30T15:00:00Z", "'2026-11-30T15:00:00Z' is 3600 s ahead", 3600.0),  # local time labelled Z
+    (NOW + MAX_FUTURE_SKEW + 10, f"{NOW + MAX_FUTURE_SKEW + 10!r} is 310 s ahead", 310.0),
+    (int((NOW + 612) * 1000), f"{int((NOW + 612) * 1000)!r} is 612 s ahead", 612.0),  # epoch milliseconds
+])
+def test_a_device_time_too_far_ahead_makes_the_reading_clock_skew_at_the_receive_time(
+        ts: object, shown: str, lead: float) -> None:
+    """Not a good reading at an invented time: a reading of unknown time is no evidence. The number read and the
+    timestamp rejected stay in the reason."""
+    out = TopicDecoder(topic=TOPIC, channels=[channel()], time_field="ts").decode(
+        json.dumps({"lel_pct": 7.25, "ts": ts}).encode(), received=NOW)
+    (s,) = out.samples
+    assert s.quality is Quality.CLOCK_SKEW and s.value is None and not s.good and s.time == NOW
+    assert s.reason == (f"{TOPIC}: device clock more than 300 s fast: device timestamp 'ts' {shown} of the "
+                        "receive time (read 7.25 %LEL)")
+    assert out.clock_ahead == pytest.approx(lead) and not out.timestamped and "ahead" in out.time_problem
+
+
+def test_a_burst_from_a_fast_clock_is_not_compressed_into_good_readings() -> None:
+    """A buffered burst stamped a minute apart by a clock an hour fast, all arriving at once: none of it becomes
+    a good reading (they would be successive readings one second apart, or a slug duration they never were)."""
+    dec = TopicDecoder(topic=TOPIC, channels=[channel()], time_field="ts")
+    samples = [dec.decode(json.dumps({"lel_pct": v, "ts": NOW + 3600 + 60 * i}).encode(), received=NOW + i * 1e-3)
+               .samples[0] for i, v in enumerate([3.0, 48.0, 52.0, 4.0])]
+    assert [s.quality for s in samples] == [Quality.CLOCK_SKEW] * 4
+    assert [s.value for s in samples] == [None] * 4
+    assert [s.reason.rsplit("(read ", 1)[1] for s in samples] == ["3 %LEL)", "48 %LEL)", "52 %LEL)", "4 %LEL)"]
+
+
+def test_clock_skew_applies_to_measurements_a_bad_value_keeps_its_own_quality() -> None:
+    chans = [channel("lel", field="lel", valid_min=0, valid_max=100), channel("temp", field="temp"),
+             channel("o2", field="o2", valid_min=0, valid_max=25)]
+    out = TopicDecoder(topic=TOPIC, channels=chans, time_field="ts").decode(
+        b'{"lel": 120, "temp": "hot", "o2": 60, "ts": "2026-11-30T15:00:00Z"}', received=NOW)
+    lel, temp, o2 = out.samples
+    assert lel.quality is Quality.CLOCK_SKEW and lel.value is None and lel.reason.endswith("(read 120 %LEL)")
+    assert temp.quality is Quality.DECODE_ERROR and "expected a number" in temp.reason and temp.time == NOW
+    assert o2.quality is Quality.OUT_OF_RANGE and "outside valid range" in o2.reason and o2.time == NOW
+
+
+def test_a_retained_message_too_far_ahead_stays_stale() -> None:
+    s = decode_one('{"lel_pct": 4.5, "ts": "2026-11-30T15:00:00Z"}', retained=True)
+    assert s.quality is Quality.STALE and s.value is None and s.time == NOW
+    assert "retained message of unknown age" in s.reason and "3600 s ahead" in s.reason
+
+
+def test_a_device_clock_never_set_keeps_the_value_with_the_receive_time() -> None:
+    """A 1970 timestamp says nothing about when the reading was taken (unlike one ahead, which names a time it
+    cannot have been): the reading is stamped as it arrives, like a Modbus poll, and the reason says why."""
+    out = TopicDecoder(topic=TOPIC, channels=[channel()], time_field="ts").decode(
+        b'{"lel_pct": 4.5, "ts": 12345}', received=NOW)
+    (s,) = out.samples
+    assert s.good and s.value == 4.5 and s.time == NOW and "before 2000" in s.reason and "receive time" in s.reason
+    assert out.clock_ahead == 0.0
+
+
 def test_missing_device_time_keeps_the_value_with_the_receive_time() -> None:
     out = TopicDecoder(topic=TOPIC, channels=[channel()], time_field="ts").decode(
         b'{"lel_pct": 4.5}', received=NOW)

@@ -214,6 +214,18 @@ def test_links_reported_down_and_a_historian_backlog_are_problems(config: SiteCo
     assert f"pid {os.getpid()}" in text and "delivery   daemon-log: DOWN, queue 3 (oldest 2 min)" in text
 
 
+def test_a_device_clock_too_far_ahead_is_a_problem_until_its_timestamps_are_usable(config: SiteConfig) -> None:
+    now = time.time()
+    snap = write_snapshot(config, now=now)
+    assert snap["streaming"]["acme/lel-meter"]["clock_ahead"] is None
+    snap["streaming"]["acme/lel-meter"].update(clock_ahead=3600.4, clock_skews=12)
+    health_path(config.daemon.historian).write_text(json.dumps(snap))
+    report = collect(config, now=now)
+    assert report.exit_code == EXIT_DEGRADED
+    assert report.problems == ["acme/lel-meter: device clock 3600 s ahead, its readings recorded as clock_skew "
+                               "(not judged): set the instrument's clock"]
+
+
 def test_not_running_when_the_snapshot_is_missing_old_stopped_or_its_process_gone(config: SiteConfig) -> None:
     report = collect(config)
     assert not report.running and report.exit_code == EXIT_NOT_RUNNING and "no health snapshot" in report.reason
