@@ -9,7 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -329,14 +329,22 @@ async def test_a_good_reading_with_a_reason_keeps_it_beside_plain_ones(hist: His
     assert list(hist.query(site="acme", channel="ph")) == samples
 
 
-async def test_an_over_range_reading_keeps_its_number_and_a_version_1_file_is_upgraded(tmp_path: Path) -> None:
-    path = tmp_path / "v1.sqlite"
+async def _older_file(path: Path, version: int, missing: tuple[int, ...], first: Sequence[Sample] = ()) -> None:
+    """A historian file as schema ``version`` wrote it (with ``first`` in it): without the quality codes
+    ``missing``, added since."""
     h = Historian(path=path)
     await h.start()
+    if first:
+        h.submit(first)
     await h.close()
-    with sqlite3.connect(path) as conn:  # as version 1 wrote it: no code 8
-        conn.execute("DELETE FROM qualities WHERE code = 8")
-        conn.execute("PRAGMA user_version = 1")
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"DELETE FROM qualities WHERE code IN ({', '.join('?' * len(missing))})", missing)
+        conn.execute(f"PRAGMA user_version = {version}")
+
+
+async def test_an_over_range_reading_keeps_its_number_and_a_version_1_file_is_upgraded(tmp_path: Path) -> None:
+    path = tmp_path / "v1.sqlite"
+    await _older_file(path, 1, (8,))
     h = Historian(path=path)
     await h.start()
     h.submit([Sample(time=T0, site="acme", channel="lel", value=120.0, unit="%LEL", quality=Quality.OVER_RANGE,
@@ -351,12 +359,7 @@ async def test_an_over_range_reading_keeps_its_number_and_a_version_1_file_is_up
 
 async def test_a_version_2_file_gains_the_maintenance_and_unit_mismatch_codes(tmp_path: Path) -> None:
     path = tmp_path / "v2.sqlite"
-    h = Historian(path=path)
-    await h.start()
-    await h.close()
-    with sqlite3.connect(path) as conn:  # as version 2 wrote it: no codes 9 and 10
-        conn.execute("DELETE FROM qualities WHERE code IN (9, 10)")
-        conn.execute("PRAGMA user_version = 2")
+    await _older_file(path, 2, (9, 10))
     h = Historian(path=path)
     await h.start()
     h.submit([Sample(time=T0, site="acme", channel="lel", value=None, unit="%LEL", quality=Quality.MAINTENANCE,
@@ -390,14 +393,8 @@ async def test_a_clock_skew_reading_round_trips_as_code_11_with_its_reason(hist:
 
 async def test_a_version_3_file_gains_the_clock_skew_code(tmp_path: Path) -> None:
     path = tmp_path / "v3.sqlite"
-    h = Historian(path=path)
-    await h.start()
-    h.submit([Sample(time=T0 - 1, site="acme", channel="lel", value=None, unit="%LEL",
-                     quality=Quality.UNIT_MISMATCH, reason="unit mismatch")])
-    await h.close()
-    with sqlite3.connect(path) as conn:  # as version 3 wrote it: no code 11
-        conn.execute("DELETE FROM qualities WHERE code = 11")
-        conn.execute("PRAGMA user_version = 3")
+    await _older_file(path, 3, (11,), [Sample(time=T0 - 1, site="acme", channel="lel", value=None, unit="%LEL",
+                                              quality=Quality.UNIT_MISMATCH, reason="unit mismatch")])
     h = Historian(path=path)
     await h.start()
     h.submit([SKEWED])
