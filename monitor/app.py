@@ -58,7 +58,7 @@ from monitor.stores.retention import HOLD_MARGIN, PurgeResult, purge
 from monitor.stores.seals import RETENTION, SEAL_AFTER
 from monitor.systemd import Heartbeat, SystemdNotifier, stall_after_for
 from monitor.uplink.contract import UplinkStartupError
-from monitor.uplink.events import episode_event
+from monitor.uplink.events import episode_event, revision_events
 from monitor.warmup import history_reader, reconcile, warm_up, window_start
 
 if TYPE_CHECKING:
@@ -205,14 +205,15 @@ class Daemon:
 
     def _record_revisions(self, revisions: list[Revision]) -> None:
         now = self.clock()
-        added = self.episodes.revise(revisions, recorded=now)
+        applied = self.episodes.revise(revisions, recorded=now)
         self.alarming.on_revisions(revisions, now)
-        # the transitions a correction found go where live ones go: the dashboards' copy and the county's hub
-        # (a withdrawal or a changed figure stays on the edge: the hub's copy has no way to say it yet)
+        # the transitions a correction found go where live ones go: the dashboards' copy and the county's hub;
+        # the hub also gets each revision (what it withdrew, the figures it changed) so its copy is corrected too
+        added = [a for r in applied for a in r.added]
         if added and self.influx is not None:
             self.influx.submit_events([episode_record(e) for e, _i in added])
-        if added and self.uplink is not None:
-            self.uplink.submit_events(episode_event(e, i) for e, i in added)
+        if applied and self.uplink is not None:
+            self.uplink.submit_events(revision_events(applied))
         for r in revisions[:LOG_EACH]:
             log.warning("episode revised: %s/%s %s: %s (%s)", r.site, r.channel, r.rule,
                         "; ".join(r.changes()), r.reason)

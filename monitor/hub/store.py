@@ -22,6 +22,7 @@ import psycopg
 from monitor.hub.sparkplug import READING_COLUMNS, month_start
 from monitor.stores.hub_record import create_views
 
+EVENT_TYPES = ("episode", "revision", "alarm", "seal")  # `monitor.uplink.events`
 SCHEMA_LOCK = 0x70726574  # advisory lock key: two hubs starting together create the schema once
 READINGS = """
 CREATE TABLE IF NOT EXISTS readings (
@@ -38,6 +39,7 @@ CREATE TABLE IF NOT EXISTS events (
     node text NOT NULL, type text NOT NULL, seq bigint NOT NULL, site text, body jsonb NOT NULL,
     received_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (node, type, seq));
 CREATE OR REPLACE VIEW episodes AS SELECT node, seq, site, body, received_at FROM events WHERE type = 'episode';
+CREATE OR REPLACE VIEW revisions AS SELECT node, seq, site, body, received_at FROM events WHERE type = 'revision';
 CREATE OR REPLACE VIEW alarms AS SELECT node, seq, site, body, received_at FROM events WHERE type = 'alarm';
 CREATE OR REPLACE VIEW seals AS SELECT node, seq, site, body, received_at FROM events WHERE type = 'seal';
 CREATE TABLE IF NOT EXISTS edges (
@@ -237,8 +239,8 @@ def event_row(node: str, raw: bytes, topic: str) -> tuple[str, str, int, str | N
     if not isinstance(body, dict):
         raise ValueError(f"{topic}: expected a JSON object, got {type(body).__name__}")
     kind, seq = body.get("type"), body.get("seq")
-    if kind not in ("episode", "alarm", "seal"):
-        raise ValueError(f"{topic}: \"type\" must be episode, alarm or seal, got {kind!r}")
+    if kind not in EVENT_TYPES:
+        raise ValueError(f"{topic}: \"type\" must be one of {', '.join(EVENT_TYPES)}, got {kind!r}")
     if not isinstance(seq, int) or isinstance(seq, bool):
         raise ValueError(f"{topic}: \"seq\" must be an integer, got {seq!r}")
     site = body.get("site")

@@ -6,9 +6,10 @@ live by the daemon and rebuilt from the historian by `DailyAggregator.rebuild`),
 and several stores the hub never receives (annotations, lab results, calibrations, the case file). Teaching
 every one of those readers PostgreSQL would be a second report; instead the site's readings and episode events
 for the period (plus what the report looks back over: the last good reading before it, the 30-minute peak's
-window, the slug baseline's look-back) are copied into a temporary SQLite file with the historian's and episode
-store's schema, the aggregates are rebuilt from those readings exactly as ``pretreat report rebuild`` does on an
-edge (live equals replay), and the report is built from that file by the same code as on the edge.
+window, the slug baseline's look-back) and the site's episode revisions (withdrawn rows marked) are copied into
+a temporary SQLite file with the historian's and episode store's schema, the aggregates are rebuilt from those
+readings exactly as ``pretreat report rebuild`` does on an edge (live equals replay), and the report is built
+from that file by the same code as on the edge.
 
 What the hub cannot know is absent, and the report says so through its own words for an empty store: causes
 and corrective actions entered on the edge's console, lab results imported there, calibration entries, case
@@ -36,7 +37,8 @@ from monitor.stores.historian_db import open_for_writing
 from monitor.stores.hub_record import HubReader
 
 _EPISODE_COLUMNS = ("id, time, site, channel, rule, event, value, limit_value, peak, citation, end_reason, "
-                    "measured, unmeasured, censored, confirmed")
+                    "measured, unmeasured, censored, confirmed, withdrawn")
+_REVISION_COLUMNS = "id, recorded, site, channel, rule, reason, late, changes, withdrawn, added"
 _BATCH = 20_000
 
 
@@ -95,8 +97,13 @@ def _copy_episodes(hub: HubReader, conn: sqlite3.Connection, site: str, hi: floa
                                   "ORDER BY id", (site, hi)).fetchall()
     conn.executemany(
         f"INSERT OR IGNORE INTO episode_events ({_EPISODE_COLUMNS}, data_quality) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(*r, int(r[4] in DATA_QUALITY_RULES)) for r in rows])
+    # the corrections the edge made after late readings (its revision events): the report shows them
+    revisions: list[Any] = hub.execute(f"SELECT {_REVISION_COLUMNS} FROM episode_revisions WHERE site = ? "
+                                       "ORDER BY id", (site,)).fetchall()
+    conn.executemany(f"INSERT INTO episode_revisions ({_REVISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     revisions)
 
 
 def _copy_journal_head(hub: HubReader, conn: sqlite3.Connection, site: str) -> None:

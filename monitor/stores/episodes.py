@@ -234,29 +234,34 @@ class EpisodeStore:
                 raise
         return ids
 
-    def revise(self, revisions: Sequence[Revision], *, recorded: float) -> list[tuple[EpisodeEvent, int]]:
+    def revise(self, revisions: Sequence[Revision], *, recorded: float) -> list[AppliedRevision]:
         """Apply corrections in one transaction: withdraw, then add (with the new values), and keep each
-        revision with its reason. ``recorded``: when (epoch s, the daemon's clock). Returns the added
-        transitions that are new rows, with their ids (what the uplink sends on, as for `record`)."""
+        revision with its reason. ``recorded``: when (epoch s, the daemon's clock). Returns each revision as
+        applied, in order: its ``episode_revisions`` row id and the episode rows it withdrew, added and updated
+        (what the uplink sends on, as for `record`: the hub's copy applies the same corrections)."""
         if not revisions:
             return []
-        new: list[tuple[EpisodeEvent, int]] = []
+        out: list[AppliedRevision] = []
         with self._lock:
             conn = self._db()
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for r in revisions:
-                    for e in r.withdrawn:
-                        _withdraw(conn, e)
+                    gone = [i for e in r.withdrawn if (i := _withdraw(conn, e)) is not None]
+                    added: list[tuple[EpisodeEvent, int]] = []
+                    updated: list[tuple[EpisodeEvent, int]] = []
                     for e in r.added:
                         if (rid := _put(conn, e, update=True)) is not None:
-                            new.append((e, rid))
-                    _revision_row(conn, r, recorded)
+                            added.append((e, rid))
+                        else:
+                            updated.append((e, _row_id(conn, e)))
+                    out.append(AppliedRevision(_revision_row(conn, r, recorded), r, recorded, tuple(gone),
+                                               tuple(added), tuple(updated)))
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-        return new
+        return out
 
     def revisions(self, *, site: str | None = None, channel: str | None = None,
                   rule: str | None = None) -> list[StoredRevision]:
@@ -378,6 +383,21 @@ class StoredRevision:
         return any(ep.start <= t <= end for t in times)
 
 
+@dataclass(frozen=True, slots=True)
+class AppliedRevision:
+    """A revision as `EpisodeStore.revise` stored it: what the uplink sends so the hub's copy of the record
+    applies the same correction (`monitor.uplink.events.revision_event`). Row ids are ``episode_events`` ids;
+    ``updated``: rows already stored that the revision judged again, with the figures they now hold (a
+    withdrawn one, or one withdrawn earlier in the same revision, stands again)."""
+
+    row_id: int  # the episode_revisions row (increasing: the order revisions were made in)
+    revision: Revision
+    recorded: float
+    withdrawn: tuple[int, ...]
+    added: tuple[tuple[EpisodeEvent, int], ...]  # new rows, with their ids
+    updated: tuple[tuple[EpisodeEvent, int], ...]
+
+
 _INSERT = (f"INSERT INTO episode_events ({_COLUMNS}, data_quality) "
            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 _FIND = ("SELECT id, withdrawn FROM episode_events "
@@ -416,23 +436,32 @@ def _put(conn: sqlite3.Connection, e: EpisodeEvent, *, update: bool) -> int | No
     return None
 
 
-def _revision_row(conn: sqlite3.Connection, r: Revision, recorded: float) -> None:
-    """Keep the revision with its reason, journaled (seals) in the same transaction."""
+def _revision_row(conn: sqlite3.Connection, r: Revision, recorded: float) -> int:
+    """Keep the revision with its reason, journaled (seals) in the same transaction; returns its row id."""
     cols = {"recorded": recorded, "site": r.site, "channel": r.channel, "rule": r.rule, "reason": r.reason,
             "late": r.late, "changes": json.dumps(r.changes()),
             "withdrawn": json.dumps([e.to_dict() for e in r.withdrawn], ensure_ascii=False),
             "added": json.dumps([e.to_dict() for e in r.added], ensure_ascii=False)}
     cur = conn.execute(f"INSERT INTO episode_revisions ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                        tuple(cols.values()))
-    journal_revision(conn, int(cur.lastrowid or 0), cols, recorded)
+    rid = int(cur.lastrowid or 0)
+    journal_revision(conn, rid, cols, recorded)
+    return rid
 
 
-def _withdraw(conn: sqlite3.Connection, e: EpisodeEvent) -> None:
+def _withdraw(conn: sqlite3.Connection, e: EpisodeEvent) -> int | None:
+    """Mark ``e``'s row withdrawn; returns its id (withdrawn now or before), None when it is not stored."""
     found = conn.execute(_FIND, (e.site, e.channel, e.rule, e.event, e.time)).fetchone()
-    if found is None or found[1]:
-        return
-    conn.execute("UPDATE episode_events SET withdrawn = 1 WHERE id = ?", (found[0],))
-    journal_withdrawn(conn, found[0], True, e.time)
+    if found is None:
+        return None
+    if not found[1]:
+        conn.execute("UPDATE episode_events SET withdrawn = 1 WHERE id = ?", (found[0],))
+        journal_withdrawn(conn, found[0], True, e.time)
+    return int(found[0])
+
+
+def _row_id(conn: sqlite3.Connection, e: EpisodeEvent) -> int:
+    return int(conn.execute(_FIND, (e.site, e.channel, e.rule, e.event, e.time)).fetchone()[0])
 
 
 def _filters(

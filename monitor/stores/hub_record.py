@@ -3,9 +3,9 @@ read-only connection the read side opens on it.
 
 The county's hub (`monitor.hub.store`) keeps what every edge sends in its own shape: ``readings`` keyed by
 (site, channel, time, rseq) with the quality's name, ``channels`` from the edges' DBIRTH, and the record's
-events (episodes, alarm transitions, seals) as JSON in ``events``. The read side (`monitor.read`, the commands
-and the console) asks its questions of the SQLite record's tables. Rather than a second copy of every query,
-the schema ``record`` presents the hub's tables under the SQLite names and columns:
+events (episodes, revisions, alarm transitions, seals) as JSON in ``events``. The read side (`monitor.read`,
+the commands and the console) asks its questions of the SQLite record's tables. Rather than a second copy of
+every query, the schema ``record`` presents the hub's tables under the SQLite names and columns:
 
 - ``record.channels (id, site, channel, unit)``: one series per (site, channel); ``id`` is a 64-bit hash of
   the pair (stable, so a page or a link that names a series id keeps naming it);
@@ -17,6 +17,14 @@ the schema ``record`` presents the hub's tables under the SQLite names and colum
   them, below 2**53 (a page's JavaScript keeps it exact) for 8.5 billion episodes per node, and distinct across
   nodes unless two nodes share both the hash bits and a row id. The read side therefore keys an episode's
   rows by (site, id), which is exact; only a console link by id alone could name the other node's episode;
+- ``record.episode_events.withdrawn`` and the figures of a row (value, limit, peak, coverage, ...) follow the
+  edge's ``revision`` events (`monitor.uplink.events`): a row has the figures of the latest revision that
+  updated it (``record.episode_revised``), and is withdrawn when the latest revision that names it withdrew it
+  (``record.episode_withdrawn``; one that withdraws and re-adds a transition leaves it standing, as the edge's
+  store does). Its key (site, channel, rule, event, time) never changes, so it is read from the episode event
+  itself and the ``events_episode_key`` index finds a rule's rows;
+- ``record.episode_revisions``: the revision history as the edge's ``episode_revisions`` table, ``id`` made
+  as the episode events' (``withdrawn`` and ``added`` the transitions' JSON, ``changes`` the lines);
 - ``record.alarm_state (alarm_id, state, priority, seq, record)``: each alarm's latest transition as its edge
   reported it (the edge's engine owns the state; the hub only mirrors it).
 
@@ -48,17 +56,37 @@ CREATE OR REPLACE VIEW record.readings AS
            CASE r.pretreat_quality {_QUALITY} ELSE -1 END AS quality, coalesce(r.reason, '') AS reason,
            r.site, r.channel, r.node
     FROM public.readings r JOIN record.channels c ON c.site = r.site AND c.channel = r.channel;
+CREATE OR REPLACE VIEW record.episode_revised AS
+    SELECT DISTINCT ON (r.node, (u->>'seq')::bigint) r.node, (u->>'seq')::bigint AS seq, r.seq AS revision, u AS body
+    FROM public.events r CROSS JOIN LATERAL jsonb_array_elements(coalesce(r.body->'updated', '[]')) u
+    WHERE r.type = 'revision' ORDER BY r.node, (u->>'seq')::bigint, r.seq DESC;
+CREATE OR REPLACE VIEW record.episode_withdrawn AS
+    SELECT r.node, w::bigint AS seq, max(r.seq) AS revision
+    FROM public.events r CROSS JOIN LATERAL jsonb_array_elements_text(coalesce(r.body->'withdrawn_rows', '[]')) w
+    WHERE r.type = 'revision' GROUP BY r.node, w::bigint;
 CREATE OR REPLACE VIEW record.episode_events AS
-    SELECT (seq << 20) | (hashtext(node) & 1048575) AS id, (body->>'time')::float8 AS time, site,
-           body->>'channel' AS channel, body->>'rule' AS rule, body->>'event' AS event,
-           (body->>'value')::float8 AS value, (body->>'limit')::float8 AS limit_value,
-           (body->>'peak')::float8 AS peak, coalesce(body->>'citation', '') AS citation,
-           body->>'end_reason' AS end_reason, (body->>'measured_seconds')::float8 AS measured,
-           (body->>'unmeasured_seconds')::float8 AS unmeasured,
-           CASE WHEN (body->>'censored')::boolean THEN 1 ELSE 0 END AS censored,
-           CASE jsonb_typeof(body->'confirmed') WHEN 'number' THEN (body->>'confirmed')::float8 END AS confirmed,
+    SELECT (e.seq << 20) | (hashtext(e.node) & 1048575) AS id, (e.body->>'time')::float8 AS time, e.site,
+           e.body->>'channel' AS channel, e.body->>'rule' AS rule, e.body->>'event' AS event,
+           (b->>'value')::float8 AS value, (b->>'limit')::float8 AS limit_value,
+           (b->>'peak')::float8 AS peak, coalesce(b->>'citation', '') AS citation,
+           b->>'end_reason' AS end_reason, (b->>'measured_seconds')::float8 AS measured,
+           (b->>'unmeasured_seconds')::float8 AS unmeasured,
+           CASE WHEN (b->>'censored')::boolean THEN 1 ELSE 0 END AS censored,
+           CASE jsonb_typeof(b->'confirmed') WHEN 'number' THEN (b->>'confirmed')::float8 END AS confirmed,
+           e.node,
+           CASE WHEN w.revision > coalesce(u.revision, -1) THEN 1 ELSE 0 END AS withdrawn
+    FROM public.events e
+    LEFT JOIN record.episode_revised u ON u.node = e.node AND u.seq = e.seq
+    LEFT JOIN record.episode_withdrawn w ON w.node = e.node AND w.seq = e.seq
+    CROSS JOIN LATERAL (SELECT coalesce(u.body, e.body) AS b) x
+    WHERE e.type = 'episode';
+CREATE OR REPLACE VIEW record.episode_revisions AS
+    SELECT (seq << 20) | (hashtext(node) & 1048575) AS id, (body->>'recorded')::float8 AS recorded, site,
+           body->>'channel' AS channel, body->>'rule' AS rule, body->>'reason' AS reason,
+           (body->>'late')::float8 AS late, coalesce(body->'changes', '[]')::text AS changes,
+           coalesce(body->'withdrawn', '[]')::text AS withdrawn, coalesce(body->'added', '[]')::text AS added,
            node
-    FROM public.events WHERE type = 'episode';
+    FROM public.events WHERE type = 'revision';
 CREATE OR REPLACE VIEW record.alarm_state AS
     SELECT DISTINCT ON (site, body->>'alarm') body->>'alarm' AS alarm_id, body->>'state' AS state,
            coalesce(body->>'priority', '') AS priority, seq,

@@ -21,8 +21,8 @@ Data path (one thread, ``uplink``, besides paho's network thread)::
   on (`requeue`), in seq order, before anything new; they go out as backlog (historical). So a reading may
   reach the broker twice (published before the kill, PUBACK lost with the process), always as the same
   metric: same site, channel, millisecond and ``rseq``, the hub's idempotence key.
-- Events (episodes, alarm transitions, seals) travel the same queue; after a kill the episode store and
-  the journal are their record, as for the InfluxDB copy (not re-queued).
+- Events (episodes, revisions of episodes, alarm transitions, seals) travel the same queue; after a kill the
+  episode store and the journal are their record, as for the InfluxDB copy (not re-queued).
 """
 
 from __future__ import annotations

@@ -191,7 +191,7 @@ def test_bad_messages_are_refused_with_their_reason(hubs: Any, edges: Any, postg
     with psycopg.connect(postgres.url) as conn:
         reasons = [r for (r,) in conn.execute("SELECT reason FROM hub_rejects ORDER BY id")]
     assert "not a Sparkplug B payload" in reasons[0] and "not JSON" in reasons[1]
-    assert "must be episode, alarm or seal" in reasons[2]
+    assert "must be one of episode, revision, alarm, seal" in reasons[2]
 
 
 def test_the_inbox_stays_within_the_receive_maximum_while_the_database_is_down(hubs: Any, edges: Any,

@@ -29,7 +29,7 @@ from monitor.exceedances import run as exceedances
 from monitor.stores.readonly import connect_readonly
 from simulators.runner import SiteSimulator
 from tests.faults.harness import SITE, DaemonProcess, SimThread
-from tests.hub_support import HubProcess
+from tests.hub_support import HubProcess, count
 from tests.support import Mosquitto, PostgreSQL, wait_until
 from tests.uplink_support import uplink_site
 
@@ -305,3 +305,80 @@ def test_report_on_the_hub_database_equals_the_edges(county: Any, tmp_path: Path
     assert main([*argv, "--database", url, "--output", str(tmp_path / "cli.csv")]) == 0
     assert "# Data completeness" in (tmp_path / "cli.csv").read_text(encoding="utf-8")
     assert main([*argv, "--database", "mysql://x", "--output", str(tmp_path / "x.csv")]) == 2
+
+
+async def test_revisions_reach_the_hub_so_its_exceedances_equal_the_edges(tmp_path: Path, mosquitto: Mosquitto,
+                                                                          postgres: PostgreSQL) -> None:
+    """Late readings correct episodes the edge had already sent: one retracted (its start and end withdrawn),
+    one whose end moved (and whose start's figures changed), one whose end's figures changed in place. The edge's
+    episode store applies them and the uplink sends what `Daemon._record_revisions` sends (`revision_events`,
+    through the durable queue, to a real broker and `pretreat hub`): the hub's exceedances then equal the
+    edge's, byte for byte, with the retracted episode listed as such, one end for the moved one, the new
+    figures and the revision history; the audit's reading of the recorded episodes is the same too."""
+    from config.uplink import UplinkSettings
+    from monitor.audit import recorded_events
+    from monitor.checks.events import EpisodeEvent
+    from monitor.checks.revisions import Revision
+    from monitor.stores.episodes import EpisodeStore
+    from monitor.uplink.events import episode_event, revision_events
+    from monitor.uplink.publisher import UplinkPublisher
+
+    t0 = float(round(time.time()) - 7200)
+
+    def ev(t: float, event: str, value: float, peak: float | None = None, measured: float | None = None
+           ) -> EpisodeEvent:
+        if event == "start":
+            return EpisodeEvent(t0 + t, SITE, "ph", "ph_high", "start", value, 10.0, "Sec. 4.2(a)")
+        return EpisodeEvent(t0 + t, SITE, "ph", "ph_high", "end", value, 10.0, "Sec. 4.2(a)", peak, "cleared",
+                            measured, 0.0)
+
+    a = (ev(0, "start", 10.5), ev(60, "end", 9.8, 10.9, 60.0))
+    b = (ev(600, "start", 10.4), ev(660, "end", 9.9, 10.6, 60.0))
+    c = (ev(1200, "start", 10.2), ev(1260, "end", 9.7, 10.3, 60.0))
+    revisions = [Revision(SITE, "ph", "ph_high", a, (), t0 + 30, False),
+                 Revision(SITE, "ph", "ph_high", (b[1],), (ev(720, "end", 9.6, 11.2, 120.0), ev(600, "start", 10.6)),
+                          t0 + 700, False),
+                 Revision(SITE, "ph", "ph_high", (c[1],), (ev(1260, "end", 9.7, 10.8, 58.0),), t0 + 1230, False)]
+    edge_db = tmp_path / "edge.sqlite"
+    hub = HubProcess(tmp_path, "hub-r", mosquitto, postgres)
+    store = EpisodeStore(path=edge_db)
+    pub = UplinkPublisher(settings=UplinkSettings(host="127.0.0.1", port=mosquitto.port, node="edge-r",
+                                                  flush_interval=0.05, max_backoff=0.2,
+                                                  queue_path=tmp_path / "q.sqlite"), channels=[])
+    try:
+        hub.start()
+        await pub.start()
+        events = [*a, *b, *c]
+        pub.submit_events(episode_event(e, i) for e, i in zip(events, store.record(events), strict=True)
+                          if i is not None)
+        applied = store.revise(revisions, recorded=t0 + 1800)
+        pub.submit_events(revision_events(applied))
+        assert await _eventually(lambda: pub.counters.queue_depth == 0 and pub.counters.events_sent == 10)
+    finally:
+        store.close()
+        await pub.close()
+    try:
+        assert wait_until(lambda: count(postgres, "SELECT count(*) FROM events") == 10, 30, 0.1), \
+            hub.log.read_text()[-2000:]
+    finally:
+        hub.stop()
+    now = t0 + 3600
+    for fmt in ("json", "csv", "table"):
+        argv = ["--format", fmt, "--site", SITE]
+        edge = _exceedances([*argv, "--db", str(edge_db)], now)
+        assert _exceedances([*argv, "--database", postgres.url], now) == edge, fmt
+    rows = [json.loads(line) for line in _exceedances(["--format", "json", "--db", str(edge_db)], now).splitlines()]
+    assert [r["status"] for r in rows] == ["retracted", "closed", "closed"], rows
+    assert [r["peak"] for r in rows[1:]] == [11.2, 10.8] and all(r["revisions"] for r in rows), rows
+    assert recorded_events(postgres.url) == recorded_events(edge_db) and len(recorded_events(edge_db)) == 4
+
+
+async def _eventually(check: Any, within: float = 30.0) -> bool:
+    import asyncio
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        await asyncio.sleep(0.05)
+    return bool(check())

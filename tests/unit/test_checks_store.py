@@ -238,23 +238,42 @@ def test_confirmed_is_stored_an_older_file_gains_it_and_the_seals_cover_it(tmp_p
         assert finding.how == "altered" and "slug start" in finding.detail
 
 
-def test_revise_returns_the_transitions_it_added_as_new_rows(tmp_path: Path) -> None:
-    """What a correction found goes to the hub as live transitions do (`Daemon._record_revisions`): `revise`
-    names the new rows with their ids; a transition already stored (its values replaced) or applied again is no
-    new row."""
+def test_revise_returns_what_it_withdrew_added_and_updated_with_row_ids(tmp_path: Path) -> None:
+    """What a correction changed goes to the hub (`Daemon._record_revisions`, `revision_event`): `revise` names,
+    per revision, its ``episode_revisions`` row id, the rows it withdrew, the new rows it added (with ids) and
+    the rows already stored that it judged again (with their ids and new figures); applied again, nothing is
+    new and the rows are named again."""
     from monitor.checks.revisions import Revision
 
     store = EpisodeStore(path=tmp_path / "e.sqlite")
     start = EpisodeEvent(10.0, "acme", "ph", "ph_low", "start", 4.0, 5.0, "c")
     end = EpisodeEvent(20.0, "acme", "ph", "ph_low", "end", 4.5, 5.0, "c", 4.0, "cleared", 10.0, 0.0)
+    moved = EpisodeEvent(25.0, "acme", "ph", "ph_low", "end", 4.6, 5.0, "c", 3.5, "cleared", 15.0, 0.0)
+    refigured = EpisodeEvent(10.0, "acme", "ph", "ph_low", "start", 3.9, 5.0, "c")
     found = EpisodeEvent(5.0, "acme", "ph", "ph_low", "start", 3.0, 5.0, "c")
     found_end = EpisodeEvent(6.0, "acme", "ph", "ph_low", "end", 6.0, 5.0, "c", 3.0, "cleared", 1.0, 0.0)
     try:
-        store.record([start, end])
-        new = store.revise([Revision("acme", "ph", "ph_low", (), (found, found_end), 5.0, True)], recorded=30.0)
-        assert [e for e, _i in new] == [found, found_end] and len({i for _e, i in new}) == 2
-        assert store.revise([Revision("acme", "ph", "ph_low", (), (found, found_end), 5.0, True)],
-                            recorded=31.0) == []
-        assert store.revise([Revision("acme", "ph", "ph_low", (end,), (end,), 15.0, False)], recorded=32.0) == []
+        start_id, end_id = store.record([start, end])
+        found_rev = Revision("acme", "ph", "ph_low", (), (found, found_end), 5.0, True)
+        (a,) = store.revise([found_rev], recorded=30.0)
+        assert (a.revision, a.recorded, a.withdrawn, a.updated) == (found_rev, 30.0, (), ())
+        assert [e for e, _i in a.added] == [found, found_end] and len({i for _e, i in a.added}) == 2
+        found_ids = tuple(i for _e, i in a.added)
+        again, move, retract = store.revise([found_rev, Revision("acme", "ph", "ph_low", (end,), (moved, refigured),
+                                                                  15.0, False),
+                                             Revision("acme", "ph", "ph_low", (found, found_end), (), 5.5, False)],
+                                            recorded=31.0)
+        assert again.added == () and again.updated == ((found, found_ids[0]), (found_end, found_ids[1]))
+        assert move.withdrawn == (end_id,) and move.updated == ((refigured, start_id),)
+        (moved_row,) = move.added
+        assert moved_row[0] == moved and moved_row[1] > max(found_ids)
+        assert retract.withdrawn == found_ids and retract.added == retract.updated == ()
+        assert a.row_id < again.row_id < move.row_id < retract.row_id
+        assert len(store.revisions()) == 4
+        assert store.events() == [refigured, moved]
+        # withdrawn and re-added by one revision: it stands again (named in both)
+        (same,) = store.revise([Revision("acme", "ph", "ph_low", (moved,), (moved,), 16.0, False)], recorded=32.0)
+        assert same.withdrawn == (moved_row[1],) and same.updated == (moved_row,) and same.added == ()
+        assert store.events() == [refigured, moved]
     finally:
         store.close()

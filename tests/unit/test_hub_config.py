@@ -96,6 +96,7 @@ def test_missing_positions(seqs: list[int], missing: int) -> None:
 def test_event_rows_need_a_type_and_an_integer_seq() -> None:
     assert event_row("e1", b'{"type": "seal", "seq": 4, "site": "acme"}', "t")[:4] == ("e1", "seal", 4, "acme")
     for raw, why in ((b"[]", "expected a JSON object"), (b'{"type": "seal", "seq": "4"}', "must be an integer"),
-                     (b'{"type": "x", "seq": 1}', "must be episode, alarm or seal"), (b"\xff", "not JSON")):
+                     (b'{"type": "x", "seq": 1}', "must be one of episode, revision, alarm, seal"),
+                     (b"\xff", "not JSON")):
         with pytest.raises(ValueError, match=why):
             event_row("e1", raw, "t")

@@ -4,6 +4,8 @@ property of the contract (SPARKPLUG.md)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from config.schema import Channel, ChannelKind
 from monitor.uplink import payloads
 from tests.sparkplug_wire import decode, encode_rebirth_command
@@ -55,3 +57,41 @@ def test_rebirth_command_is_recognised_and_garbage_is_not() -> None:
     assert payloads.rebirth_requested(encode_rebirth_command())
     assert not payloads.rebirth_requested(payloads.nbirth(bdseq=1, now=1.0))  # Rebirth = false
     assert not payloads.rebirth_requested(b"\xff\xff\xff not protobuf")
+
+
+def test_revision_event_names_the_rows_it_withdrew_and_updated_and_keeps_the_history(tmp_path: Path) -> None:
+    """The hub applies a revision by the edge's row ids (the seq of the episode events it has): the withdrawn
+    rows, and each updated row's whole episode event; the history (changes, the transitions as JSON) is the
+    edge's ``episode_revisions`` row. ``seq`` is the revision row id; the hub accepts the type."""
+    import json
+
+    from monitor.checks.events import EpisodeEvent
+    from monitor.checks.revisions import Revision
+    from monitor.hub.store import event_row
+    from monitor.stores.episodes import EpisodeStore
+    from monitor.uplink.events import episode_event, revision_event
+
+    start = EpisodeEvent(10.0, "acme", "ph", "ph_low", "start", 4.0, 5.0, "c")
+    end = EpisodeEvent(20.0, "acme", "ph", "ph_low", "end", 4.5, 5.0, "c", 4.0, "cleared", 10.0, 0.0)
+    moved = EpisodeEvent(25.0, "acme", "ph", "ph_low", "end", 4.6, 5.0, "c", 3.5, "cleared", 15.0, 0.0)
+    refigured = EpisodeEvent(10.0, "acme", "ph", "ph_low", "start", 3.9, 5.0, "c")
+    store = EpisodeStore(path=tmp_path / "e.sqlite")
+    try:
+        start_id, end_id = store.record([start, end])
+        assert start_id is not None and end_id is not None
+        r = Revision("acme", "ph", "ph_low", (end,), (moved, refigured), 15.0, False)
+        (applied,) = store.revise([r], recorded=31.0)
+        stored = store._db().execute("SELECT id, changes, withdrawn, added FROM episode_revisions").fetchone()
+    finally:
+        store.close()
+    event = revision_event(applied)
+    ((moved_e, moved_id),) = applied.added
+    assert event == {
+        "type": "revision", "seq": stored[0], "site": "acme", "channel": "ph", "rule": "ph_low",
+        "reason": r.reason, "late": 15.0, "recorded": 31.0, "changes": json.loads(stored[1]),
+        "withdrawn": json.loads(stored[2]), "added": json.loads(stored[3]), "withdrawn_rows": [end_id],
+        "updated": [episode_event(refigured, start_id)]}
+    assert event["changes"] == r.changes() and moved_e == moved and moved_id > end_id
+    assert event["updated"][0]["value"] == 3.9 and event["updated"][0]["seq"] == start_id
+    node, kind, seq, site, body = event_row("e1", json.dumps(event).encode(), "t")
+    assert (node, kind, seq, site) == ("e1", "revision", stored[0], "acme") and json.loads(body) == event
