@@ -314,12 +314,18 @@ async def test_revisions_reach_the_hub_so_its_exceedances_equal_the_edges(tmp_pa
     episode store applies them and the uplink sends what `Daemon._record_revisions` sends (`revision_events`,
     through the durable queue, to a real broker and `pretreat hub`): the hub's exceedances then equal the
     edge's, byte for byte, with the retracted episode listed as such, one end for the moved one, the new
-    figures and the revision history; the audit's reading of the recorded episodes is the same too."""
+    figures and the revision history; the audit's reading of the recorded episodes and the periodic report
+    (CSV and HTML, built from the hub's copy of the site) are the same too."""
     from config.uplink import UplinkSettings
     from monitor.audit import recorded_events
     from monitor.checks.events import EpisodeEvent
     from monitor.checks.revisions import Revision
+    from monitor.progress import Progress
+    from monitor.reports.cli import _hub_report
+    from monitor.reports.periods import period_of_days
+    from monitor.reports.schedule import write_periodic
     from monitor.stores.episodes import EpisodeStore
+    from monitor.stores.historian_db import open_for_writing
     from monitor.uplink.events import episode_event, revision_events
     from monitor.uplink.publisher import UplinkPublisher
 
@@ -339,7 +345,10 @@ async def test_revisions_reach_the_hub_so_its_exceedances_equal_the_edges(tmp_pa
                  Revision(SITE, "ph", "ph_high", (b[1],), (ev(720, "end", 9.6, 11.2, 120.0), ev(600, "start", 10.6)),
                           t0 + 700, False),
                  Revision(SITE, "ph", "ph_high", (c[1],), (ev(1260, "end", 9.7, 10.8, 58.0),), t0 + 1230, False)]
-    edge_db = tmp_path / "edge.sqlite"
+    path, _sim = uplink_site(tmp_path, mosquitto.port)
+    config = load_config(path)
+    edge_db = config.daemon.historian
+    open_for_writing(edge_db, busy_timeout=10.0).close()  # the site's file, with no readings: episodes only
     hub = HubProcess(tmp_path, "hub-r", mosquitto, postgres)
     store = EpisodeStore(path=edge_db)
     pub = UplinkPublisher(settings=UplinkSettings(host="127.0.0.1", port=mosquitto.port, node="edge-r",
@@ -371,6 +380,21 @@ async def test_revisions_reach_the_hub_so_its_exceedances_equal_the_edges(tmp_pa
     assert [r["status"] for r in rows] == ["retracted", "closed", "closed"], rows
     assert [r["peak"] for r in rows[1:]] == [11.2, 10.8] and all(r["revisions"] for r in rows), rows
     assert recorded_events(postgres.url) == recorded_events(edge_db) and len(recorded_events(edge_db)) == 4
+    # the periodic report built from the hub's copy of the site says what the edge's says
+    tz = ZoneInfo(config.site(SITE).timezone)
+    period = period_of_days(config.site(SITE), datetime.fromtimestamp(t0, tz).date(),
+                            datetime.fromtimestamp(now, tz).date())
+    for fmt in ("csv", "html"):
+        with Progress("report", unit="step", total=2) as bar:
+            edge_file = write_periodic(config, config.site(SITE), period, tmp_path / "edge", now=now, formats=(fmt,),
+                                       progress=bar)[0]
+        with Progress("report", unit="step", total=2) as bar:
+            hub_file = _hub_report(postgres.url, config, SITE, period, tmp_path / "hub", now, fmt, bar)[0]
+        # (neither has an obligations store here: the edge's daemon never ran)
+        edge_text, hub_text = (_masked(f.read_text(encoding="utf-8")) for f in (edge_file, hub_file))
+        assert "2 violations of 1 rule" in edge_text, edge_text[:3000]  # the retracted episode is none
+        assert _same_text(edge_text, hub_text), "\n".join(difflib.unified_diff(
+            edge_text.splitlines(), hub_text.splitlines(), "edge", "hub", lineterm=""))[:6000]
 
 
 async def _eventually(check: Any, within: float = 30.0) -> bool:
