@@ -37,7 +37,7 @@ from monitor.stores.historian_db import open_for_writing
 from monitor.stores.hub_record import HubReader
 
 _EPISODE_COLUMNS = ("id, time, site, channel, rule, event, value, limit_value, peak, citation, end_reason, "
-                    "measured, unmeasured, censored, confirmed, withdrawn")
+                    "measured, unmeasured, censored, confirmed, withdrawn, maintenance")
 _REVISION_COLUMNS = "id, recorded, site, channel, rule, reason, late, changes, withdrawn, added"
 _BATCH = 20_000
 
@@ -97,7 +97,7 @@ def _copy_episodes(hub: HubReader, conn: sqlite3.Connection, site: str, hi: floa
                                   "ORDER BY id", (site, hi)).fetchall()
     conn.executemany(
         f"INSERT OR IGNORE INTO episode_events ({_EPISODE_COLUMNS}, data_quality) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(*r, int(r[4] in DATA_QUALITY_RULES)) for r in rows])
     # the corrections the edge made after late readings (its revision events): the report shows them
     revisions: list[Any] = hub.execute(f"SELECT {_REVISION_COLUMNS} FROM episode_revisions WHERE site = ? "

@@ -22,7 +22,8 @@ every query, the schema ``record`` presents the hub's tables under the SQLite na
   updated it (``record.episode_revised``), and is withdrawn when the latest revision that names it withdrew it
   (``record.episode_withdrawn``; one that withdraws and re-adds a transition leaves it standing, as the edge's
   store does). Its key (site, channel, rule, event, time) never changes, so it is read from the episode event
-  itself and the ``events_episode_key`` index finds a rule's rows;
+  itself and the ``events_episode_key`` index finds a rule's rows (``withdrawn`` and ``maintenance`` come last:
+  a hub created before them replaces the view in place);
 - ``record.episode_revisions``: the revision history as the edge's ``episode_revisions`` table, ``id`` made
   as the episode events' (``withdrawn`` and ``added`` the transitions' JSON, ``changes`` the lines);
 - ``record.alarm_state (alarm_id, state, priority, seq, record)``: each alarm's latest transition as its edge
@@ -74,7 +75,8 @@ CREATE OR REPLACE VIEW record.episode_events AS
            CASE WHEN (b->>'censored')::boolean THEN 1 ELSE 0 END AS censored,
            CASE jsonb_typeof(b->'confirmed') WHEN 'number' THEN (b->>'confirmed')::float8 END AS confirmed,
            e.node,
-           CASE WHEN w.revision > coalesce(u.revision, -1) THEN 1 ELSE 0 END AS withdrawn
+           CASE WHEN w.revision > coalesce(u.revision, -1) THEN 1 ELSE 0 END AS withdrawn,
+           (b->>'maintenance_seconds')::float8 AS maintenance
     FROM public.events e
     LEFT JOIN record.episode_revised u ON u.node = e.node AND u.seq = e.seq
     LEFT JOIN record.episode_withdrawn w ON w.node = e.node AND w.seq = e.seq

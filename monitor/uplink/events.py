@@ -31,7 +31,8 @@ def episode_event(e: EpisodeEvent, row_id: int) -> dict[str, Any]:
     return {"type": "episode", "seq": row_id, "site": e.site, "channel": e.channel, "rule": e.rule,
             "event": e.event, "time": e.time, "value": e.value, "limit": e.limit, "citation": e.citation,
             "peak": e.peak, "end_reason": e.end_reason, "measured_seconds": e.measured,
-            "unmeasured_seconds": e.unmeasured, "censored": e.censored, "confirmed": e.confirmed}
+            "unmeasured_seconds": e.unmeasured, "maintenance_seconds": e.maintenance, "censored": e.censored,
+            "confirmed": e.confirmed}
 
 
 def revision_event(a: AppliedRevision) -> dict[str, Any]:

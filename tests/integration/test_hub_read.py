@@ -331,12 +331,12 @@ async def test_revisions_reach_the_hub_so_its_exceedances_equal_the_edges(tmp_pa
 
     t0 = float(round(time.time()) - 7200)
 
-    def ev(t: float, event: str, value: float, peak: float | None = None, measured: float | None = None
-           ) -> EpisodeEvent:
+    def ev(t: float, event: str, value: float, peak: float | None = None, measured: float | None = None,
+           maintenance: float | None = None) -> EpisodeEvent:
         if event == "start":
             return EpisodeEvent(t0 + t, SITE, "ph", "ph_high", "start", value, 10.0, "Sec. 4.2(a)")
         return EpisodeEvent(t0 + t, SITE, "ph", "ph_high", "end", value, 10.0, "Sec. 4.2(a)", peak, "cleared",
-                            measured, 0.0)
+                            measured, 0.0, maintenance=maintenance)
 
     a = (ev(0, "start", 10.5), ev(60, "end", 9.8, 10.9, 60.0))
     b = (ev(600, "start", 10.4), ev(660, "end", 9.9, 10.6, 60.0))
@@ -344,7 +344,7 @@ async def test_revisions_reach_the_hub_so_its_exceedances_equal_the_edges(tmp_pa
     revisions = [Revision(SITE, "ph", "ph_high", a, (), t0 + 30, False),
                  Revision(SITE, "ph", "ph_high", (b[1],), (ev(720, "end", 9.6, 11.2, 120.0), ev(600, "start", 10.6)),
                           t0 + 700, False),
-                 Revision(SITE, "ph", "ph_high", (c[1],), (ev(1260, "end", 9.7, 10.8, 58.0),), t0 + 1230, False)]
+                 Revision(SITE, "ph", "ph_high", (c[1],), (ev(1260, "end", 9.7, 10.8, 50.0, 8.0),), t0 + 1230, False)]
     path, _sim = uplink_site(tmp_path, mosquitto.port)
     config = load_config(path)
     edge_db = config.daemon.historian
@@ -379,6 +379,7 @@ async def test_revisions_reach_the_hub_so_its_exceedances_equal_the_edges(tmp_pa
     rows = [json.loads(line) for line in _exceedances(["--format", "json", "--db", str(edge_db)], now).splitlines()]
     assert [r["status"] for r in rows] == ["retracted", "closed", "closed"], rows
     assert [r["peak"] for r in rows[1:]] == [11.2, 10.8] and all(r["revisions"] for r in rows), rows
+    assert [(r["measured_s"], r["maintenance_s"]) for r in rows[1:]] == [(120.0, None), (50.0, 8.0)], rows
     assert recorded_events(postgres.url) == recorded_events(edge_db) and len(recorded_events(edge_db)) == 4
     # the periodic report built from the hub's copy of the site says what the edge's says
     tz = ZoneInfo(config.site(SITE).timezone)
