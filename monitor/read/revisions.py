@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from monitor.checks.events import iso_utc, parse_iso
 from monitor.number_text import duration
-from monitor.stores.readonly import has_table
+from monitor.stores.readonly import dialect, has_table
 
 if TYPE_CHECKING:
     from monitor.read.episodes import Episode
@@ -23,7 +23,10 @@ if TYPE_CHECKING:
 
 def withdrawn_ids(conn: sqlite3.Connection) -> set[int]:
     """Ids of transitions a revision withdrew (few; read through the partial index on withdrawn rows). Empty
-    for a file recorded before episode schema 3 (read-only, so not migrated)."""
+    for a file recorded before episode schema 3 (read-only, so not migrated). On the hub's database they come
+    from the edges' revision events (`monitor.stores.hub_record`), not from a scan of every episode event."""
+    if dialect(conn) == "postgresql" and has_table(conn, "episode_withdrawn_ids"):
+        return {r[0] for r in conn.execute("SELECT id FROM episode_withdrawn_ids")}
     cols = {r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}
     if "withdrawn" not in cols:
         return set()

@@ -21,9 +21,12 @@ every query, the schema ``record`` presents the hub's tables under the SQLite na
   edge's ``revision`` events (`monitor.uplink.events`): a row has the figures of the latest revision that
   updated it (``record.episode_revised``), and is withdrawn when the latest revision that names it withdrew it
   (``record.episode_withdrawn``; one that withdraws and re-adds a transition leaves it standing, as the edge's
-  store does). Its key (site, channel, rule, event, time) never changes, so it is read from the episode event
-  itself and the ``events_episode_key`` index finds a rule's rows (``withdrawn`` and ``maintenance`` come last:
-  a hub created before them replaces the view in place);
+  store does). ``record.episode_withdrawn_ids`` lists the withdrawn rows' ids from the revisions alone (few),
+  which `monitor.read.revisions.withdrawn_ids` reads rather than filtering every episode event by the flag.
+  A row's key (site, channel, rule, event, time) never changes, so it is read from the episode event itself
+  and the ``events_episode_key`` index finds a rule's rows; PostgreSQL leaves the revision joins out of a
+  query that reads no figure (they are unique per row). ``withdrawn`` and ``maintenance`` come last: a hub
+  created before them replaces the view in place;
 - ``record.episode_revisions``: the revision history as the edge's ``episode_revisions`` table, ``id`` made
   as the episode events' (``withdrawn`` and ``added`` the transitions' JSON, ``changes`` the lines);
 - ``record.alarm_state (alarm_id, state, priority, seq, record)``: each alarm's latest transition as its edge
@@ -65,6 +68,10 @@ CREATE OR REPLACE VIEW record.episode_withdrawn AS
     SELECT r.node, w::bigint AS seq, max(r.seq) AS revision
     FROM public.events r CROSS JOIN LATERAL jsonb_array_elements_text(coalesce(r.body->'withdrawn_rows', '[]')) w
     WHERE r.type = 'revision' GROUP BY r.node, w::bigint;
+CREATE OR REPLACE VIEW record.episode_withdrawn_ids AS
+    SELECT (w.seq << 20) | (hashtext(w.node) & 1048575) AS id
+    FROM record.episode_withdrawn w LEFT JOIN record.episode_revised u ON u.node = w.node AND u.seq = w.seq
+    WHERE w.revision > coalesce(u.revision, -1);
 CREATE OR REPLACE VIEW record.episode_events AS
     SELECT (e.seq << 20) | (hashtext(e.node) & 1048575) AS id, (e.body->>'time')::float8 AS time, e.site,
            e.body->>'channel' AS channel, e.body->>'rule' AS rule, e.body->>'event' AS event,
@@ -97,9 +104,14 @@ CREATE OR REPLACE VIEW record.alarm_state AS
     FROM public.events WHERE type = 'alarm' ORDER BY site, body->>'alarm', seq DESC;
 """
 """The read side's views over the hub's tables (see the module doc); idempotent."""
-INDEXES = "CREATE INDEX IF NOT EXISTS events_episode_key ON events (site, (body->>'channel'), (body->>'rule')) " \
-          "WHERE type = 'episode'"
-"""Pairing episodes reads one (site, channel, rule) at a time: this finds its events without a scan."""
+INDEXES = """
+CREATE INDEX IF NOT EXISTS events_episode_key ON events (site, (body->>'channel'), (body->>'rule'))
+    WHERE type = 'episode';
+CREATE INDEX IF NOT EXISTS events_revision ON events (node, seq) WHERE type = 'revision';
+"""
+"""Pairing episodes reads one (site, channel, rule) at a time: the first finds its events without a scan. Each
+such read also applies the revisions (``record.episode_revised``, ``record.episode_withdrawn``): the second
+finds them (few: corrections after late readings) without scanning every event of every edge."""
 
 
 def create_views(conn: Any) -> None:
