@@ -29,6 +29,7 @@ from alarms.model import State
 from config.rule_catalogue import DURATION_RULES, NO_READING_PEAK, spec
 from config.schema import Channel, Site, SiteConfig
 from monitor.logtext import duration, local_time, number
+from monitor.stores.readonly import standing
 
 UNACKED = frozenset({State.ACTIVE_UNACKED.value, State.LATCHED_UNACKED.value, State.RTN_UNACKED.value})
 ACKED_STANDING = frozenset({State.ACTIVE_ACKED.value, State.LATCHED_ACKED.value})
@@ -143,13 +144,14 @@ def _episode(conn: sqlite3.Connection, site: str, channel: str,
              rule: str) -> tuple[float, float | None, float | None, float | None] | None:
     """(onset, end or None while it lasts, value at onset, limit) of the rule's latest episode."""
     try:
+        live = standing(conn)  # a transition a correction after late readings withdrew is not the episode's
         start = conn.execute("SELECT time, value, limit_value FROM episode_events WHERE site = ? AND channel = ? "
-                             "AND rule = ? AND event = 'start' ORDER BY time DESC LIMIT 1",
+                             f"AND rule = ? AND event = 'start'{live} ORDER BY time DESC LIMIT 1",
                              (site, channel, rule)).fetchone()
         if start is None:
             return None
         end = conn.execute("SELECT time FROM episode_events WHERE site = ? AND channel = ? AND rule = ? "
-                           "AND event = 'end' AND time >= ? ORDER BY time LIMIT 1",
+                           f"AND event = 'end' AND time >= ?{live} ORDER BY time LIMIT 1",
                            (site, channel, rule, start[0])).fetchone()
     except sqlite3.OperationalError:  # no episode store yet
         return None

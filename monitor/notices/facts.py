@@ -32,7 +32,7 @@ from monitor.reports.days import zone
 from monitor.reports.enforcement import InvalidationLine, ObligationLine, open_record
 from monitor.stores.episodes import Episode
 from monitor.stores.historian import Historian
-from monitor.stores.readonly import connect_readonly, has_table
+from monitor.stores.readonly import connect_readonly, has_table, standing
 
 CHART_MARGIN = 3600.0  # s of readings shown before the onset and after the end
 
@@ -153,10 +153,15 @@ def _find(db: Path, ident: str) -> Episode:
             raise missing
         have = {r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}
         coverage = ", ".join(c if c in have else "NULL" for c in _COVERAGE)
-        key = "site = ? AND channel = ? AND rule = ?"
+        # a transition a correction after late readings withdrew is not the episode's (a moved end, a retraction)
+        key = f"site = ? AND channel = ? AND rule = ?{standing(conn)}"
         s = conn.execute(f"SELECT time, value, limit_value, citation, censored FROM episode_events WHERE {key} "
                          "AND event = 'start' AND abs(time - ?) < 0.0005", (site, channel, rule, start)).fetchone()
         if s is None:
+            if conn.execute("SELECT 1 FROM episode_events WHERE site = ? AND channel = ? AND rule = ? "
+                            "AND event = 'start' AND abs(time - ?) < 0.0005", (site, channel, rule, start)).fetchone():
+                raise NoticeError(f"episode {ident} was retracted after late readings (it never happened: "
+                                  "`pretreat exceedances` shows it RETRACTED); no notice is drafted for it")
             raise missing
         later = conn.execute(f"SELECT MIN(time) FROM episode_events WHERE {key} AND event = 'start' AND time > ?",
                              (site, channel, rule, s[0])).fetchone()[0]

@@ -11,8 +11,10 @@ The county hub's PostgreSQL database is the other record a read can name (``--da
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +59,25 @@ def has_table(conn: Any, name: str) -> bool:
         return bool(conn.execute("SELECT to_regclass(?) IS NOT NULL", (name,)).fetchone()[0])
     return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
                         (name,)).fetchone() is not None
+
+
+_STANDING: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def standing(conn: Any) -> str:
+    """``" AND withdrawn = 0"`` where the record marks withdrawn transitions (episode schema 3 on, and the hub's
+    view), else ``""``: appended to a query of ``episode_events`` that picks an episode's transitions one by one
+    (its latest start, the end after it), so a transition a correction withdrew is never taken for the record's.
+    Known once per connection (the console asks per alarm row)."""
+    try:
+        return _STANDING[conn]
+    except (KeyError, TypeError):
+        pass
+    if dialect(conn) == "postgresql":
+        found = " AND withdrawn = 0"
+    else:
+        cols = {r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}
+        found = " AND withdrawn = 0" if "withdrawn" in cols else ""
+    with contextlib.suppress(TypeError):  # a connection that takes no weak reference is asked every time
+        _STANDING[conn] = found
+    return found

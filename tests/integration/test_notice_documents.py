@@ -136,6 +136,35 @@ def test_facts_of_the_episode(site: tuple[SiteConfig, Path]) -> None:
         gather(config, "acme/ph/ph_low@2026-11-10T15:00:01Z", now=_local(13, 0))
 
 
+def test_a_correction_after_late_readings_is_what_the_notice_states(site: tuple[SiteConfig, Path],
+                                                                     tmp_path: Path) -> None:
+    """A late reading moved the episode's end: the notice states the corrected end, never the withdrawn one.
+    A late reading that withdrew the episode altogether: no notice, and the refusal says why."""
+    from dataclasses import replace
+
+    from monitor.checks.revisions import Revision
+    from monitor.stores.episodes import EpisodeStore
+
+    config, tmp = site
+    shutil.copy(tmp / "pretreat.sqlite", tmp_path / "pretreat.sqlite")
+    (tmp_path / "site.toml").write_text(SITE_TOML.format(db=tmp_path / "pretreat.sqlite"))
+    copy = load_config(tmp_path / "site.toml")
+    store = EpisodeStore(path=tmp_path / "pretreat.sqlite")
+    try:
+        start, end = [e for e in store.events(site="acme", rule="ph_low") if e.time in (_local(10, 0), _local(10, 30))]
+        moved = replace(end, time=_local(10, 31))
+        store.revise([Revision("acme", "ph", "ph_low", withdrawn=(end,), added=(moved,), late=_local(10, 30) + 30,
+                               active=False)], recorded=_local(12, 0))
+        assert gather(copy, EPISODE, now=_local(13, 0)).episode.end == _local(10, 31)
+        store.revise([Revision("acme", "ph", "ph_low", withdrawn=(start, moved), added=(), late=_local(9, 59),
+                               active=False)], recorded=_local(12, 30))
+    finally:
+        store.close()
+    with pytest.raises(NoticeError, match="was retracted after late readings"):
+        gather(copy, EPISODE, now=_local(13, 0))
+    assert gather(config, EPISODE, now=_local(13, 0)).episode.end == _local(10, 30)  # the fixture's own file
+
+
 def test_an_episode_with_maintenance_time_states_it_apart_from_measured_time(site: tuple[SiteConfig, Path]) -> None:
     """The instrument's service/calibration time is its own line of the notice, never measured time; an episode
     without any has no such line."""
