@@ -20,6 +20,8 @@ from monitor.stores.readonly import dialect, has_table
 if TYPE_CHECKING:
     from monitor.read.episodes import Episode
 
+_MS = 0.0005 + 1e-6  # s: half the millisecond a revision's stored time is rounded to, and float slack
+
 
 def withdrawn_ids(conn: sqlite3.Connection) -> set[int]:
     """Ids of transitions a revision withdrew (few; read through the partial index on withdrawn rows). Empty
@@ -57,6 +59,9 @@ def revision_lines(conn: sqlite3.Connection, episodes: Sequence[Episode]) -> Non
         hi = e.until if e.until is not None else lo
         if lo is None or hi is None:
             continue
+        # a revision's times are stored to the millisecond (`iso_utc` rounds), an episode's exactly: a
+        # retracted episode (one instant) or a start found at the episode's first reading is matched to the ms
+        lo, hi = lo - _MS, hi + _MS
         for rec, why, changes, times in by_key.get((e.site, e.channel, e.rule), []):
             if any(lo <= t <= hi for t in times):
                 e.revisions = (e.revisions or []) + [f"{iso_utc(rec)}: {ch} ({why})" for ch in changes]

@@ -206,6 +206,27 @@ async def test_a_revision_says_how_old_the_late_reading_behind_it_was(tmp_path: 
                             f"(late reading of {iso(T0 + 230)}, 2 h old when judged)"), line
 
 
+@pytest.mark.parametrize("fraction", [0.37017, 0.3706])  # the stored ms rounds down, and up
+async def test_a_retracted_episode_lists_its_revision_whatever_its_time_below_the_millisecond(
+        tmp_path: Path, site_file: Path, fraction: float) -> None:
+    """A revision's times are stored to the millisecond, an episode's exactly: the retracted episode (one
+    instant) of a reading stamped 19:04:34.37017 still shows the revision that withdrew it and how old the
+    late reading was."""
+    db = tmp_path / "pretreat.sqlite"
+    start = ev(T0 + 100 + fraction, "ph_high", "start", 9.4)
+    await record(db, [start])
+    store = EpisodeStore(path=db)
+    store.revise([Revision(SITE, "ph", "ph_high", withdrawn=(start,), added=(), late=T0 + 99.5, active=False)],
+                 recorded=T0 + 103.5)
+    store.close()
+    text = run_report(db, site_file, now=T0 + 3600)
+    assert "RETRACTED" in text, text
+    (line,) = [x for x in text.splitlines() if "revised" in x]
+    assert "withdrawn (late reading of" in line and "4 s old when judged" in line, line
+    (row,) = jsonl(run_report(db, site_file, now=T0 + 3600, format="json"))
+    assert row["status"] == "retracted" and len(row["revisions"]) == 1, row
+
+
 async def test_from_to_keep_episodes_that_overlap_the_range(tmp_path: Path) -> None:
     db = tmp_path / "pretreat.sqlite"
     await record(db, [
