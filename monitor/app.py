@@ -167,9 +167,16 @@ class Daemon:
         so a retry announces nothing twice (tests/faults/test_disk_full.py)."""
         if not self._verdicts and not self.engine.waiting_for_history:
             return
-        await self.historian.flush()
-        if self.engine.waiting_for_history:  # readings older than the window: the historian now has them
-            self.engine.rejudge_from_history(history_reader(self.config.daemon.historian))
+        # readings older than the window are judged again from the historian once it has committed them: those
+        # ingested before this flush; any ingested while it is awaited wait for the next round (`take_waiting`)
+        waiting = self.engine.take_waiting()
+        try:
+            await self.historian.flush()
+        except BaseException:
+            self.engine.put_back(waiting)
+            raise
+        if waiting:
+            self.engine.rejudge_from_history(history_reader(self.config.daemon.historian), waiting)
             self._verdicts.extend(self.engine.drain_revisions())
         while self._verdicts:
             first = self._verdicts[0]

@@ -45,6 +45,7 @@ from monitor.checks.rewind import (
     Group,
     History,
     HistoryRow,
+    Key,
     ProcState,
     channel_rank,
     trim_window,
@@ -552,21 +553,38 @@ class CheckEngine:
         """Late readings older than the window wait for `rejudge_from_history`."""
         return bool(self._too_old)
 
-    def rejudge_from_history(self, history: History) -> None:
+    def take_waiting(self) -> list[tuple[Group, Key]]:
+        """The groups waiting for the historian, each with its earliest late reading, taken now (in the groups'
+        order, not the set's). The daemon takes them before it flushes the historian: late readings that arrive
+        while the flush is awaited are not among the rows it commits, so they wait for the next rebuild
+        instead of joining one that cannot read them (which would judge a gap where they are, and leave the
+        gap's end in the record when the next rebuild starts after it)."""
+        waiting = self._too_old
+        out: list[tuple[Group, Key]] = []
+        for g in self.groups:
+            if g not in waiting:
+                continue
+            if g.too_old is not None:
+                out.append((g, g.too_old))
+            g.too_old = None
+        waiting.clear()
+        return out
+
+    def put_back(self, taken: Sequence[tuple[Group, Key]]) -> None:
+        """Groups `take_waiting` took and could not rebuild (the historian could not be flushed): waiting again."""
+        for g, key in taken:
+            g.too_old = key if g.too_old is None else min(key, g.too_old)
+            self._too_old.add(g)
+
+    def rejudge_from_history(self, history: History, taken: Sequence[tuple[Group, Key]] | None = None) -> None:
         """Judge again, from the historian, the groups that got a reading older than their window.
 
         ``history(site, channel, start, end)`` yields the committed readings of [start, end) in time order;
-        the daemon calls this once the historian has committed the late readings (`Daemon._deliver_verdicts`).
-        Each group restarts from its rules' initial state at `horizon` before the late reading (as a restart's
-        warm-up does) and is judged up to its newest reading."""
-        waiting = self._too_old
-        for g in self.groups:  # in the groups' order, not the set's
-            if g not in waiting:
-                continue
-            waiting.discard(g)
-            key, g.too_old = g.too_old, None
-            if key is None:
-                continue
+        the daemon calls this once the historian has committed the late readings (`Daemon._deliver_verdicts`),
+        with the groups it took before that commit (`take_waiting`; None: those waiting now). Each group
+        restarts from its rules' initial state at `horizon` before the late reading (as a restart's warm-up
+        does) and is judged up to its newest reading."""
+        for g, key in self.take_waiting() if taken is None else taken:
             self.rebuilt += 1
             self._revised(g.rebuild_from(key, history, self.horizon(key[0])))
 

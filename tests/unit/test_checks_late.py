@@ -278,3 +278,46 @@ def test_a_late_reading_before_midnight_changes_the_baseline_fixed_at_midnight()
                                                              ("end", pytest.approx(limit))]
     assert rule_states(engine) == rule_states(replay)
     assert engine.counters()["rewinds"] >= 1 and engine.counters()["rebuilt_from_history"] == 0
+
+
+def test_late_readings_that_arrive_while_the_historian_commits_wait_for_the_next_rebuild(tmp_path: Path) -> None:
+    """A meter's buffer re-sent hours late (older than the window) is judged again from the historian once it
+    has committed it. Readings of the buffer that arrive while the daemon awaits that commit are not among the
+    committed rows: they wait for the next rebuild (`take_waiting`) instead of joining this one, which would
+    end the pH excursion at a gap before them and leave that end in the record when the next rebuild starts
+    after it (seen live: an excursion recorded as 15 s, then ends without starts; `pretreat audit` exit 1)."""
+    from tests.unit.checks_helpers import channel, load, site_toml
+
+    config = load(tmp_path, site_toml(channel("ph", max_gap=60), poll_interval=1.0))
+    t0 = 1_796_000_000.0
+    burst: list[Reading] = [(t0 + i, "ph", 3.2 if 1000 <= i < 1100 else 7.0, "good") for i in range(990, 1200)]
+    now: list[Reading] = [(t0 + 10_800 + i, "ph", 7.0, "good") for i in range(2000)]
+    engine = CheckEngine.for_config(config, live=True)
+    rec = Record()
+    committed: list[Reading] = []
+
+    def history(s: str, ch: str, start: float, end: float) -> Iterable[tuple[float, float, str | None]]:
+        return [(t, v, None) for t, c, v, _q in sorted(committed) if c == ch and start <= t < end]
+
+    def ingest(rows: Sequence[Reading]) -> None:
+        rec.record(engine.process_many(sample_of("acme", r) for r in rows))
+        rec.revise(engine.drain_revisions())
+
+    ingest(now)
+    committed += now
+    for a in range(0, len(burst), 24):  # each round: 16 readings committed, then 8 arriving during the commit
+        first, during = burst[a:a + 16], burst[a + 16:a + 24]
+        ingest(first)
+        committed += first
+        waiting = engine.take_waiting()
+        ingest(during)  # not committed by this round's flush
+        engine.rejudge_from_history(history, waiting)
+        rec.revise(engine.drain_revisions())
+        committed += during
+    engine.rejudge_from_history(history)
+    rec.revise(engine.drain_revisions())
+    assert engine.counters()["rebuilt_from_history"] > 1
+    replay = CheckEngine.for_config(config)
+    want = replay.process_many(sample_of("acme", r) for r in sorted(burst + now))
+    assert [(e.time - t0, e.rule, e.event) for e in rec.events() if e.rule == "ph_low"] == \
+        [(e.time - t0, e.rule, e.event) for e in sorted(want, key=Record.key) if e.rule == "ph_low"]
