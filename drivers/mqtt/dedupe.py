@@ -15,8 +15,9 @@ one is stamped with its receive time, so a copy of it is a new row at a new time
 by a device is a real new reading).
 
 The filter survives a restart: the daemon seeds it at start with each MQTT channel's last stored readings
-(`seed`), so a message committed just before a SIGKILL and delivered again by the broker afterwards is
-recognised.
+(`seed`), the newest by time and the last arrivals (`monitor.stores.historian_db.recent_samples`: a buffer
+re-sent with its real times may be hours older than the newest), so a message committed just before a SIGKILL
+and delivered again by the broker afterwards is recognised.
 
 Memory is bounded: the last `RecentReadings.size` (256) readings of the instrument, ~150 bytes each. A repeat
 arrives within the sender's window of unacknowledged messages (mosquitto's ``max_inflight_messages`` is 20), so

@@ -46,8 +46,10 @@ from pathlib import Path
 from monitor.number_text import duration
 from monitor.sample import Sample
 from monitor.stores.historian_db import (
+    ARRIVALS_SQL,
     HistorianError,
     HistorianReader,
+    arrivals_row,
     open_for_writing,
     read_channels,
     read_readings,
@@ -401,6 +403,7 @@ class Historian:
                 ids, written, rejected = insert_one_by_one(conn, self._ids, batch, self._next_seq)
             conn.execute("UPDATE historian_meta SET value = ? WHERE key = 'next_seq'",
                          (self._next_seq + len(batch),))
+            conn.execute(ARRIVALS_SQL, arrivals_row(self.counters.batches, self._next_seq, batch))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

@@ -404,3 +404,47 @@ async def test_a_version_3_file_gains_the_clock_skew_code(tmp_path: Path) -> Non
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
         assert conn.execute("SELECT name FROM qualities WHERE code = 11").fetchone() == ("clock_skew",)
+
+
+async def test_the_duplicate_filter_seed_holds_the_last_arrivals_however_old_their_times(tmp_path: Path) -> None:
+    """An instrument re-sends a buffer with its real times (3 h old) just before a kill: those readings are the
+    last committed, not the newest by time, and the broker delivers their unacknowledged messages again after
+    the restart. The seed (`recent_samples`) holds them, so the MQTT filter drops the copies."""
+    from drivers.mqtt.dedupe import RecentReadings
+    from monitor.stores.historian_db import ARRIVAL_SLOTS, recent_samples
+
+    path = tmp_path / "h.sqlite"
+    h = Historian(path=path, commit_interval=3600.0)
+    await h.start()
+    live = [good(T0 + i, 7.0 + i / 1000) for i in range(300)]
+    h.submit(live)
+    await h.flush()
+    buffered = [good(T0 - 3 * 3600 + i, 6.5) for i in range(5)]
+    for s in buffered:  # one commit each, as messages come: the ring of the last commits must reach back
+        h.submit([s])
+        await h.flush()
+    await h.close()
+    assert ARRIVAL_SLOTS >= len(buffered)
+    seed = recent_samples(path, site="acme", channel="ph", limit=64)
+    assert seed[:5] == buffered[::-1]  # the last arrival first
+    assert seed[5:] == live[::-1][:64]  # and the newest by time
+    f = RecentReadings(size=256)
+    f.seed(seed[::-1])  # as the daemon seeds it: the last arrivals remembered last
+    kept, repeats = f.judge([*buffered, good(T0 + 300, 7.3)])
+    assert (kept, repeats) == ([good(T0 + 300, 7.3)], 5)
+
+
+async def test_a_file_without_the_arrivals_ring_seeds_the_newest_by_time(tmp_path: Path) -> None:
+    """A file written before the ring (or by a daemon that never committed since) seeds as before."""
+    from monitor.stores.historian_db import recent_samples
+
+    path = tmp_path / "h.sqlite"
+    h = Historian(path=path)
+    await h.start()
+    h.submit([good(T0 + i, 7.0) for i in range(10)])
+    await h.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM historian_meta WHERE key LIKE 'arrival%'")
+    conn.close()
+    assert [s.time for s in recent_samples(path, site="acme", channel="ph", limit=4)] == [T0 + 9, T0 + 8, T0 + 7,
+                                                                                           T0 + 6]
