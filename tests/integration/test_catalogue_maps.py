@@ -280,8 +280,13 @@ async def test_the_daemon_records_every_catalogue_instrument_served_by_the_simul
     assert "fault: instrument fault: Sensor Missing - Sensor 1 (fault_status bit 1)" in capsys.readouterr().out
     first = maintenance.time
     last = max(s.time for s in lel if s.quality is Quality.MAINTENANCE)
-    assert not any(s.quality is Quality.STALE and first <= s.time <= last for s in lel), \
-        "maintenance is the device answering, not silence: no stale sample while it lasts"
+    # maintenance is the device answering, not silence: a stale sample while it lasts is only one a real
+    # silence explains (no reading at all for the window: under load every channel's polls can stall)
+    reporting = [s.time for s in lel if s.quality in (Quality.GOOD, Quality.MAINTENANCE)]
+    for st in (s for s in lel if s.quality is Quality.STALE and first <= s.time <= last):
+        before = max((t for t in reporting if t < st.time), default=-math.inf)
+        assert st.time - before >= 0.9 * window, \
+            f"stale {st.time - before:.2f} s after a maintenance reading (window {window} s): it is no silence"
 
 
 async def test_a_unit_mismatch_is_an_error_in_the_health_view_and_never_a_number(tmp_path: Path) -> None:
