@@ -181,7 +181,9 @@ def parse_device_time(raw: Any, *, received: float) -> tuple[float | None, str]:
 
 def ahead(raw: Any, t: float, received: float) -> str:
     """Why a device timestamp ``raw`` (read as ``t``) too far ahead of the receive time is not used."""
-    return f"{raw!r} is {t - received:.0f} s ahead of the receive time"
+    lead = t - received
+    said = f"{lead:.0f}" if lead < 1e9 else f"{lead:.3g}"  # a timestamp of 1e300 is not 300 digits of reason
+    return f"{raw!r} is {said} s ahead of the receive time"
 
 
 def read_device_time(raw: Any) -> tuple[float | None, str]:
