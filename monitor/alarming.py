@@ -238,6 +238,7 @@ class Alarming:
             starts = [e for e in r.added if e.event == START]
             ends = [e for e in r.added if e.event == END]
             gone = [e for e in r.withdrawn if e.event == START]
+            gone_at = {e.time for e in gone}
             ended = (f"late reading: episode from {iso_utc(gone[0].time)} retracted, it never happened"
                      if r.retraction and gone else "late reading: episode ended")
             held = AlarmKey(r.site, r.channel, r.rule) in self._held
@@ -246,8 +247,8 @@ class Alarming:
                     del self._held[AlarmKey(r.site, r.channel, r.rule)]
                 elif r.retraction or ends:  # withdrawn now, or an end moved: it replaces the held one
                     inputs.append(self._end(r, ends[-1] if ends else None, ended))
-            elif not cond[key] and not r.active and starts:
-                s = starts[0]
+            elif not cond[key] and not r.active and (fresh := [s for s in starts if s.time not in gone_at]):
+                s = fresh[0]  # (a start at a withdrawn one's time is that episode revised: announced already)
                 e = next((x for x in ends if x.time >= s.time), None)
                 end_t = e.time if e is not None else s.time
                 why = f"late reading: episode {iso_utc(s.time)} to {iso_utc(end_t)} found"

@@ -1,5 +1,8 @@
-"""A device clock running ahead of the daemon's (within the tolerated skew): one reading stamped in the future
-must not clear an alarm whose episode the record says is still going on (`monitor.alarming.Alarming._due`).
+"""How an alarm follows the corrections late readings make (`monitor.alarming.Alarming.on_revisions`).
+
+A device clock running ahead of the daemon's (within the tolerated skew): one reading stamped in the future
+must not clear an alarm whose episode the record says is still going on (`Alarming._due`). An episode already
+announced and revised (its figures changed, its start where it was) is not announced again.
 
 Driven the daemon's way: the live check engine judges each arrival, its episode events and corrections go to
 `Alarming`, the clock tick releases what is due. The episodes themselves are the record a replay finds (the
@@ -105,3 +108,26 @@ def test_with_the_clocks_agreeing_nothing_is_held(site: Site) -> None:
     site.arrive(T0 + 1, 7.0, now=T0 + 1.1)
     assert site.state is State.RTN_UNACKED
     assert [(k, t) for k, t in site.transitions()] == [(Kind.RAISE, T0 + 0.1), (Kind.CLEAR, T0 + 1.1)]
+
+
+def test_an_announced_episode_revised_in_place_is_not_announced_again(site: Site) -> None:
+    """A correction that re-adds an ended episode's start with other figures (same time) is that episode, which
+    the alarm already raised and cleared: no second raise."""
+    from dataclasses import replace
+
+    from monitor.checks.events import EpisodeEvent
+    from monitor.checks.revisions import Revision
+
+    site.arrive(T0, 3.0, now=T0 + 0.1)
+    site.arrive(T0 + 1, 7.0, now=T0 + 1.1)
+    before = site.transitions()
+    assert [k for k, _ in before] == [Kind.RAISE, Kind.CLEAR]
+    start = EpisodeEvent(T0, "acme", "ph", "ph_low", "start", 3.0, 5.5, "Wilson § 105-5C")
+    site.alarming.on_revisions([Revision("acme", "ph", "ph_low", withdrawn=(start,),
+                                         added=(replace(start, value=2.9),), late=T0 + 0.5, active=False)],
+                               T0 + 2)
+    assert site.transitions() == before
+    found = replace(start, time=T0 + 0.5)  # a start at another time is another episode: announced
+    site.alarming.on_revisions([Revision("acme", "ph", "ph_low", withdrawn=(), added=(found,), late=T0 + 0.5,
+                                         active=False)], T0 + 3)
+    assert [k for k, _ in site.transitions()] == [Kind.RAISE, Kind.CLEAR, Kind.RAISE, Kind.CLEAR]
