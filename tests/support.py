@@ -86,11 +86,22 @@ async def run_for(daemon: Daemon, seconds: float) -> None:
     await asyncio.wait_for(task, PATIENCE)
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port free on 127.0.0.1 right now (the OS picks it), and never one this process handed out before:
+    the OS may give a port again as soon as the probing socket closes, so two calls for one site file (an
+    instrument per port) could get the same one, which the loader then rightly refuses (two instruments with
+    one unit id on one link; seen under load). A session hands out a few thousand of the ~28,000."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError("no port left on 127.0.0.1 that this test process has not handed out already")
 
 
 def require_binary(name: str) -> str:
