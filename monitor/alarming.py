@@ -160,9 +160,9 @@ class Alarming:
     def _effective(self, e: EpisodeEvent) -> float:
         """When an episode's end is known on the daemon's clock: at its reading's time, or for an end at a gap
         (the last reading before it) once ``max_gap`` has passed after that reading with nothing in between."""
-        if e.event != END:
-            return e.time
-        return e.time + self._max_gap.get((e.site, e.channel), 0.0) if e.end_reason == END_GAP else e.time
+        if e.event == END and e.end_reason == END_GAP:
+            return e.time + self._max_gap.get((e.site, e.channel), 0.0)
+        return e.time
 
     def _due(self, inputs: Sequence[tuple[AlarmInput, float]], now: float) -> list[AlarmInput]:
         """The inputs to apply at ``now``; an episode's end that is not known yet at ``now`` is held until then.

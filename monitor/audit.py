@@ -58,7 +58,7 @@ from monitor.progress import Progress
 from monitor.read.times import UsageError, parse_time
 from monitor.stores.historian_db import QUALITY_BY_CODE, HistorianError, open_for_reading
 from monitor.stores.hub_record import is_database_url
-from monitor.stores.readonly import connect_record, dialect, has_table, record_errors
+from monitor.stores.readonly import connect_record, dialect, has_table, record_errors, standing
 from monitor.warmup import window_start
 
 _EXIT_MISMATCH, _EXIT_USAGE = 1, 2
@@ -335,10 +335,8 @@ def recorded_events(db: Path | str) -> list[EpisodeEvent]:
     try:
         if not has_table(conn, "episode_events"):
             return []
-        cols = {r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}
-        where = " WHERE withdrawn = 0" if "withdrawn" in cols else ""
         rows = conn.execute("SELECT time, site, channel, rule, event, value, limit_value, citation, peak "
-                            f"FROM episode_events{where} ORDER BY time, id").fetchall()
+                            f"FROM episode_events WHERE 1 = 1{standing(conn)} ORDER BY time, id").fetchall()
         if dialect(conn) == "postgresql":
             rows = [(round(r[0] * 1000) / 1000, *r[1:]) for r in rows]
     finally:

@@ -171,19 +171,15 @@ def parse_number_text(text: str) -> tuple[float | None, str]:
     return None, f"payload {stripped[:_EXCERPT]!r} is not a number"
 
 
-def parse_device_time(raw: Any, *, received: float) -> tuple[float | None, str]:
-    """A device timestamp as epoch seconds (UTC), or (None, why it is not used). See the module docstring."""
+def parse_device_time(raw: Any, *, received: float) -> tuple[float | None, str, float]:
+    """A device timestamp as epoch seconds (UTC), or (None, why it is not used), and by how many seconds it led
+    the receive time when that is why (beyond `MAX_FUTURE_SKEW`; else 0). See the module docstring."""
     t, problem = read_device_time(raw)
-    if t is not None and t > received + MAX_FUTURE_SKEW:
-        return None, ahead(raw, t, received)
-    return t, problem
-
-
-def ahead(raw: Any, t: float, received: float) -> str:
-    """Why a device timestamp ``raw`` (read as ``t``) too far ahead of the receive time is not used."""
+    if t is None or t <= received + MAX_FUTURE_SKEW:
+        return t, problem, 0.0
     lead = t - received
     said = f"{lead:.0f}" if lead < 1e9 else f"{lead:.3g}"  # a timestamp of 1e300 is not 300 digits of reason
-    return f"{raw!r} is {said} s ahead of the receive time"
+    return None, f"{raw!r} is {said} s ahead of the receive time", lead
 
 
 def read_device_time(raw: Any) -> tuple[float | None, str]:
@@ -302,12 +298,8 @@ class TopicDecoder:
         raw, missing = _lookup(obj, self._time_path)
         if missing:
             return received, "is missing", 0.0
-        t, problem = read_device_time(raw)
-        if t is None:
-            return received, problem, 0.0
-        if t > received + MAX_FUTURE_SKEW:
-            return received, ahead(raw, t, received), t - received
-        return t, "", 0.0
+        t, problem, lead = parse_device_time(raw, received=received)
+        return (received, problem, lead) if t is None else (t, "", 0.0)
 
     def _sample(self, reader: _ChannelReader, obj: dict[str, Any] | None, text: str, when: float) -> Sample:
         ch = reader.channel

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from monitor.checks.events import iso_utc, parse_iso
 from monitor.number_text import duration
-from monitor.stores.readonly import dialect, has_table
+from monitor.stores.readonly import dialect, has_table, standing
 
 if TYPE_CHECKING:
     from monitor.read.episodes import Episode
@@ -29,8 +29,7 @@ def withdrawn_ids(conn: sqlite3.Connection) -> set[int]:
     from the edges' revision events (`monitor.stores.hub_record`), not from a scan of every episode event."""
     if dialect(conn) == "postgresql" and has_table(conn, "episode_withdrawn_ids"):
         return {r[0] for r in conn.execute("SELECT id FROM episode_withdrawn_ids")}
-    cols = {r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}
-    if "withdrawn" not in cols:
+    if not standing(conn):
         return set()
     return {r[0] for r in conn.execute("SELECT id FROM episode_events WHERE withdrawn = 1")}
 

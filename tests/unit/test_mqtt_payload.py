@@ -237,7 +237,7 @@ def test_whole_payload_failure_gives_every_channel_a_bad_sample() -> None:
     ("2001-01-01T00:00:00Z", 978307200.0),  # old but plausible: buffered readings are honoured
 ])
 def test_device_time_accepted(raw: object, expected: float) -> None:
-    t, problem = parse_device_time(raw, received=NOW)
+    t, problem, _lead = parse_device_time(raw, received=NOW)
     assert problem == "" and t == pytest.approx(expected, abs=1e-6)
 
 
@@ -264,7 +264,7 @@ def test_millisecond_threshold_is_between_centuries_of_seconds_and_decades_of_ms
     (10**400, "too large"),
 ])
 def test_device_time_rejected(raw: object, words: str) -> None:
-    t, problem = parse_device_time(raw, received=NOW)
+    t, problem, _lead = parse_device_time(raw, received=NOW)
     assert t is None and words in problem, problem
 
 
