@@ -69,10 +69,10 @@ define venv_install
 endef
 
 # No bytecode up front (uv's default; pip's --no-compile): Python writes it for the modules the daemon imports.
-# build-deps first: the install compiles the seals' and the audit's C scanners and the live engine's quiet path
-# (an edit of their sources or setup.py rebuilds them)
+# build-deps first: the install compiles the seals' and the audit's C scanners, the live engine's quiet path and
+# the samples' untracking (an edit of their sources or setup.py rebuilds them)
 $(STAMP): pyproject.toml setup.py monitor/stores/_sealscan.c monitor/stores/_quietscan.c \
-          monitor/checks/_quietpath.c | $(PY) build-deps
+          monitor/checks/_quietpath.c monitor/_untrack.c | $(PY) build-deps
 	$(call venv_install,-e .)
 	@touch $@
 

@@ -1,6 +1,7 @@
 """The compiled parts of pretreat-monitor: `monitor.stores._sealscan`, the seals' minute index in C, and
 `monitor.stores._quietscan`, the audit's scan of a channel's readings past the check engine's quiet band, and
-`monitor.checks._quietpath`, the daemon's check engine stepping over quiet in-order readings.
+`monitor.checks._quietpath`, the daemon's check engine stepping over quiet in-order readings, and
+`monitor._untrack`, which takes the daemon's samples out of the cyclic garbage collector's sight.
 
 Everything else is declared in pyproject.toml. The extensions are optional: where they cannot be built (no C
 compiler, no Python or SQLite headers) the install still succeeds and the seals and the audit run in Python (the
@@ -29,5 +30,10 @@ setup(ext_modules=[Extension(
     "monitor.checks._quietpath",
     sources=["monitor/checks/_quietpath.c"],
     extra_compile_args=["-O2", "-ffp-contract=off", "-Wall", "-Wextra"],
+    optional=True,
+), Extension(
+    "monitor._untrack",
+    sources=["monitor/_untrack.c"],
+    extra_compile_args=["-O2", "-Wall", "-Wextra"],
     optional=True,
 )])

@@ -46,7 +46,7 @@ from monitor.memory import settle_gc
 from monitor.polling import Polls, key_of
 from monitor.reports.aggregates import DailyAggregator
 from monitor.reports.schedule import reports_dir, schedule_reports
-from monitor.sample import Sample
+from monitor.sample import Sample, release_from_gc
 from monitor.slug_history import BaselineSection
 from monitor.staleness import LOG_EACH, StalenessTracker
 from monitor.stores.episodes import EpisodeStore
@@ -142,6 +142,8 @@ class Daemon:
         """Every sample is recorded; good ones also feed staleness; all go through the checks."""
         if not samples:
             return
+        if isinstance(samples, list | tuple):  # never part of a cycle: kept out of the collector's passes
+            release_from_gc(samples)
         seq = self.historian.submit(samples)
         self.aggregates.observe(samples)
         self.alarming.on_samples(samples)

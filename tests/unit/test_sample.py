@@ -56,3 +56,38 @@ def test_a_sample_is_a_value_and_the_type_checker_refuses_to_change_one(tmp_path
                          capture_output=True, text=True)
     refused = 'mutate.py:3: error: Property "value" defined in "Sample" is read-only'
     assert out.returncode == 1 and refused in out.stdout, out.stdout
+
+
+def test_release_from_gc_untracks_samples_only_and_they_are_still_freed() -> None:
+    """The daemon takes every sample it ingests out of the cyclic collector's sight (`release_from_gc`): only
+    objects of exactly the `Sample` type, and reference counting still frees them."""
+    import gc
+    import sys
+
+    from monitor import sample as sample_mod
+    from tests.support import IN_CI
+
+    if not sample_mod.NATIVE_UNTRACK:
+        assert not IN_CI, "monitor/_untrack.c was not built: see setup.py"
+        pytest.skip("monitor._untrack not built")
+
+    @dataclasses.dataclass(slots=True)
+    class Other:
+        value: object
+
+    batch: list[object] = [Sample(**KW, value=7.0), Sample.bad(**KW, quality=Quality.COMM_FAILURE, reason="x"),
+                           Other([]), (1, [])]
+    assert all(gc.is_tracked(o) for o in batch)
+    assert sample_mod.release_from_gc(batch) == 2  # type: ignore[arg-type]
+    assert [gc.is_tracked(o) for o in batch] == [False, False, True, True]
+    assert sample_mod.release_from_gc(tuple(batch)) == 0  # type: ignore[arg-type]  # idempotent
+    assert batch[0] == Sample(**KW, value=7.0) and hash(batch[0]) == hash(Sample(**KW, value=7.0))
+
+    before = sys.getallocatedblocks()
+    for _ in range(5):
+        many = [Sample(**KW, value=float(i)) for i in range(20_000)]
+        sample_mod.release_from_gc(many)
+        del many
+    assert sys.getallocatedblocks() - before < 5_000  # freed by reference counting, not left for a collector
+    with pytest.raises(TypeError, match="list or a tuple"):
+        sample_mod._untrack.untrack(iter([]), Sample)
