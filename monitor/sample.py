@@ -163,7 +163,7 @@ def judge_value(
 
 
 try:  # built by setup.py where a C compiler is at hand; without it samples stay tracked (slower, same results)
-    from monitor import _untrack
+    from monitor._untrack import untrack as _untrack
 except ImportError:  # pragma: no cover - the extension is built in every environment the tests run in
     _untrack = None  # type: ignore[assignment]
 
@@ -182,4 +182,4 @@ def release_from_gc(samples: list[Sample] | tuple[Sample, ...]) -> int:
     exactly `Sample` are touched."""
     if _untrack is None:
         return 0
-    return _untrack.untrack(samples, Sample)
+    return _untrack(samples, Sample)

@@ -34,6 +34,7 @@ LAYER_OF: dict[str, int] = {
     # AlarmSettings); it imports nothing of the project.
     "alarms.model": 0,
     "monitor.sample": 1,
+    "monitor._untrack": 1,  # the samples' C helper (monitor.sample.release_from_gc)
     "monitor.clock": 1,
     "monitor.number_text": 1,
     "drivers": 2,

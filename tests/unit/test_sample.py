@@ -90,4 +90,4 @@ def test_release_from_gc_untracks_samples_only_and_they_are_still_freed() -> Non
         del many
     assert sys.getallocatedblocks() - before < 5_000  # freed by reference counting, not left for a collector
     with pytest.raises(TypeError, match="list or a tuple"):
-        sample_mod._untrack.untrack(iter([]), Sample)
+        sample_mod._untrack(iter([]), Sample)  # type: ignore[arg-type]
