@@ -3,29 +3,37 @@
 What this module decides, and why:
 
 - **One connection per `Instrument.link_key`.** Instruments behind one gateway or on one RS-485 bus share it.
+- **Two clients.** Plain Modbus TCP links use our own client (`drivers.modbus.tcp_client`: a fraction of
+  pymodbus's CPU per request, and replies matched by transaction id); RTU on a serial bus and RTU over TCP
+  (gateways) use pymodbus. Everything below holds for both; where they differ, it says so.
 - **One lock per link, for every kind of link.** On a serial bus (and behind an RTU-over-TCP gateway) only one
   transaction may be on the wire, followed by an idle time (the RTU 3.5-character gap, or the instrument's
-  ``inter_frame_delay`` for slow slaves). On Modbus TCP, pymodbus 3.16 itself holds a per-client
-  ``asyncio.Lock`` for the whole transaction (``TransactionManager.execute``: no pipelining), so concurrent
-  requests on one client are safe but never parallel; taking our lock too costs nothing and lets each
-  request carry its own instrument's timeout on the shared client.
-- **Per-request timeout = `Instrument.timeout`, pymodbus retries = 0.** A dead device costs one timeout per
-  request, never ``(retries + 1) × timeout``; the next poll is the retry. Surprise: the client copies its
-  parameters into ``client.ctx.comm_params``, and ``execute()`` reads ``timeout_connect`` from that copy for
-  every request, so that copy is what we set.
-- **We own reconnection.** Clients are built with ``reconnect_delay=0`` (pymodbus's own reconnect task is
-  off), and pymodbus's own "close after retries+3 unanswered requests" is disabled
+  ``inter_frame_delay`` for slow slaves). On Modbus TCP our client does no pipelining either: one
+  transaction at a time per connection, under this lock, each request carrying its own instrument's timeout.
+- **Per-request timeout = `Instrument.timeout`, no client-side retries.** A dead device costs one timeout per
+  request, never ``(retries + 1) × timeout``; the next poll is the retry. Surprise (pymodbus): the client
+  copies its parameters into ``client.ctx.comm_params``, and ``execute()`` reads ``timeout_connect`` from that
+  copy for every request, so that copy is what we set. Our TCP client takes the timeout with each request,
+  and also connects within it.
+- **We own reconnection.** pymodbus clients are built with ``reconnect_delay=0`` (pymodbus's own reconnect
+  task is off), and pymodbus's own "close after retries+3 unanswered requests" is disabled
   (``set_max_no_responses``), because on a gateway one silent unit must not cost its neighbours the
-  connection. A link is presumed broken when the connection is refused or lost, or (TCP only) when every unit
-  on it has gone unanswered since the last reply and at least ``drop_after_timeouts`` requests in a row timed
-  out. Then the client is discarded and a fresh one is connected on demand, paced by a capped, jittered
-  exponential backoff (0.1 s doubling to 10 s by default); while waiting, reads fail at once instead of
-  costing a timeout each. Reconnecting on demand, not in a background task, means no task to supervise and no
-  attempts for a link nobody polls. An outage is logged once when it starts and once when the first reply
-  arrives again (a TCP connect alone is not a recovery: a silent device accepts connections).
-- **All pymodbus outcomes are folded here, once,** into `CommFailure` (nothing usable came back),
+  connection; our TCP client never reconnects nor closes on its own, except on a broken byte stream. A link
+  is presumed broken when the connection is refused or lost (a lost connection fails the request in flight at
+  once, not after its timeout), when a Modbus TCP stream breaks (a protocol id other than 0 or an absurd
+  MBAP length: the request gets `DecodeFailure`), or (TCP only) when every unit on it has gone unanswered
+  since the last reply and at least ``drop_after_timeouts`` requests in a row timed out. Then the client is
+  discarded and a fresh one is connected on demand, paced by a capped, jittered exponential backoff (0.1 s
+  doubling to 10 s by default); while waiting, reads fail at once instead of costing a timeout each.
+  Reconnecting on demand, not in a background task, means no task to supervise and no attempts for a link
+  nobody polls. An outage is logged once when it starts and once when the first reply arrives again (a TCP
+  connect alone is not a recovery: a silent device accepts connections).
+- **All client outcomes are folded here, once,** into `CommFailure` (nothing usable came back),
   `DeviceException` (the device answered with an exception code: a device result, not a reason to drop the
-  link) and `DecodeFailure` (a reply of the wrong shape).
+  link) and `DecodeFailure` (a reply of the wrong shape: function code, unit id, byte count, number of values).
+- **Late replies.** On Modbus TCP a reply carries its request's transaction id: a reply that arrives after
+  its request timed out is dropped by our client and counted (``LinkCounters.stray_replies``), never taken as
+  the answer to the next request.
 
 Known limit: RTU frames carry no transaction id, so a reply that arrives *after* its request timed out is
 taken by pymodbus as the reply to the next request to the same unit. A different function code or length is
@@ -37,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import time
 from collections.abc import Sequence
@@ -45,16 +54,17 @@ from dataclasses import dataclass
 from pymodbus.client import AsyncModbusSerialClient, AsyncModbusTcpClient
 from pymodbus.exceptions import ConnectionException, ModbusException
 from pymodbus.framer import FramerType
-from pymodbus.pdu import ModbusPDU
 
 from config.schema import DriverKind, Instrument, SerialSettings, Table
 from drivers.backoff import retries
+from drivers.modbus.tcp_client import BrokenStream, ConnectionLost, ExceptionReply, MalformedReply, ModbusTcpClient
 from monitor.number_text import duration
 from monitor.sample import Quality
 
 log = logging.getLogger(__name__)
 
-Client = AsyncModbusTcpClient | AsyncModbusSerialClient
+PymodbusClient = AsyncModbusTcpClient | AsyncModbusSerialClient  # RTU on a serial bus, RTU over TCP
+Client = PymodbusClient | ModbusTcpClient  # ModbusTcpClient: plain Modbus TCP
 
 _FUNCTION_CODE = {Table.COIL: 1, Table.DISCRETE: 2, Table.HOLDING: 3, Table.INPUT: 4}
 _NEVER = 2**31  # "unanswered requests before pymodbus closes the connection": i.e. never, we decide
@@ -105,6 +115,7 @@ class LinkCounters:
     reconnects: int = 0  # successful connects after a lost or failed connection
     connect_failures: int = 0
     outages: int = 0  # times the link was declared down (each logged once)
+    stray_replies: int = 0  # Modbus TCP replies that answered no pending request (late, after a timeout): dropped
 
 
 def bus_idle_time(instrument: Instrument) -> float:
@@ -122,7 +133,7 @@ def bus_idle_time(instrument: Instrument) -> float:
 
 
 class ModbusLink:
-    """A supervised connection; `read` is the only way drivers talk to pymodbus.
+    """A supervised connection; `read` is the only way drivers talk to a Modbus client.
 
     ``backoff_initial``/``backoff_max`` (s) pace reconnect attempts; ``drop_after_timeouts`` is how many
     unanswered requests in a row (from every unit on the link) make a TCP link presumed dead.
@@ -215,10 +226,34 @@ class ModbusLink:
             except CommFailure:
                 self.counters.comm_failures += 1
                 raise
+        self.counters.requests += 1
+        if type(client) is not ModbusTcpClient:
+            return await self._transact_pymodbus(client, unit, table, address, count, reply_timeout)
+        try:  # every outcome of our own Modbus TCP client is folded here, once
+            values = await client.read(unit, _FUNCTION_CODE[table], address, count, reply_timeout)
+        except ExceptionReply as exc:
+            self._replied()
+            raise self._device_exception(exc.code) from None
+        except BrokenStream as exc:  # not a reply: the client has closed the connection
+            self.counters.decode_errors += 1
+            self._drop(f"broken stream: {exc.detail}")
+            raise DecodeFailure(exc.detail) from None
+        except MalformedReply as exc:
+            self._replied()
+            self.counters.decode_errors += 1
+            raise DecodeFailure(exc.detail) from None
+        except Exception as exc:  # timeout, connection lost
+            raise self._no_reply(unit, exc, reply_timeout) from None
+        self._replied()
+        return self._counted(values, table, count)
+
+    async def _transact_pymodbus(self, client: Client, unit: int, table: Table, address: int, count: int,
+                                 reply_timeout: float) -> Sequence[int]:
+        """`_transact` on a pymodbus client (RTU on a serial bus, RTU over TCP)."""
+        assert not isinstance(client, ModbusTcpClient)
         params = client.ctx.comm_params
         if params.timeout_connect != reply_timeout:
             params.timeout_connect = reply_timeout
-        self.counters.requests += 1
         try:
             if table is Table.HOLDING:
                 rr = await client.read_holding_registers(address, count=count, device_id=unit)
@@ -231,39 +266,41 @@ class ModbusLink:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # every transport outcome is folded here, once
-            raise self._no_reply(unit, exc) from None
-        return self._check_reply(rr, table, count)
-
-    def _check_reply(self, rr: ModbusPDU, table: Table, count: int) -> Sequence[int]:
+            raise self._no_reply(unit, exc, reply_timeout) from None
         self._replied()
         if rr.isError():
-            code = rr.exception_code
-            self.counters.device_exceptions += 1
-            name = _EXCEPTION_NAMES.get(code, "unknown")
-            raise DeviceException(f"exception code {code} ({name})", code=code)
+            raise self._device_exception(rr.exception_code)
         if rr.function_code != _FUNCTION_CODE[table]:
             self.counters.decode_errors += 1
             raise DecodeFailure(f"reply has function code {rr.function_code}, asked {_FUNCTION_CODE[table]}")
-        if table.is_bits:
-            if not count <= len(rr.bits) < count + 8:
-                self.counters.decode_errors += 1
-                raise DecodeFailure(f"reply carries {len(rr.bits)} bits, asked {count}")
-            return rr.bits
-        if len(rr.registers) != count:
-            self.counters.decode_errors += 1
-            raise DecodeFailure(f"reply carries {len(rr.registers)} registers, asked {count}")
-        return rr.registers
+        return self._counted(rr.bits if table.is_bits else rr.registers, table, count)
 
-    def _no_reply(self, unit: int, exc: Exception) -> CommFailure:
+    def _counted(self, values: Sequence[int], table: Table, count: int) -> Sequence[int]:
+        """``values`` if there are as many as asked (bits: padded to a byte at most), else `DecodeFailure`."""
+        if table.is_bits:
+            if not count <= len(values) < count + 8:
+                self.counters.decode_errors += 1
+                raise DecodeFailure(f"reply carries {len(values)} bits, asked {count}")
+        elif len(values) != count:
+            self.counters.decode_errors += 1
+            raise DecodeFailure(f"reply carries {len(values)} registers, asked {count}")
+        return values
+
+    def _device_exception(self, code: int) -> DeviceException:
+        self.counters.device_exceptions += 1
+        name = _EXCEPTION_NAMES.get(code, "unknown")
+        return DeviceException(f"exception code {code} ({name})", code=code)
+
+    def _no_reply(self, unit: int, exc: Exception, reply_timeout: float) -> CommFailure:
         """Fold an exception raised by a request into a `CommFailure`, applying the link-failure rule."""
         self.counters.comm_failures += 1
         client = self._client
         expected = isinstance(exc, ModbusException | OSError | asyncio.TimeoutError)
         if not expected and not self._warned_unexpected:
-            self._warned_unexpected = True  # a pymodbus surprise: say so once, with the traceback
-            log.error("Modbus link %s: unexpected %s from pymodbus", self.key, type(exc).__name__,
+            self._warned_unexpected = True  # a client surprise: say so once, with the traceback
+            log.error("Modbus link %s: unexpected %s from the Modbus client", self.key, type(exc).__name__,
                       exc_info=exc)
-        if isinstance(exc, ConnectionException) or client is None or not client.connected:
+        if isinstance(exc, ConnectionException | ConnectionLost) or client is None or not client.connected:
             self._drop(f"connection lost ({_describe(exc)})")
             return CommFailure(f"connection lost: {_describe(exc)}")
         self._timeouts_in_row += 1
@@ -271,7 +308,7 @@ class ModbusLink:
         if (self.kind is not DriverKind.MODBUS_RTU and self._timeouts_in_row >= self._drop_after
                 and self._unanswered >= self._units):
             self._drop(f"no reply from any unit in {self._timeouts_in_row} requests")
-        return CommFailure(f"no reply within {client.ctx.comm_params.timeout_connect:g} s")
+        return CommFailure(f"no reply within {reply_timeout:g} s")
 
     def _replied(self) -> None:
         self.counters.replies += 1
@@ -285,27 +322,49 @@ class ModbusLink:
             self._down_since = None
             self._retries.reset()
 
+    def _stray(self, tid: int, unit: int) -> None:
+        """Our Modbus TCP client dropped a reply that answers no pending request (late, after a timeout)."""
+        self.counters.stray_replies += 1
+        log.debug("Modbus link %s: dropped a stray reply (transaction %d, unit %d)", self.key, tid, unit)
+
     async def _reconnect(self, connect_timeout: float) -> Client:
         """A new connection, when the link has none that is up (`_transact` checks); raises `CommFailure`."""
         if self._closed:
             raise CommFailure("link closed")
         if self._client is not None:
-            self._drop("connection lost")
+            lost = self._client.closed_because if isinstance(self._client, ModbusTcpClient) else ""
+            self._drop(f"connection lost ({lost})" if lost else "connection lost")
         now = time.monotonic()
         if now < self._next_attempt:
             raise CommFailure(f"link down, next reconnect attempt in {self._next_attempt - now:.1f} s")
-        client = self._new_client(connect_timeout)
+        client, why = await self._connect(connect_timeout)
+        if client is None:
+            self.counters.connect_failures += 1
+            detail = f"cannot connect to {self._where()}" + (f" ({why})" if why else "")
+            self._drop(detail)
+            raise CommFailure(detail)
+        self._client = client
+        self.counters.connects += 1
+        if self._ever_connected:
+            self.counters.reconnects += 1
+        self._ever_connected = True
+        return client
+
+    async def _connect(self, connect_timeout: float) -> tuple[Client | None, str]:
+        """A connected client, or None and why not (when known)."""
+        if self.kind is DriverKind.MODBUS_TCP:
+            try:
+                return await ModbusTcpClient.connect(self.host, self.port, connect_timeout=connect_timeout,
+                                                     on_stray=self._stray), ""
+            except TimeoutError:
+                return None, f"no answer within {connect_timeout:g} s"
+            except OSError as exc:
+                return None, os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        client = self._new_pymodbus_client(connect_timeout)
         if await client.connect():
-            self._client = client
-            self.counters.connects += 1
-            if self._ever_connected:
-                self.counters.reconnects += 1
-            self._ever_connected = True
-            return client
+            return client, ""
         client.close()
-        self.counters.connect_failures += 1
-        self._drop(f"cannot connect to {self._where()}")
-        raise CommFailure(f"cannot connect to {self._where()}")
+        return None, ""
 
     def _drop(self, reason: str) -> None:
         """Discard the client, open (or continue) an outage, and schedule the next connect attempt."""
@@ -321,8 +380,8 @@ class ModbusLink:
                         extra={"link": self.key, "reason": reason})
         self._next_attempt = time.monotonic() + self._retries.next()
 
-    def _new_client(self, timeout: float) -> Client:
-        client: Client
+    def _new_pymodbus_client(self, timeout: float) -> PymodbusClient:
+        client: PymodbusClient
         if self.kind is DriverKind.MODBUS_RTU:
             s = self.serial
             assert s is not None  # checked in __init__
@@ -330,8 +389,7 @@ class ModbusLink:
                 s.port, framer=FramerType.RTU, baudrate=s.baudrate, bytesize=s.bytesize, parity=s.parity,
                 stopbits=s.stopbits, name=self.key, reconnect_delay=0, timeout=timeout, retries=0)
         else:
-            framer = FramerType.RTU if self.kind is DriverKind.MODBUS_RTU_OVER_TCP else FramerType.SOCKET
-            client = AsyncModbusTcpClient(self.host, port=self.port, framer=framer, name=self.key,
+            client = AsyncModbusTcpClient(self.host, port=self.port, framer=FramerType.RTU, name=self.key,
                                           reconnect_delay=0, timeout=timeout, retries=0)
         client.set_max_no_responses(_NEVER)
         return client
