@@ -4,7 +4,9 @@ The simulator runs as ``python -m simulators.modbus_server site.toml`` in a chil
 the driver side's cost plus loopback and one single-threaded server; each poll reads 10 registers (one block)
 and yields 10 samples. Four cases: one device on one connection, ``--devices`` devices on as many connections,
 as many units behind one gateway connection, and all of them at once; each polls back to back for
-``--seconds``. Median of ``--runs`` runs, printed as a markdown table. Every sample must be good, else the
+``--seconds``. Besides polls/s, the driver side's CPU per poll (this process's user + system time over the
+window: the link's Modbus client, the codec, the samples; the simulator is another process). Median of
+``--runs`` runs, printed as a markdown table. Every sample must be good, else the
 benchmark fails (a fast wrong answer is no figure). It was a test once; it asserted nothing, so it lives here.
 
     .venv/bin/python bench/bench_modbus_driver.py [--runs 5] [--seconds 2] [--devices 10]
@@ -67,8 +69,8 @@ def start_simulator(site: Path) -> subprocess.Popen[str]:
     return proc
 
 
-async def rate(drivers: list[ModbusDriver], seconds: float) -> float:
-    """Every driver polls back to back for ``seconds``; returns total polls per second."""
+async def rate(drivers: list[ModbusDriver], seconds: float) -> tuple[float, float]:
+    """Every driver polls back to back for ``seconds``; returns total polls per second and CPU µs a poll."""
     deadline = time.monotonic() + seconds
     counts = [0] * len(drivers)
 
@@ -79,12 +81,13 @@ async def rate(drivers: list[ModbusDriver], seconds: float) -> float:
                 raise SystemExit(f"{driver.instrument_id}: a bad sample: {samples[0]}")
             counts[k] += 1
 
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     await asyncio.gather(*(loop(k, d) for k, d in enumerate(drivers)))
-    return sum(counts) / (time.monotonic() - started)
+    polls = sum(counts)
+    return polls / (time.monotonic() - started), (time.process_time() - cpu) / max(polls, 1) * 1e6
 
 
-async def one_run(site: Path, devices: int, seconds: float) -> dict[str, float]:
+async def one_run(site: Path, devices: int, seconds: float) -> dict[str, tuple[float, float]]:
     drivers, links = build_modbus_drivers(load_config(site))
     try:
         tcp = [d for d in drivers if d.instrument_id.startswith("tcp")]
@@ -117,11 +120,13 @@ def main() -> None:
             proc.terminate()
             proc.wait(10)
     print(f"Machine: {machine()}\n")
-    print("| ModbusDriver, 10 registers a poll, one simulator process | median polls/s | runs (polls/s) |")
-    print("|---|---:|---|")
+    print("| ModbusDriver, 10 registers a poll, one simulator process | median polls/s | median CPU µs a poll "
+          "| runs (polls/s) |")
+    print("|---|---:|---:|---|")
     for case in runs[0]:
-        rates = [r[case] for r in runs]
-        print(f"| {case} | {statistics.median(rates):,.0f} | {', '.join(f'{r:,.0f}' for r in rates)} |")
+        rates = [r[case][0] for r in runs]
+        cpu = statistics.median(r[case][1] for r in runs)
+        print(f"| {case} | {statistics.median(rates):,.0f} | {cpu:,.0f} | {', '.join(f'{r:,.0f}' for r in rates)} |")
 
 
 if __name__ == "__main__":
