@@ -6,10 +6,14 @@ about 40 % of the event loop, ~75 µs of CPU per read of 10 holding registers, a
 the reads/s of a bare pymodbus loop (issue 21). This client is one `asyncio.BufferedProtocol`: a request is
 one ``struct`` pack, one ``transport.write`` and one Future; a reply is received into a buffer of our own
 (asyncio's plain ``Protocol`` allocates a 256 KiB bytes object for every ``recv``) and decoded with one
-``struct`` unpack; the timeout is one timer per connection re-armed only when it fires, not a
-``wait_for`` or a ``call_later`` per request. Measured in-process against the simulator (20 devices read
-flat out, 10 holding registers each): ~30 µs of CPU per read through `ModbusLink` against ~60 µs for a bare
-pymodbus client, most of what is left being the kernel's send and recv.
+``struct`` unpack; the timeout is one timer per connection re-armed only when it fires, not a ``wait_for``
+or a ``call_later`` per request (on top of a bare Future's round trip, ``wait_for`` costs ~7.7 µs a request,
+``call_later`` and its cancel ~2.7 µs, the re-armed timer ~0.2 µs).
+
+Measured (bench/RESULTS.md, "Our Modbus TCP client"): a `ModbusDriver` poll of 10 registers costs 45-48 µs
+of CPU instead of 76 (`bench/bench_modbus_driver.py`, 10 devices), and the daemon flat out on 100 devices
+89-109 µs a poll instead of 116-125 (0.64-0.81× the reads/s of a bare pymodbus loop instead of 0.54-0.62);
+half of what the client still costs is the kernel's ``send`` and ``recv``.
 
 pymodbus is still what the daemon uses for Modbus RTU on a serial bus and RTU over TCP (gateways), and what
 the simulators (`simulators.modbus_server`) serve with; this module imports none of it.
