@@ -1,5 +1,6 @@
 """Modbus TCP, RTU and RTU-over-TCP polling: codec (registers <-> numbers), planner (block reads), link
-(one supervised connection per bus or gateway) and driver (one instrument's poll -> samples)."""
+(one supervised connection per bus or gateway), tcp_client (our own Modbus TCP client, used by the link for
+plain Modbus TCP; pymodbus for the rest) and driver (one instrument's poll -> samples)."""
 
 from drivers.modbus.driver import DriverCounters, ModbusDriver, build_modbus_drivers
 from drivers.modbus.link import (
