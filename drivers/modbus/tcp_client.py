@@ -12,8 +12,8 @@ or a ``call_later`` per request (on top of a bare Future's round trip, ``wait_fo
 
 Measured (bench/RESULTS.md, "Our Modbus TCP client"): a `ModbusDriver` poll of 10 registers costs 45-48 µs
 of CPU instead of 76 (`bench/bench_modbus_driver.py`, 10 devices), and the daemon flat out on 100 devices
-89-109 µs a poll instead of 116-125 (0.64-0.81× the reads/s of a bare pymodbus loop instead of 0.54-0.62);
-half of what the client still costs is the kernel's ``send`` and ``recv``.
+~97 µs a poll instead of ~125 (medians of 6 interleaved runs; 0.75× the reads/s of a bare pymodbus loop
+instead of 0.53); half of what the client still costs is the kernel's ``send`` and ``recv``.
 
 pymodbus is still what the daemon uses for Modbus RTU on a serial bus and RTU over TCP (gateways), and what
 the simulators (`simulators.modbus_server`) serve with; this module imports none of it.
