@@ -14,8 +14,9 @@ import shutil
 import sqlite3
 import subprocess
 import time
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -190,8 +191,10 @@ def test_a_backdated_calibration_does_not_rewrite_the_status_known_during_past_e
     report = build_report(load_config(tmp_path / "site.toml"), SITE, PERIOD, now=entered)
     lines = [e for e in report.episodes if e.channel == "ph" and parse_iso("2026-03-03T13:00:00Z") < e.start
              < parse_iso("2026-03-04T00:00:00Z")]
+    # the report writes the entry's day in the site's time: from 00:00 to 05:00 UTC that is the day before UTC's
+    local_day = datetime.fromtimestamp(entered, ZoneInfo("America/New_York")).strftime("%Y-%m-%d")
     assert lines and all(e.calibration.startswith(f"calibration OVERDUE since {DUE_LOCAL}") and
-                         "was entered on " + day in e.calibration for e in lines)
+                         "was entered on " + local_day in e.calibration for e in lines)
     # the readings export marks the readings as the record stood when they were taken, and says what changed
     assert main(["readings", "--config", str(tmp_path / "site.toml"), "--site", SITE, "--channel", "ph",
                  "--from", "2026-03-03T12:59:00Z", "--to", "2026-03-03T13:01:00Z"]) == 0
