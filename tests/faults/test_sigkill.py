@@ -193,7 +193,7 @@ def check_record(config: SiteConfig, probe: MqttProbe, served: list[Any], log: P
         edges = [k for k in kinds if k in ("raise", "clear")]
         assert all(a != b for a, b in itertools.pairwise(edges)), (alarm, kinds)
         if alarm.endswith(NO_BASELINE):  # raised once, and no kill or restart cleared it while the notice is open
-            assert edges == ["raise"], (alarm, kinds)
+            assert edges == ["raise"], (alarm, kinds, _story(config, alarm, log))
             continue
         assert edges[0] == "raise" and (edges[-1] == "clear" or alarm.endswith(OVERDUE)), (alarm, kinds)
     assert any(a.endswith(OVERDUE) for a in per_alarm), "the episodes' obligations fell overdue"
@@ -222,6 +222,25 @@ def check_record(config: SiteConfig, probe: MqttProbe, served: list[Any], log: P
     first_seen = list(dict.fromkeys(int(m.json()["seq"]) for m in msgs))
     assert first_seen == sorted(first_seen)
     assert "Traceback" not in log.read_text()
+
+
+def _story(config: SiteConfig, alarm: str, log: Path) -> str:
+    """What the record and the daemons' logs say of one alarm: its journaled inputs and transitions (with the
+    reason each input gives) and the log lines naming it or its channel's episodes, so a failure says which
+    path (live episode, start-up reconcile, late-reading revision) moved it."""
+    site, ch, rule = alarm.split("/")
+    j = Journal(path=config.daemon.historian)
+    try:
+        lines = [f"{r.time:.3f} {r.kind} {json.dumps({k: v for k, v in r.payload.items() if k != 'citation'})}"
+                 for r in j.records(kinds=["episode", "transition", "revision"])
+                 if r.payload.get("alarm") == alarm or (r.payload.get("channel") == ch and
+                                                        r.payload.get("rule") == rule)]
+    finally:
+        j.close()
+    said = [ln for ln in log.read_text(errors="replace").splitlines()
+            if alarm in ln or f"{site}/{ch}" in ln or "reconcil" in ln or "daemon running" in ln
+            or "revised" in ln or "rebuilt" in ln]
+    return "\njournal:\n" + "\n".join(lines) + "\nlog:\n" + "\n".join(said[-80:])
 
 
 def test_sigkill_three_times_loses_and_repeats_nothing(tmp_path: Path, mosquitto: Mosquitto) -> None:
