@@ -21,7 +21,6 @@ from alarms.engine import AlarmEngine
 from alarms.gateway import ModbusGateway
 from alarms.model import AlarmInput, AlarmKey, AlarmSettings, Priority, Refusal, Transition
 from alarms.notifiers.base import NotifierContext
-from alarms.notifiers.mqtt import MqttNotifier
 from config.alarms import RECORD_CHANNEL, RECORD_CITATION, RECORD_INTEGRITY, alarm_settings, alarm_specs
 from config.schema import SiteConfig
 from monitor.calibration import CALIBRATION_OVERDUE, CalibrationWatch, watched
@@ -212,8 +211,9 @@ class Alarming:
         if self.dispatcher is None:
             return 0
         body = json.dumps({"seq": head[0], "hash": head[1], "time": now}).encode()
-        return sum(bool(n.publish_journal_head(body)) for n in self.dispatcher.notifiers()
-                   if isinstance(n, MqttNotifier))
+        # (duck-typed: the MQTT notifier, and with it paho, is imported only where a site file asks for it)
+        return sum(bool(publish(body)) for n in self.dispatcher.notifiers()
+                   if (publish := getattr(n, "publish_journal_head", None)) is not None)
 
     def on_revisions(self, revisions: Sequence[Revision], now: float) -> None:
         """Corrections of the episode record after late readings: journaled, and the alarms follow them.

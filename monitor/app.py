@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from config.loader import load_config_or_report
-from config.schema import SiteConfig
+from config.schema import DriverKind, SiteConfig
 from drivers.base import PolledDriver, StreamingDriver
 from monitor import clock as clocks
 from monitor.alarming import Alarming
@@ -94,7 +94,6 @@ class Daemon:
     def __init__(self, *, config: SiteConfig, clock: Callable[[], float] | None = None,
                  notifier: SystemdNotifier | None = None, tune_gc: bool = False) -> None:
         from drivers.modbus.driver import build_modbus_drivers
-        from drivers.mqtt.driver import build_mqtt_drivers
 
         use_site_config(config)  # the log speaks the sites' time zone and the channels' resolutions
         self.config = config
@@ -121,7 +120,11 @@ class Daemon:
                                  seal_after=SEAL_AFTER)
         modbus, self.links = build_modbus_drivers(config)  # the daemon owns the links: closed at the stop
         self.polled: list[PolledDriver] = list(modbus)
-        self.streaming: list[StreamingDriver] = list(build_mqtt_drivers(config))
+        self.streaming: list[StreamingDriver] = []
+        if any(i.driver is DriverKind.MQTT for s in config.sites for i in s.instruments):
+            # paho (~8 MB of the daemon's resident memory) is loaded only for a site with MQTT instruments
+            from drivers.mqtt.driver import build_mqtt_drivers
+            self.streaming = list(build_mqtt_drivers(config))
         # staleness measures elapsed time: monotonic, so an NTP step of the wall clock cannot fake or hide it
         self.staleness = StalenessTracker(config=config, now=time.monotonic())
         self.episode_events = 0
