@@ -105,8 +105,12 @@ _SHOWN = ("polls", "skipped", "bad_samples", "messages", "decode_errors", "link_
           "link_device_exceptions", "link_outages", "reconnects")
 
 
+_WHEN_ANY = ("link_stray_replies",)  # shown only once it happened: late Modbus TCP replies our client dropped
+
+
 def _counters(c: dict[str, Any]) -> str:
-    return "  ".join(f"{k.removeprefix('link_')} {c[k]}" for k in _SHOWN if k in c)
+    shown = [k for k in _SHOWN if k in c] + [k for k in _WHEN_ANY if c.get(k)]
+    return "  ".join(f"{k.removeprefix('link_')} {c[k]}" for k in shown)
 
 
 def _channel_line(ch: ChannelStatus, now: float) -> str:

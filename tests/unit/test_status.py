@@ -214,6 +214,22 @@ def test_links_reported_down_and_a_historian_backlog_are_problems(config: SiteCo
     assert f"pid {os.getpid()}" in text and "delivery   daemon-log: DOWN, queue 3 (oldest 2 min)" in text
 
 
+def test_late_modbus_tcp_replies_our_client_dropped_are_shown_once_there_are_any(config: SiteConfig) -> None:
+    """A reply that came after its request timed out is dropped by transaction id and counted: a slow device
+    or network an operator should know of; a line per instrument stays short while there are none."""
+    now = time.time()
+    snap = write_snapshot(config, now=now)
+    key = "modbus_tcp:127.0.0.1:15020"
+    snap["links"][key] = {"up": True, "comm_failures": 0, "stray_replies": 0}
+    health_path(config.daemon.historian).write_text(json.dumps(snap))
+    flow = next(line for line in render(collect(config, now=now), now=now).splitlines() if "flow-meter" in line)
+    assert "stray_replies" not in flow and "comm_failures 0" in flow
+    snap["links"][key]["stray_replies"] = 3
+    health_path(config.daemon.historian).write_text(json.dumps(snap))
+    flow = next(line for line in render(collect(config, now=now), now=now).splitlines() if "flow-meter" in line)
+    assert flow.endswith("stray_replies 3")
+
+
 def test_a_device_clock_too_far_ahead_is_a_problem_until_its_timestamps_are_usable(config: SiteConfig) -> None:
     now = time.time()
     snap = write_snapshot(config, now=now)
