@@ -21,6 +21,22 @@ SCENARIO_SECONDS=1800         # simulated length of simulators/scenarios/demo.to
 SETTLE=30                     # wall seconds at real pace while the simulator, daemon and console start
 PORT=${DEMO_PORT:-8080}
 USERS=$RUN/users.toml
+# The demo's servers listen on fixed loopback ports (the site file's, and the console's). A port already taken (a
+# demo still running, another service) would leave the daemon polling nothing while the failure sat in a log file,
+# and a second demo would delete the first one's record: stop here instead, before touching anything, saying which
+# port and what it is for.
+busy=()
+for entry in "18830:the MQTT broker" "15020:the flow meter's simulator" "15021:the sampler's simulator" \
+             "15022:the plant's temperature simulator" "$PORT:the console (DEMO_PORT)"; do
+  port=${entry%%:*}
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then busy+=("$port (${entry#*:})"); fi
+done
+if [ ${#busy[@]} -gt 0 ]; then
+  echo "make demo: cannot start, these loopback ports are in use: ${busy[*]}." >&2
+  echo "Is another demo running? Stop it (Ctrl-C in its terminal), or free the port(s), and run make demo again." >&2
+  exit 1
+fi
+
 mkdir -p "$RUN"
 rm -f "$RUN"/pretreat.sqlite* "$RUN"/*.log "$USERS"
 rm -rf "$RUN"/notify
@@ -45,6 +61,23 @@ user $BROKER_USER
 log_dest stderr
 EOF
 "$MOSQUITTO" -c "$RUN/mosquitto.conf" 2>"$RUN/mosquitto.log" & pids+=($!)
+broker=$!
+
+# Until a server listens on its port; one that exits first (a port taken since the check above, say) stops the
+# demo with its log shown.
+listening() {  # pid name log port
+  local waited=0
+  until (exec 3<>"/dev/tcp/127.0.0.1/$4") 2>/dev/null; do
+    if ! kill -0 "$1" 2>/dev/null; then
+      echo "make demo: $2 stopped at its start; the end of its log ($3):" >&2
+      tail -n 5 "$3" >&2
+      exit 1
+    fi
+    if [ "$waited" -ge 600 ]; then echo "make demo: $2 is not listening on port $4 after 60 s" >&2; exit 1; fi
+    sleep 0.1; waited=$(( waited + 1 ))
+  done
+}
+listening "$broker" "the MQTT broker (mosquitto)" "$RUN/mosquitto.log" 18830
 
 echo "== checking the site file"
 "$BIN/pretreat" check-config "$SITE"
@@ -70,6 +103,7 @@ live_wall=$(( SETTLE + (SCENARIO_SECONDS - SETTLE) / SPEED + 3 ))
 echo "== the live part (~${live_wall} s): simulated time from $(date -d "@$seed_end" +%H:%M:%S), ${SPEED}x after" \
      "${SETTLE} s, until it meets the present. Readings are stamped in simulated time."
 "$BIN/pretreat" --log-level WARNING sim --config "$SITE" --scenario demo --no-broker --tick 0.04 >"$RUN/sim.log" 2>&1 & pids+=($!)
+listening "$!" "the simulators (pretreat sim)" "$RUN/sim.log" 15022
 "$BIN/pretreat" --log-level WARNING run --config "$SITE" 2> >(sed -u 's/^/[daemon] /' >&2) & daemon=$!
 pids=("$daemon" "${pids[@]}")  # stopped first
 "$BIN/pretreat" --log-level WARNING console --config "$SITE" --users "$USERS" --port "$PORT" \
