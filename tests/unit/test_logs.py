@@ -17,7 +17,9 @@ import pytest
 
 from monitor.logs import (
     MASK,
+    SKIPPED_EVERY,
     Redactor,
+    SkippedRuns,
     StateLog,
     StructuredFormatter,
     configure_logging,
@@ -213,3 +215,60 @@ def test_per_job_chatter_of_the_scheduler_is_silenced_above_debug(restore_root_l
     aps.info('Job "Daemon._tick" executed successfully')
     lines = stream.getvalue().splitlines()
     assert len(lines) == 2 and "missed" in lines[0] and "_tick" in lines[1]
+
+
+def test_a_job_still_running_when_due_again_is_said_in_words_once_a_minute(restore_root_logging: None) -> None:
+    """A real APScheduler with a job slower than its interval (what a busy machine does to the demo's 50 ms
+    tick): APScheduler warns at every skipped run, with its job repr and a UTC time; the daemon's log says it in
+    words, once a minute at most, with the count so far."""
+    import asyncio
+
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+    stream = io.StringIO()
+    configure_logging(level="INFO", stream=stream, journal=False)
+    [skips] = [f for f in logging.getLogger("apscheduler.scheduler").filters if isinstance(f, SkippedRuns)]
+    skips.skipped.clear()
+
+    async def tick() -> None:
+        await asyncio.sleep(0.3)
+
+    async def scenario() -> None:
+        scheduler = AsyncIOScheduler()
+        scheduler.add_job(tick, "interval", seconds=0.05, max_instances=1, name="Daemon._tick")
+        scheduler.start()
+        try:
+            for _ in range(400):  # until APScheduler has skipped three runs (at most 20 s)
+                if skips.skipped.get("Daemon._tick", 0) >= 3:
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            scheduler.shutdown(wait=False)
+
+    asyncio.run(scenario())
+    assert skips.skipped["Daemon._tick"] >= 3
+    lines = [line for line in stream.getvalue().splitlines() if "still running" in line or "skipped" in line]
+    assert len(lines) == 1, lines  # one line for all of them within the minute
+    assert ("the clock tick (staleness, alarm timers) (every 0.05 s) was still running when it was due again: "
+            "1 run(s) skipped so far") in lines[0]
+    assert "trigger" not in lines[0] and "next run at" not in lines[0]
+
+
+def test_the_skipped_runs_line_comes_again_after_a_minute_with_the_count() -> None:
+    now = [1000.0]
+    skips = SkippedRuns(clock=lambda: now[0])
+    job = type("Job", (), {"name": "Polls.round", "trigger": None})()
+
+    def record() -> logging.LogRecord:
+        return logging.LogRecord("apscheduler.scheduler", logging.WARNING, "", 0,
+                                 'Execution of job "%s" skipped: maximum number of running instances reached (%d)',
+                                 (job, 2), None)
+
+    shown = [skips.filter(r := record()) and r.getMessage() for _ in range(3)]
+    now[0] += SKIPPED_EVERY
+    later = record()
+    assert skips.filter(later)
+    assert shown[1:] == [False, False] and "a round of polls (when due)" in str(shown[0])
+    assert "4 run(s) skipped so far" in later.getMessage()
+    other = logging.LogRecord("apscheduler.scheduler", logging.WARNING, "", 0, "Run time of job was missed", (), None)
+    assert skips.filter(other) and other.getMessage() == "Run time of job was missed"
