@@ -28,7 +28,7 @@ import math
 import sqlite3
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monitor.read.readings import GOOD_LOOKBACK
 from monitor.read.status import (
@@ -41,9 +41,15 @@ from monitor.read.status import (
     delivery,
 )
 
+if TYPE_CHECKING:
+    from monitor.cli_render import Render
+
 
 # -- rendering -----------------------------------------------------------------------------------------
-def render(report: Report, *, now: float) -> str:
+def render(report: Report, *, now: float, numbers: Render | None = None) -> str:
+    """The report for people; ``numbers`` (the site file's) rounds each reading and limit to its channel's
+    resolution, as the daemon's log does (without it: six significant digits)."""
+    fmt = numbers or _Plain()
     lines = [_headline(report)]
     lines += [f"  ! {p}" for p in report.problems]
     snap = report.snapshot or {}
@@ -81,9 +87,10 @@ def render(report: Report, *, now: float) -> str:
     lines.append("instruments")
     for inst in report.instruments:
         lines.append(f"  {inst.key:<30} {inst.driver:<19} link {inst.link:<4}  {_counters(inst.counters)}")
+        site = inst.key.split("/", 1)[0]
         for ch in inst.channels:
-            lines.append("    " + _channel_line(ch, now))
-    lines += _alarm_lines(report.alarms, now)
+            lines.append("    " + _channel_line(ch, now, fmt, site))
+    lines += _alarm_lines(report.alarms, now, fmt)
     return "\n".join(lines)
 
 
@@ -113,16 +120,19 @@ def _counters(c: dict[str, Any]) -> str:
     return "  ".join(f"{k.removeprefix('link_')} {c[k]}" for k in shown)
 
 
-def _channel_line(ch: ChannelStatus, now: float) -> str:
+def _channel_line(ch: ChannelStatus, now: float, fmt: Render | _Plain, site: str) -> str:
+    def num(v: float | None) -> str:
+        return fmt.number(v, site, ch.id)
+
     flag = "  STALE" if ch.stale else ""
     if ch.last is None:
         return f"{ch.id:<22} no reading recorded{flag}"
     last = ch.last
-    shown = f"{_num(last.value)} {ch.unit}" if last.value is not None else "-"
+    shown = f"{num(last.value)} {ch.unit}" if last.value is not None else "-"
     text = f"{ch.id:<22} {shown:<18} {last.quality:<17} {ago(now - last.time)} ago"
     if last.quality != "good":
         why = f" ({last.reason})" if last.reason else ""
-        good = (f"last good {_num(ch.last_good.value)} {ch.unit} {ago(now - ch.last_good.time)} ago"
+        good = (f"last good {num(ch.last_good.value)} {ch.unit} {ago(now - ch.last_good.time)} ago"
                 if ch.last_good is not None else _no_good(ch, now))
         text += f"{why}; {good}"
     return text + flag
@@ -137,7 +147,7 @@ def _no_good(ch: ChannelStatus, now: float) -> str:
     return f"no good reading for at least {ago(now - ch.bad_since)} ({which})"
 
 
-def _alarm_lines(alarms: list[AlarmStatus] | None, now: float) -> list[str]:
+def _alarm_lines(alarms: list[AlarmStatus] | None, now: float, fmt: Render | _Plain) -> list[str]:
     if alarms is None:
         return ["alarms     no alarm state recorded in this file"]
     if not alarms:
@@ -145,7 +155,9 @@ def _alarm_lines(alarms: list[AlarmStatus] | None, now: float) -> list[str]:
     out = [f"alarms     {len(alarms)} not normal"]
     for a in alarms:
         since = f"since {ago(now - a.changed)} ago" if a.changed is not None else ""
-        vals = "".join(f" {n} {_num(v)}" for n, v in (("value", a.value), ("limit", a.limit)) if v is not None)
+        site, channel = [*a.id.split("/"), "", ""][:2]
+        vals = "".join(f" {n} {fmt.number(v, site, channel)}" for n, v in (("value", a.value), ("limit", a.limit))
+                       if v is not None)
         out.append(f"  {a.id:<40} {a.state:<34} {a.priority:<10} {since}{vals}")
     return out
 
@@ -154,6 +166,13 @@ def _num(v: float | None) -> str:
     if v is None:
         return "-"
     return f"{v:.6g}" if math.isfinite(v) else str(v)
+
+
+class _Plain:
+    """Numbers without a site file: six significant digits."""
+
+    def number(self, v: float | None, site: str, channel: str) -> str:
+        return _num(v)
 
 
 # -- CLI -----------------------------------------------------------------------------------------------
@@ -181,5 +200,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=1, default=str))
     else:
-        print(render(report, now=now))
+        from monitor.cli_render import Render
+
+        print(render(report, now=now, numbers=Render(config)))
     return report.exit_code

@@ -160,6 +160,26 @@ async def test_a_bad_channel_shows_why_and_its_last_good_reading(config: SiteCon
     assert "comm_failure" in line and "(no reply from unit 1); last good 88 gpm 10 min ago" in line
 
 
+async def test_readings_are_shown_at_their_channels_resolution_with_the_site_file(tmp_path: Path) -> None:
+    """`pretreat status` rounds as the daemon's log does: a channel of stated resolution (0.1 gpm) at it, one of
+    unknown resolution (MQTT) to four significant digits; without the site file's rounding, six digits."""
+    from monitor.cli_render import Render
+
+    path = tmp_path / "site.toml"
+    path.write_text(SITE.format(port=15020).replace('unit = "gpm"\n', 'unit = "gpm"\nresolution = 0.1\n'))
+    config = load_config(path)
+    now = time.time()
+    flow = next(c for c in config.channels if c.id == "flow")
+    await record(config, [Sample(time=now - 5, site="acme", channel="flow", value=88.123456, unit="gpm"),
+                          Sample(time=now - 5, site="acme", channel="lel", value=1.27614, unit="%LEL")])
+    snap = write_snapshot(config, now=now)
+    report = collect(config, now=snap["time"])
+    text = render(report, now=now, numbers=Render(config))
+    assert flow.decimals == 1 and "88.1 gpm" in text
+    assert "1.276 %LEL" in text and "1.27614" not in text and "88.1235" not in text
+    assert "1.27614 %LEL" in render(report, now=now)
+
+
 async def test_a_channel_with_no_good_reading_says_for_how_long_in_time(config: SiteConfig) -> None:
     """Not "no good reading in the last 100000": how long, in time, and how many readings that was."""
     now = time.time()
