@@ -46,7 +46,7 @@ define install_debs
 	fi
 endef
 
-.PHONY: demo test test-loaded test-slow lint bench build-deps demo-deps test-deps system-deps clean
+.PHONY: demo docx test test-loaded test-slow lint bench build-deps demo-deps test-deps system-deps clean
 
 # The virtualenv is made without pip and filled by uv (scripts/get_uv.py fetches the pinned release's binary from
 # the package index): from an empty cache that is ~20 s where `python3 -m venv` + pip took ~140 s here. A `uv` on
@@ -93,6 +93,11 @@ system-deps: build-deps test-deps
 
 demo: $(STAMP) demo-deps
 	@bash scripts/demo.sh
+
+# Word drafts of notices of violation (`pretreat nov --format docx`): python-docx, the one optional extra the
+# daemon's install leaves out (`make test` has it too)
+docx: $(STAMP)
+	$(call venv_install,-e '.[docx]')
 
 # The fast suite (what developers run); CI runs it, then again under load, then the slow one. Two pytest-xdist
 # workers: most tests wait on servers and daemons they start, so two at a time fill the machine's two cores

@@ -1,6 +1,6 @@
 """A notice draft written as Markdown (with the chart as a PNG beside it), PDF (US letter portrait, drawn with
 matplotlib as the reports are, `monitor.reports.render_pdf`) or Word (python-docx, an optional dependency:
-``pip install 'pretreat-monitor[docx]'``)."""
+``make docx``)."""
 
 from __future__ import annotations
 
@@ -159,7 +159,8 @@ def render_docx(blocks: list[Block], f: NoticeFacts, path: Path) -> None:
         import docx  # type: ignore[import-not-found,unused-ignore]
         from docx.shared import Inches  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
-        raise ImportError("Word drafts need python-docx: pip install 'pretreat-monitor[docx]'") from exc
+        raise ImportError("Word drafts need python-docx: `make docx` in the project's folder installs it into "
+                          "its .venv (`make test` does too; elsewhere: pip install -e '.[docx]')") from exc
     doc = docx.Document()
     for b in blocks:
         if b.kind in ("h1", "h2"):
