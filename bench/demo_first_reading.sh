@@ -23,7 +23,7 @@ t0 = float(sys.argv[1])
 for line in sys.stdin:
     print(f'{time.time() - t0:7.1f} {line}', end='', flush=True)
 " "$start" > "$WORK/run$i.log"
-  first=$(grep -m1 -E '^ *[0-9.]+ [0-9]{2}:[0-9]{2}:[0-9.]+Z ' "$WORK/run$i.log" | awk '{print $1}')
+  first=$(grep -m1 -E '^ *[0-9.]+ [0-9]{2}:[0-9]{2}:[0-9.]+(Z| [A-Z]+)  [a-z]' "$WORK/run$i.log" | awk '{print $1}')
   installed=$(grep -m1 'checking the site file' "$WORK/run$i.log" | awk '{print $1}')
   echo "run $i commit $(git -C "$clone" rev-parse --short HEAD) $(date -u +%FT%TZ) load [$load]" \
        "install ${installed:-?} s, first reading ${first:-none} s, venv $(du -sh "$clone/.venv" | cut -f1)," \
