@@ -336,7 +336,7 @@ class ModbusLink:
             self._drop(f"connection lost ({lost})" if lost else "connection lost")
         now = time.monotonic()
         if now < self._next_attempt:
-            raise CommFailure(f"link down, next reconnect attempt in {self._next_attempt - now:.1f} s")
+            raise CommFailure(f"link down, next reconnect attempt {reconnect_wait(self._next_attempt - now)}")
         client, why = await self._connect(connect_timeout)
         if client is None:
             self.counters.connect_failures += 1
@@ -416,6 +416,12 @@ _EXCEPTION_NAMES = {
 def _describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text.removeprefix("Modbus Error: ")
+
+
+def reconnect_wait(seconds: float) -> str:
+    """When a link in its backoff tries again, for a bad sample's reason: "in 2.5 s", or "at the next poll" for a
+    backoff ending within 0.05 s (which would read "in 0.0 s")."""
+    return f"in {seconds:.1f} s" if seconds >= 0.05 else "at the next poll"
 
 
 def quiet_pymodbus_logging() -> None:

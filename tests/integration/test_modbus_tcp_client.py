@@ -19,6 +19,7 @@ import pytest
 
 from config.schema import DataType, DriverKind, Instrument, RegisterMap, RegisterPoint, Table
 from drivers.modbus import CommFailure, DecodeFailure, DeviceException, ModbusLink
+from drivers.modbus.link import reconnect_wait
 from drivers.modbus.tcp_client import (
     BrokenStream,
     ConnectionLost,
@@ -386,11 +387,16 @@ async def test_link_connection_closed_mid_request_is_comm_failure_at_once() -> N
         try:
             with pytest.raises(CommFailure, match=r"^connection lost: closed by the device$"):
                 await read(link)  # within its timeout (PATIENCE): no "no reply within"
-            with pytest.raises(CommFailure, match="next reconnect attempt"):
+            with pytest.raises(CommFailure, match=r"next reconnect attempt in \d+\.\d s$"):
                 await read(link)
         finally:
             await link.close()
     assert link.counters.outages == 1 and not link.up
+
+
+def test_a_backoff_about_to_end_reads_at_the_next_poll_not_in_zero_seconds() -> None:
+    assert (reconnect_wait(2.46), reconnect_wait(0.05), reconnect_wait(0.049), reconnect_wait(0.0)) == \
+        ("in 2.5 s", "in 0.1 s", "at the next poll", "at the next poll")
 
 
 async def test_link_refused_says_so() -> None:
