@@ -12,16 +12,51 @@ from config.loader import load_config
 from monitor.sample import Quality, Sample
 from monitor.stores.historian import Historian
 from monitor.tail import Line, _show_new
-from tests.unit.test_status import SITE
 
 T = datetime(2026, 12, 3, 5, 17, 18, 250000, tzinfo=UTC).timestamp()  # 00:17:18 EST
+SITE = """
+[daemon]
+historian = "pretreat.sqlite"
+
+[[site]]
+id = "acme"
+timezone = "America/New_York"
+
+[[site.instrument]]
+id = "flow-meter"
+driver = "modbus_tcp"
+host = "127.0.0.1"
+port = 15020
+register_map = "flow_meter"
+
+[[site.instrument]]
+id = "lel-meter"
+driver = "mqtt"
+host = "127.0.0.1"
+port = 1883
+
+[[site.channel]]
+id = "flow"
+instrument = "flow-meter"
+point = "flow_rate"
+kind = "flow"
+unit = "gpm"
+resolution = 0.1
+
+[[site.channel]]
+id = "lel"
+instrument = "lel-meter"
+kind = "lel"
+unit = "%LEL"
+topic = "acme/lel"
+payload = "number"
+"""
 
 
 async def test_readings_in_the_sites_time_and_resolution_and_in_utc_on_request(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     site = tmp_path / "site.toml"
-    site.write_text(SITE.format(port=15020).replace('timezone = "UTC"', 'timezone = "America/New_York"')
-                    .replace('unit = "gpm"\n', 'unit = "gpm"\nresolution = 0.1\n'))
+    site.write_text(SITE)
     config = load_config(site)
     h = Historian(path=config.daemon.historian, commit_interval=0.05)
     await h.start()
