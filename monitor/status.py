@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sqlite3
 import sys
 import time
@@ -48,8 +47,10 @@ if TYPE_CHECKING:
 # -- rendering -----------------------------------------------------------------------------------------
 def render(report: Report, *, now: float, numbers: Render | None = None) -> str:
     """The report for people; ``numbers`` (the site file's) rounds each reading and limit to its channel's
-    resolution, as the daemon's log does (without it: six significant digits)."""
-    fmt = numbers or _Plain()
+    resolution, as the daemon's log does (without it: four significant digits, `monitor.cli_render`)."""
+    from monitor.cli_render import Render
+
+    fmt = numbers or Render(None)
     lines = [_headline(report)]
     lines += [f"  ! {p}" for p in report.problems]
     snap = report.snapshot or {}
@@ -120,7 +121,7 @@ def _counters(c: dict[str, Any]) -> str:
     return "  ".join(f"{k.removeprefix('link_')} {c[k]}" for k in shown)
 
 
-def _channel_line(ch: ChannelStatus, now: float, fmt: Render | _Plain, site: str) -> str:
+def _channel_line(ch: ChannelStatus, now: float, fmt: Render, site: str) -> str:
     def num(v: float | None) -> str:
         return fmt.number(v, site, ch.id)
 
@@ -147,7 +148,7 @@ def _no_good(ch: ChannelStatus, now: float) -> str:
     return f"no good reading for at least {ago(now - ch.bad_since)} ({which})"
 
 
-def _alarm_lines(alarms: list[AlarmStatus] | None, now: float, fmt: Render | _Plain) -> list[str]:
+def _alarm_lines(alarms: list[AlarmStatus] | None, now: float, fmt: Render) -> list[str]:
     if alarms is None:
         return ["alarms     no alarm state recorded in this file"]
     if not alarms:
@@ -160,19 +161,6 @@ def _alarm_lines(alarms: list[AlarmStatus] | None, now: float, fmt: Render | _Pl
                        if v is not None)
         out.append(f"  {a.id:<40} {a.state:<34} {a.priority:<10} {since}{vals}")
     return out
-
-
-def _num(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v:.6g}" if math.isfinite(v) else str(v)
-
-
-class _Plain:
-    """Numbers without a site file: six significant digits."""
-
-    def number(self, v: float | None, site: str, channel: str) -> str:
-        return _num(v)
 
 
 # -- CLI -----------------------------------------------------------------------------------------------

@@ -162,7 +162,7 @@ async def test_a_bad_channel_shows_why_and_its_last_good_reading(config: SiteCon
 
 async def test_readings_are_shown_at_their_channels_resolution_with_the_site_file(tmp_path: Path) -> None:
     """`pretreat status` rounds as the daemon's log does: a channel of stated resolution (0.1 gpm) at it, one of
-    unknown resolution (MQTT) to four significant digits; without the site file's rounding, six digits."""
+    unknown resolution (MQTT) to four significant digits."""
     from monitor.cli_render import Render
 
     path = tmp_path / "site.toml"
@@ -177,7 +177,7 @@ async def test_readings_are_shown_at_their_channels_resolution_with_the_site_fil
     text = render(report, now=now, numbers=Render(config))
     assert flow.decimals == 1 and "88.1 gpm" in text
     assert "1.276 %LEL" in text and "1.27614" not in text and "88.1235" not in text
-    assert "1.27614 %LEL" in render(report, now=now)
+    assert "1.276 %LEL" in render(report, now=now)  # no site file: four significant digits, as the log
 
 
 async def test_a_channel_with_no_good_reading_says_for_how_long_in_time(config: SiteConfig) -> None:
