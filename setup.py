@@ -1,7 +1,9 @@
 """The compiled parts of pretreat-monitor: `monitor.stores._sealscan`, the seals' minute index in C, and
 `monitor.stores._quietscan`, the audit's scan of a channel's readings past the check engine's quiet band, and
 `monitor.checks._quietpath`, the daemon's check engine stepping over quiet in-order readings, and
-`monitor._untrack`, which takes the daemon's samples out of the cyclic garbage collector's sight.
+`monitor._untrack`, which takes the daemon's samples out of the cyclic garbage collector's sight,
+`monitor.reports._dayaccrue`, the day aggregates' accrual of ordinary readings, and `monitor.stores._rowflat`, the
+historian's row parameters.
 
 Everything else is declared in pyproject.toml. The extensions are optional: where they cannot be built (no C
 compiler, no Python or SQLite headers) the install still succeeds and the seals and the audit run in Python (the
@@ -29,7 +31,21 @@ setup(ext_modules=[Extension(
 ), Extension(
     "monitor.checks._quietpath",
     sources=["monitor/checks/_quietpath.c"],
+    depends=["monitor/_slots.h"],  # the fast paths' shared slot access
     extra_compile_args=["-O2", "-ffp-contract=off", "-Wall", "-Wextra"],
+    optional=True,
+), Extension(
+    "monitor.reports._dayaccrue",
+    sources=["monitor/reports/_dayaccrue.c"],
+    depends=["monitor/_slots.h"],  # the fast paths' shared slot access
+    # no fused multiply-add: the integral's ``+= v0 * gap`` must be rounded exactly as Python rounds it
+    extra_compile_args=["-O2", "-ffp-contract=off", "-Wall", "-Wextra"],
+    optional=True,
+), Extension(
+    "monitor.stores._rowflat",
+    sources=["monitor/stores/_rowflat.c"],
+    depends=["monitor/_slots.h"],  # the fast paths' shared slot access
+    extra_compile_args=["-O2", "-Wall", "-Wextra"],
     optional=True,
 ), Extension(
     "monitor._untrack",

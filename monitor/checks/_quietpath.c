@@ -25,9 +25,7 @@
  * processor of another type is left to Python. Licence: Apache-2.0, as the rest of pretreat-monitor.
  */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <structmember.h>
+#include "../_slots.h"
 
 static PyTypeObject *sample_type, *proc_type;
 static Py_ssize_t s_time, s_site, s_channel, s_value, s_quality;
@@ -35,22 +33,7 @@ static Py_ssize_t p_glast, p_until, p_last, p_gap, p_lo, p_hi, p_gv, p_acc, p_pe
 static Py_ssize_t pend_max = 64;  /* samples a processor's ``pend`` holds at most: `bind`'s third argument */
 static PyObject *str_add_quiet;
 
-#define FIELD(o, off) (*(PyObject **)((char *)(o) + (off)))
 #define CACHE 8  /* (site, channel) -> processor, by identity, for one call */
-
-static int offset_of(PyTypeObject *type, const char *name, Py_ssize_t *off) {
-    PyObject *d = PyObject_GetAttrString((PyObject *)type, name);
-    if (d == NULL)
-        return -1;
-    if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
-        PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, name);
-        Py_DECREF(d);
-        return -1;
-    }
-    *off = ((PyMemberDescrObject *)d)->d_member->offset;
-    Py_DECREF(d);
-    return 0;
-}
 
 static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
     PyTypeObject *st, *pt;
@@ -73,29 +56,6 @@ static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_XSETREF(proc_type, pt);
     pend_max = most;
     Py_RETURN_NONE;
-}
-
-/* a float field's value, or 0 (the sample goes to Python) when unset or not exactly a float */
-static inline int as_float(PyObject *o, double *x) {
-    if (o == NULL || !PyFloat_CheckExact(o))
-        return 0;
-    *x = PyFloat_AS_DOUBLE(o);
-    return 1;
-}
-
-/* a number field's value: a float, or an int a double holds exactly (|x| <= 2**53: a limit written as an integer
- * in the site file), with which a double compares as Python compares it; else 0 (the sample goes to Python) */
-static inline int as_double(PyObject *o, double *x) {
-    if (as_float(o, x))
-        return 1;
-    if (o == NULL || !PyLong_CheckExact(o))
-        return 0;
-    int overflow;
-    long long n = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || n > (1LL << 53) || n < -(1LL << 53))
-        return 0;  /* (PyLong_AsLongLongAndOverflow cannot fail on an int) */
-    *x = (double)n;
-    return 1;
 }
 
 static inline void set_field(PyObject *o, Py_ssize_t off, PyObject *v) {

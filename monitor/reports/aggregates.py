@@ -53,6 +53,11 @@ from monitor.stores.historian_db import HistorianReader, series_of
 if TYPE_CHECKING:
     from monitor.progress import Progress
 
+try:  # ordinary readings accrued in C (setup.py); absent where it could not be built
+    from monitor.reports import _dayaccrue as _native
+except ImportError:  # the install had no C compiler or headers: `DailyAggregator.observe` loops in Python
+    _native = None  # type: ignore[assignment]
+
 log = logging.getLogger(__name__)
 MAINTENANCE = Quality.MAINTENANCE
 
@@ -329,16 +334,29 @@ class DailyAggregator:
         self.unknown = 0  # samples of channels not in the configuration (not aggregated)
 
     def observe(self, samples: Sequence[Sample]) -> None:
-        """Accrue a batch (any order across channels; time order within one channel)."""
+        """Accrue a batch (any order across channels; time order within one channel).
+
+        Where the extension is built (`monitor.reports._dayaccrue`), the ordinary readings (`_Chan.sample`'s
+        inline case) are accrued in C, the same comparisons and arithmetic, and every other one here."""
         chans = self._chans
         with self._lock:
+            if _native is not None and isinstance(samples, list | tuple):
+                n, run = len(samples), _native.run
+                i = run(samples, 0, chans, GOOD, MAINTENANCE)
+                while i < n:
+                    self._accrue(samples[i])
+                    i = run(samples, i + 1, chans, GOOD, MAINTENANCE)
+                return
             for s in samples:
-                ch = chans.get((s.site, s.channel))
-                if ch is None:
-                    self.unknown += 1
-                    continue
-                q = s.quality
-                ch.sample(s.time, s.value if q is GOOD else None, q is MAINTENANCE)
+                self._accrue(s)
+
+    def _accrue(self, s: Sample) -> None:
+        ch = self._chans.get((s.site, s.channel))
+        if ch is None:
+            self.unknown += 1
+            return
+        q = s.quality
+        ch.sample(s.time, s.value if q is GOOD else None, q is MAINTENANCE)
 
     def flush(self) -> int:
         """Merge everything accrued since the last flush into the database; returns channel-days written."""
@@ -447,6 +465,10 @@ class DailyAggregator:
                 chan.cursor = DayCursor(plan.tz)
                 self._chans[(plan.site, plan.channel)] = chan
         return n, written
+
+
+if _native is not None:
+    _native.bind(Sample, _Chan, DayCursor, _Day)
 
 
 def _good_reading(reader: HistorianReader, plan: ChannelPlan, t: float, *,
