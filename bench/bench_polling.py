@@ -5,9 +5,10 @@ What it measures, each in fresh processes, median of --runs runs:
    0.1 s, i.e. a demand of 1,000 polls/s; the achieved rate is read from the daemon's own health counters, and
    every reading is checked to be in the SQLite historian afterwards.
 2. **flat out**: the same devices with a 2 ms poll interval, far shorter than a reply takes under this load, so
-   each device is polled again within 2 ms of its previous reply (the daemon skips and counts polls that would
-   overlap): its ceiling. The historian must keep up: the run reports its queue depth at the end of the
-   window, and a rate whose readings pile up in memory would not count as sustained.
+   each device is polled again as soon as its previous reply is in (the daemon skips and counts the polls that
+   would overlap, and makes the skipped one up as the reply arrives): its ceiling. The historian must keep up:
+   the run reports its queue depth at the end of the window, and a rate whose readings pile up in memory would
+   not count as sustained.
    (Until the poll rounds, a 10 ms interval was used: 100 devices x 100 polls/s capped the demand at
    10,000/s, below what a bare client reaches, so the ratio measured the cap, not the daemon.)
 3. **bare pymodbus**: one process running 100 `AsyncModbusTcpClient`s, each reading the same 10 registers

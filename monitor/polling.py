@@ -4,7 +4,11 @@ Why one job per interval and not one per instrument: with hundreds of instrument
 APScheduler's own bookkeeping per job run (trigger arithmetic, executor submission, events) cost a third of
 the event loop (bench/bench_polling.py); instruments with the same interval were due at the same instant
 anyway. Each poll is its own task, so a slow or dead device delays nobody; a device whose previous poll is
-still running is skipped and counted (`PollStats.skipped`), never polled twice at once.
+still running is skipped and counted (`PollStats.skipped`), never polled twice at once, and polled again as soon
+as that poll ends, by the same task (`Polls._poll`): an instrument slower than its interval (one answering at its
+timeout, or every instrument of a flat-out benchmark) is polled as often as it answers, not only at the first
+round after each reply. Flat out, a task and a round's walk per poll cost ~14 % of the daemon's CPU a poll
+(bench/bench_peers.py).
 
 The daemon (`monitor.app.Daemon`) owns the scheduler and gives each job `Polls.round`; at shutdown it sets
 `Polls.stopping` (no new poll starts), then awaits `Polls.drain` (the polls in flight finish and their
@@ -63,6 +67,7 @@ class _Running:
 
     busy: set[str] = field(default_factory=set)
     tasks: dict[asyncio.Task[None], str] = field(default_factory=dict)  # task -> instrument key
+    overdue: set[str] = field(default_factory=set)  # skipped by a round while busy: polled again once free
 
     def finished(self, task: asyncio.Task[None]) -> None:
         key = self.tasks.pop(task, "?")
@@ -128,6 +133,7 @@ class Polls:
                     return
             if key in busy:
                 self.stats[key].skipped += 1
+                running.overdue.add(key)  # its poll in flight polls it again when it ends (`_poll`)
                 continue
             busy.add(key)  # before the task starts: the next round must see it busy
             task = create(self._poll(d, key))
@@ -143,20 +149,27 @@ class Polls:
         self._ingest_inbox()
 
     async def _poll(self, driver: PolledDriver, key: str) -> None:
-        stats = self.stats[key]
-        started = time.monotonic()
+        """Poll ``driver``, and again at once each time a round skipped it meanwhile (``overdue``) until the
+        daemon stops: the poll it missed, made up as soon as it can be, never two at once."""
+        stats, overdue = self.stats[key], self._running.overdue
         try:
-            samples = await driver.poll()
+            while True:
+                started = time.monotonic()
+                samples = await driver.poll()
+                stats.polls += 1
+                self._progress()
+                stats.last_duration = time.monotonic() - started
+                stats.bad_samples += sum(s.quality is not GOOD for s in samples)
+                if samples:
+                    if not self._inbox:
+                        asyncio.get_running_loop().call_soon(self._ingest_inbox)
+                    self._inbox.extend(samples)
+                if self.stopping or key not in overdue:
+                    return
+                overdue.discard(key)
         finally:
             self._running.busy.discard(key)
-        stats.polls += 1
-        self._progress()
-        stats.last_duration = time.monotonic() - started
-        stats.bad_samples += sum(s.quality is not GOOD for s in samples)
-        if samples:
-            if not self._inbox:
-                asyncio.get_running_loop().call_soon(self._ingest_inbox)
-            self._inbox.extend(samples)
+            overdue.discard(key)
 
     def _ingest_inbox(self) -> None:
         """Ingest what the polls that finished in one turn of the event loop returned, as one batch.

@@ -1,6 +1,7 @@
 """`monitor.polling.Polls.round`: a round of many instruments starts them in chunks, letting the event loop run
 what else is due between chunks (spread over part of the interval where the interval is long enough), and still
-polls each instrument once; a stop during a round starts no more."""
+polls each instrument once; a stop during a round starts no more. A poll a round skipped (the device's previous
+one still in flight) is made up by that poll's task as soon as it ends, never two at once; a stop ends that."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from types import SimpleNamespace
 
 from monitor.polling import ROUND_CHUNK, SPREAD, SPREAD_CHUNK, SPREAD_GAP, Polls, chunking
 from monitor.sample import Sample
+from tests.support import eventually
 
 
 class Meter:
@@ -103,3 +105,64 @@ async def test_a_round_at_a_long_interval_starts_its_chunks_apart_within_the_spr
     assert sorted(log) == sorted(f"m{n}" for n in range(count))
     assert all(s.polls == 1 and s.skipped == 0 for s in polls.stats.values())
     assert len(ingested) == count
+
+
+class GatedMeter(Meter):
+    """A meter whose polls each wait for ``gate`` to be set (and clear it for the next one)."""
+
+    def __init__(self, log: list[str]) -> None:
+        super().__init__(0, log, interval=0.1)
+        self.gate = asyncio.Event()
+        self.in_flight = self.most_in_flight = 0
+
+    async def poll(self) -> list[Sample]:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            self.log.append(self.instrument_id)
+            await self.gate.wait()
+            self.gate.clear()
+            return [Sample(time=1.0, site="acme", channel="m0-flow", value=1.0, unit="L/s")]
+        finally:
+            self.in_flight -= 1
+
+
+async def test_a_poll_a_round_skipped_is_made_up_as_soon_as_the_one_in_flight_ends() -> None:
+    """Rounds due while a poll is in flight skip the device and count it; when that poll ends, the same task
+    polls it once more at once (not at the next round), and a poll no round skipped ends the task."""
+    log: list[str] = []
+    meter = GatedMeter(log)
+    ingested: list[Sample] = []
+    polls = polls_of([meter], ingested)
+    (drivers,) = polls.rounds().values()
+    await polls.round(drivers)
+    assert await eventually(lambda: len(log) == 1, interval=0.001), "the first poll started"
+    await polls.round(drivers)  # due while the first poll waits: skipped, twice
+    await polls.round(drivers)
+    stats = polls.stats["acme/m0"]
+    assert (stats.skipped, stats.polls) == (2, 0)
+    meter.gate.set()  # the first poll ends: the one the rounds skipped starts at once, with no round
+    assert await eventually(lambda: len(log) == 2, interval=0.001), "the make-up poll started without a round"
+    assert stats.polls == 1 and polls._running.busy == {"acme/m0"}
+    meter.gate.set()  # the make-up poll ends; no round skipped it: the task ends
+    assert await eventually(lambda: not polls._running.tasks, interval=0.001), "the task ended"
+    assert (stats.polls, stats.skipped, len(log), meter.most_in_flight) == (2, 2, 2, 1)
+    assert not polls._running.busy and not polls._running.overdue
+    await polls.drain()
+    assert len(ingested) == 2
+
+
+async def test_a_stop_ends_the_make_up_polls() -> None:
+    log: list[str] = []
+    meter = GatedMeter(log)
+    ingested: list[Sample] = []
+    polls = polls_of([meter], ingested)
+    (drivers,) = polls.rounds().values()
+    await polls.round(drivers)
+    assert await eventually(lambda: len(log) == 1, interval=0.001), "the first poll started"
+    await polls.round(drivers)  # skipped: a make-up poll is owed
+    polls.stopping = True
+    meter.gate.set()
+    await polls.drain()
+    assert (polls.stats["acme/m0"].polls, len(log), len(ingested)) == (1, 1, 1)
+    assert not polls._running.busy and not polls._running.overdue
