@@ -76,6 +76,11 @@ static inline int as_count(PyObject *o, long long *n) {
     return !overflow && *n < LLONG_MAX;
 }
 
+/* a time field Python set: None, a float or an int (replacing it runs no code: `put`) */
+static inline int is_time(PyObject *o) {
+    return o != NULL && (o == Py_None || PyFloat_CheckExact(o) || PyLong_CheckExact(o));
+}
+
 /* the field holds ``v`` (a new reference, stolen; NULL: allocation failed, nothing changed) */
 static inline int put(PyObject *o, Py_ssize_t off, PyObject *v) {
     if (v == NULL)
@@ -113,7 +118,8 @@ static int accrue(PyObject *s, PyObject *ch, PyObject *good) {
     if (!Py_IS_TYPE(acc, day_type))
         return 0;
     long long count, ngood = 0;
-    if (!as_count(FIELD(acc, d_count), &count) || FIELD(acc, d_first_t) == NULL)
+    if (!as_count(FIELD(acc, d_count), &count) || !is_time(FIELD(acc, d_first_t)) || !is_time(FIELD(acc, d_last_t))
+        || !is_time(FIELD(acc, d_vmin_t)) || !is_time(FIELD(acc, d_vmax_t)))
         return 0;
     if (q != good) {
         /* a bad reading (maintenance went to Python above): counted and timed, nothing else */
@@ -158,6 +164,8 @@ static int accrue(PyObject *s, PyObject *ch, PyObject *good) {
         Py_XDECREF(n_covered);
         return -1;
     }
+    Py_INCREF(tv); /* the sample's own objects, held until stored: `rolling` and `excursion` run Python code */
+    Py_INCREF(vv);
     put(ch, c_last_t, Py_NewRef(tv));
     put(acc, d_count, n_count);
     if (FIELD(acc, d_first_t) == Py_None)
@@ -191,11 +199,14 @@ static int accrue(PyObject *s, PyObject *ch, PyObject *good) {
             Py_XDECREF(r);
         }
         Py_DECREF(acc);
-        if (failed)
+        if (failed) {
+            Py_DECREF(tv);
+            Py_DECREF(vv);
             return -1;
+        }
     }
-    set_field(ch, c_good_t, tv);
-    set_field(ch, c_good_v, vv);
+    put(ch, c_good_t, tv);
+    put(ch, c_good_v, vv);
     return 1;
 }
 
@@ -218,8 +229,11 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
         return NULL;
     PyObject *ck_site[CACHE], *ck_channel[CACHE], *ck_chan[CACHE]; /* strong references until return */
     int cached = 0, failed = 0;
-    Py_ssize_t n = PyList_CheckExact(seq) ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq); /* no Python runs */
-    for (; i < n && i >= 0; i++) {
+    for (;; i++) {
+        /* the sequence is read again each time: `_Chan.rolling` and `_Chan.excursion` run Python code */
+        Py_ssize_t n = PyList_CheckExact(seq) ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
+        if (i >= n || i < 0)
+            break;
         PyObject *s = PyList_CheckExact(seq) ? PyList_GET_ITEM(seq, i) : PyTuple_GET_ITEM(seq, i);
         if (!Py_IS_TYPE(s, sample_type) || FIELD(s, s_quality) == maintenance)
             break;
@@ -253,7 +267,11 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
         }
         if (!Py_IS_TYPE(ch, chan_type))
             break;
+        Py_INCREF(s); /* held across the Python `accrue` may call: the sample (its time and value) and the state */
+        Py_INCREF(ch);
         int r = accrue(s, ch, good);
+        Py_DECREF(ch);
+        Py_DECREF(s);
         if (r <= 0) {
             failed = r < 0;
             break;

@@ -341,9 +341,9 @@ class DailyAggregator:
         chans = self._chans
         with self._lock:
             if _native is not None and isinstance(samples, list | tuple):
-                n, run = len(samples), _native.run
+                run = _native.run
                 i = run(samples, 0, chans, GOOD, MAINTENANCE)
-                while i < n:
+                while i < len(samples):  # (read again: the Python a reading runs may have changed the batch)
                     self._accrue(samples[i])
                     i = run(samples, i + 1, chans, GOOD, MAINTENANCE)
                 return

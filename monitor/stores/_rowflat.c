@@ -28,6 +28,7 @@ typedef struct {
     long long id;   /* the channel id's value: the sort key */
     Py_ssize_t at;  /* the sample's index: the tie-break that makes the sort stable */
     PyObject *cid;  /* the channel id object (borrowed from ``ids``, which the caller keeps alive) */
+    PyObject *code; /* the quality's code (borrowed from ``codes``); NULL for a plain row */
 } Row;
 
 static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
@@ -51,7 +52,7 @@ static int by_channel(const void *a, const void *b) {
 }
 
 /* the rows ``rows[0:n]`` (sorted here) as one flat list of ``width`` parameters a row */
-static PyObject *flat(Row *rows, Py_ssize_t n, int width, long long seq, PyObject *const *items, PyObject *codes) {
+static PyObject *flat(Row *rows, Py_ssize_t n, int width, long long seq, PyObject *const *items) {
     qsort(rows, (size_t)n, sizeof(Row), by_channel);
     PyObject *out = PyList_New(n * width);
     if (out == NULL)
@@ -69,8 +70,7 @@ static PyObject *flat(Row *rows, Py_ssize_t n, int width, long long seq, PyObjec
         slot[2] = number;
         slot[3] = Py_NewRef(FIELD(s, s_value));
         if (width == 6) {
-            PyObject *code = PyDict_GetItemWithError(codes, FIELD(s, s_quality)); /* checked present before */
-            slot[4] = Py_NewRef(code);
+            slot[4] = Py_NewRef(rows[r].code);
             slot[5] = Py_NewRef(FIELD(s, s_reason));
         }
     }
@@ -139,8 +139,9 @@ static PyObject *flatten(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
             goto done;
         }
         int plain = q == good && PyUnicode_GET_LENGTH(reason) == 0;
+        PyObject *code = NULL;
         if (!plain) {
-            PyObject *code = PyDict_GetItemWithError(codes, q);
+            code = PyDict_GetItemWithError(codes, q);
             if (code == NULL) {
                 if (PyErr_Occurred())
                     goto done;
@@ -148,7 +149,7 @@ static PyObject *flatten(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
                 goto done;
             }
         }
-        Row row = {id, i, cid};
+        Row row = {id, i, cid, code};
         if (plain)
             rows[np++] = row;
         else
@@ -159,8 +160,8 @@ static PyObject *flatten(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
         rows[a] = rows[b];
         rows[b] = x;
     }
-    PyObject *p = flat(rows, np, 4, first, items, codes);
-    PyObject *f = p == NULL ? NULL : flat(rows + (n - nf), nf, 6, first, items, codes);
+    PyObject *p = flat(rows, np, 4, first, items);
+    PyObject *f = p == NULL ? NULL : flat(rows + (n - nf), nf, 6, first, items);
     if (f != NULL)
         result = PyTuple_Pack(2, p, f);
     Py_XDECREF(p);

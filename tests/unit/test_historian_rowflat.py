@@ -83,3 +83,24 @@ def test_what_the_c_path_leaves_to_python(native: Any) -> None:
     for batch, seq in (([good, Odd()], 1), ([good, odd_reason], 1), ([good], 2**63 - 1)):
         assert native.flatten(ids, batch, seq, GOOD, QUALITY_CODES) is None
         _same(flatten(ids, batch, seq), flatten_py(ids, batch, seq))  # type: ignore[arg-type]
+
+
+def test_a_quality_whose_hash_runs_python_is_looked_up_once(native: Any) -> None:
+    """A quality given as a str subclass (its ``__hash__`` is Python, and here fails when asked twice): the C path
+    looks its code up once, as Python does, and builds the same rows (it crashed on a second look-up, before)."""
+
+    class Once(str):
+        asked = 0
+
+        def __hash__(self) -> int:
+            Once.asked += 1
+            if Once.asked > 1:
+                raise RuntimeError("hashed twice")
+            return str.__hash__(self)
+
+    ids = {k: n for n, k in enumerate(KEYS)}
+    stale = Sample(1.0, "s", "c1", None, "u", Quality.STALE, "silent")
+    object.__setattr__(stale, "quality", Once(Quality.STALE.value))
+    got = native.flatten(ids, [stale], 1, GOOD, QUALITY_CODES)
+    Once.asked = 0
+    assert got == flatten_py(ids, [stale], 1) == ([], [1, 1.0, 1, None, QUALITY_CODES[Quality.STALE], "silent"])

@@ -158,3 +158,36 @@ def test_the_c_path_takes_the_ordinary_readings_and_leaves_the_rest(native: Any,
         before = _state(agg)
         assert native.run([odd], 0, chans, good, maint) == 0, odd  # left to Python (pH: an excursion in progress)
         assert _state(agg) == before
+
+
+def test_python_run_from_the_c_path_may_change_the_batch(native: Any, monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:
+    """`_Chan.rolling` (Python, called from C for a flow rate) empties the batch being accrued: the C path stops
+    where the Python loop stops, with the same state, and reads nothing freed (a crash, before)."""
+    lo, _hi = day_bounds(date(2026, 11, 3), TZ)
+
+    def batch() -> list[Sample]:
+        return [Sample(lo + 60 * k, SITE, ch, 7.0 if ch == "ph" else 4.0, unit)
+                for k in range(1, 4) for ch, unit in UNITS.items()]
+
+    def run(sub: str) -> list[object]:
+        config = site_config(tmp_path / sub)
+        agg = DailyAggregator(path=config.daemon.historian, config=config)
+        agg.observe(batch()[:len(UNITS)])
+        samples = batch()[len(UNITS):]
+        rolling = agg_mod._Chan.rolling
+
+        def clearing(self: Any, t: float, v: float, acc: Any) -> None:
+            rolling(self, t, v, acc)
+            samples.clear()  # the batch's list, emptied while the C path walks it
+
+        with monkeypatch.context() as m:
+            m.setattr(agg_mod._Chan, "rolling", clearing)
+            agg.observe(samples)
+        return _state(agg)
+
+    got = run("c")
+    with monkeypatch.context() as m:
+        m.setattr(agg_mod, "_native", None)
+        want = run("py")
+    assert got == want
