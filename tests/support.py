@@ -19,7 +19,7 @@ import time
 import unicodedata
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -358,6 +358,32 @@ def recorded_readings_csv(historian: Path, site: str, channels: list[str], path:
             when = datetime.fromtimestamp(s.time, tz=UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
             w.writerow([when, s.site, s.channel, "" if s.value is None else repr(s.value), s.quality.value])
     return path
+
+
+CSV_TIME_TOLERANCE = 5e-6
+"""Seconds a duration found by replaying `recorded_readings_csv` may differ from the one recorded live: the CSV
+gives times to the microsecond, the record keeps exact floats, so a duration differs by up to 1 µs. Rounding both to
+the millisecond would not do: 1.50549 and 1.50551 round apart (a dry run saw it)."""
+EVENT_TIME_TOLERANCE = 6e-4
+"""Seconds an event's ``time_s`` may differ: `pretreat replay` writes event times to the millisecond (0.5 ms), from
+readings whose CSV times are to the microsecond."""
+
+
+def assert_same_episodes(replayed: Sequence[dict[str, Any]], live: Sequence[dict[str, Any]],
+                         exact: Callable[[dict[str, Any]], tuple[Any, ...]], numbers: Sequence[str]) -> None:
+    """The episode events a replay of the exported readings found are the ones recorded live: the same ``exact``
+    fields, and each of ``numbers`` (durations, seconds, within `CSV_TIME_TOLERANCE`; ``time_s`` among them, within
+    `EVENT_TIME_TOLERANCE`) the same, or None in both."""
+    def order(e: dict[str, Any]) -> tuple[str, float]:
+        return repr(exact(e)), e["time_s"]
+
+    a, b = sorted(replayed, key=order), sorted(live, key=order)
+    assert [exact(e) for e in a] == [exact(e) for e in b]
+    for x, y in zip(a, b, strict=True):
+        for n in numbers:
+            u, v = x.get(n), y.get(n)
+            tolerance = EVENT_TIME_TOLERANCE if n == "time_s" else CSV_TIME_TOLERANCE
+            assert (u is None) == (v is None) and (u is None or abs(u - v) <= tolerance), (n, x, y)
 
 
 def run_on_terminal(argv: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], str]:
