@@ -363,7 +363,7 @@ def recorded_readings_csv(historian: Path, site: str, channels: list[str], path:
 CSV_TIME_TOLERANCE = 5e-6
 """Seconds a duration found by replaying `recorded_readings_csv` may differ from the one recorded live: the CSV
 gives times to the microsecond, the record keeps exact floats, so a duration differs by up to 1 µs. Rounding both to
-the millisecond would not do: 1.50549 and 1.50551 round apart (a dry run saw it)."""
+the millisecond would not do: 1.5054996 and 1.5055004 round apart (a dry run saw it)."""
 EVENT_TIME_TOLERANCE = 6e-4
 """Seconds an event's ``time_s`` may differ: `pretreat replay` writes event times to the millisecond (0.5 ms), from
 readings whose CSV times are to the microsecond."""
