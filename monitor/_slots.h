@@ -56,4 +56,41 @@ static inline int as_double(PyObject *o, double *x) {
     return 1;
 }
 
+/* (site, channel) -> a channel's state in a dict keyed by (site, channel) tuples, remembered by identity for
+ * one call of a fast path (a batch interleaves few channels at a time: most look-ups build no tuple) */
+#define CHANNEL_CACHE 8
+typedef struct {
+    PyObject *site[CHANNEL_CACHE], *channel[CHANNEL_CACHE], *state[CHANNEL_CACHE]; /* strong references */
+    int n;
+} ChannelCache;
+
+/* the state of (``site``, ``channel``) in ``states`` (borrowed: from the cache, or from ``states`` once the cache
+ * is full); NULL without an exception when the channel is not in ``states``, NULL with one on failure */
+static inline PyObject *channel_state(ChannelCache *c, PyObject *states, PyObject *site, PyObject *channel) {
+    for (int k = 0; k < c->n; k++)
+        if (c->site[k] == site && c->channel[k] == channel)
+            return c->state[k];
+    PyObject *key = PyTuple_Pack(2, site, channel);
+    if (key == NULL)
+        return NULL;
+    PyObject *state = PyDict_GetItemWithError(states, key); /* borrowed */
+    Py_DECREF(key);
+    if (state != NULL && c->n < CHANNEL_CACHE) {
+        c->site[c->n] = Py_NewRef(site);
+        c->channel[c->n] = Py_NewRef(channel);
+        c->state[c->n] = Py_NewRef(state);
+        c->n++;
+    }
+    return state;
+}
+
+static inline void channel_cache_clear(ChannelCache *c) {
+    for (int k = 0; k < c->n; k++) {
+        Py_DECREF(c->site[k]);
+        Py_DECREF(c->channel[k]);
+        Py_DECREF(c->state[k]);
+    }
+    c->n = 0;
+}
+
 #endif

@@ -7,8 +7,8 @@ anyway. Each poll is its own task, so a slow or dead device delays nobody; a dev
 still running is skipped and counted (`PollStats.skipped`), never polled twice at once, and polled again as soon
 as that poll ends, by the same task (`Polls._poll`): an instrument slower than its interval (one answering at its
 timeout, or every instrument of a flat-out benchmark) is polled as often as it answers, not only at the first
-round after each reply. Flat out, a task and a round's walk per poll cost ~14 % of the daemon's CPU a poll
-(bench/bench_peers.py).
+round after each reply. Flat out, that also spares a task and a round's walk per poll: ~12 % of the daemon's CPU
+a poll (bench/bench_side_by_side.py, bench/RESULTS.md).
 
 The daemon (`monitor.app.Daemon`) owns the scheduler and gives each job `Polls.round`; at shutdown it sets
 `Polls.stopping` (no new poll starts), then awaits `Polls.drain` (the polls in flight finish and their

@@ -33,7 +33,6 @@ static Py_ssize_t p_glast, p_until, p_last, p_gap, p_lo, p_hi, p_gv, p_acc, p_pe
 static Py_ssize_t pend_max = 64;  /* samples a processor's ``pend`` holds at most: `bind`'s third argument */
 static PyObject *str_add_quiet;
 
-#define CACHE 8  /* (site, channel) -> processor, by identity, for one call */
 
 static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
     PyTypeObject *st, *pt;
@@ -82,8 +81,8 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
     Py_ssize_t i = PyLong_AsSsize_t(args[1]);
     if (i == -1 && PyErr_Occurred())
         return NULL;
-    PyObject *ck_site[CACHE], *ck_channel[CACHE], *ck_proc[CACHE];  /* strong references until return */
-    int cached = 0, failed = 0;
+    ChannelCache cache = {.n = 0};
+    int failed = 0;
     for (;; i++) {
         /* the sequence is read again each time: add_quiet runs Python code */
         Py_ssize_t n = PyList_CheckExact(seq) ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
@@ -97,33 +96,10 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
         double t, v;
         if ((q != good && q != over) || !as_float(tv, &t) || !as_float(vv, &v) || site == NULL || channel == NULL)
             break;
-        PyObject *p = NULL;
-        for (int k = 0; k < cached; k++)
-            if (ck_site[k] == site && ck_channel[k] == channel) {
-                p = ck_proc[k];
-                break;
-            }
+        PyObject *p = channel_state(&cache, procs, site, channel);
         if (p == NULL) {
-            PyObject *key = PyTuple_Pack(2, site, channel);
-            if (key == NULL) {
-                failed = 1;
-                break;
-            }
-            p = PyDict_GetItemWithError(procs, key);  /* borrowed */
-            Py_DECREF(key);
-            if (p == NULL) {
-                failed = PyErr_Occurred() != NULL;
-                break;  /* a channel not configured: Python counts it */
-            }
-            if (cached < CACHE) {
-                Py_INCREF(site);
-                Py_INCREF(channel);
-                Py_INCREF(p);
-                ck_site[cached] = site;
-                ck_channel[cached] = channel;
-                ck_proc[cached] = p;
-                cached++;
-            }
+            failed = PyErr_Occurred() != NULL;
+            break;  /* a channel not configured: Python counts it */
         }
         if (!Py_IS_TYPE(p, proc_type))
             break;
@@ -158,11 +134,7 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
             Py_DECREF(r);
         }
     }
-    for (int k = 0; k < cached; k++) {
-        Py_DECREF(ck_site[k]);
-        Py_DECREF(ck_channel[k]);
-        Py_DECREF(ck_proc[k]);
-    }
+    channel_cache_clear(&cache);
     return failed ? NULL : PyLong_FromSsize_t(i);
 }
 

@@ -34,7 +34,6 @@ static PyObject *str_rolling, *str_excursion;
 static Py_ssize_t d_count, d_first_t, d_last_t, d_good, d_vsum, d_vmin, d_vmin_t, d_vmax, d_vmax_t, d_integral,
     d_covered;
 
-#define CACHE 8 /* (site, channel) -> channel state, by identity, for one call */
 
 static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
     PyTypeObject *st, *ct, *kt, *dt;
@@ -227,8 +226,8 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
     Py_ssize_t i = PyLong_AsSsize_t(args[1]);
     if (i == -1 && PyErr_Occurred())
         return NULL;
-    PyObject *ck_site[CACHE], *ck_channel[CACHE], *ck_chan[CACHE]; /* strong references until return */
-    int cached = 0, failed = 0;
+    ChannelCache cache = {.n = 0};
+    int failed = 0;
     for (;; i++) {
         /* the sequence is read again each time: `_Chan.rolling` and `_Chan.excursion` run Python code */
         Py_ssize_t n = PyList_CheckExact(seq) ? PyList_GET_SIZE(seq) : PyTuple_GET_SIZE(seq);
@@ -240,30 +239,10 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
         PyObject *site = FIELD(s, s_site), *channel = FIELD(s, s_channel);
         if (site == NULL || channel == NULL)
             break;
-        PyObject *ch = NULL;
-        for (int k = 0; k < cached; k++)
-            if (ck_site[k] == site && ck_channel[k] == channel) {
-                ch = ck_chan[k];
-                break;
-            }
+        PyObject *ch = channel_state(&cache, chans, site, channel);
         if (ch == NULL) {
-            PyObject *key = PyTuple_Pack(2, site, channel);
-            if (key == NULL) {
-                failed = 1;
-                break;
-            }
-            ch = PyDict_GetItemWithError(chans, key); /* borrowed */
-            Py_DECREF(key);
-            if (ch == NULL) {
-                failed = PyErr_Occurred() != NULL;
-                break; /* a channel not configured: Python counts it */
-            }
-            if (cached < CACHE) {
-                ck_site[cached] = Py_NewRef(site);
-                ck_channel[cached] = Py_NewRef(channel);
-                ck_chan[cached] = Py_NewRef(ch);
-                cached++;
-            }
+            failed = PyErr_Occurred() != NULL;
+            break; /* a channel not configured: Python counts it */
         }
         if (!Py_IS_TYPE(ch, chan_type))
             break;
@@ -277,11 +256,7 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
             break;
         }
     }
-    for (int k = 0; k < cached; k++) {
-        Py_DECREF(ck_site[k]);
-        Py_DECREF(ck_channel[k]);
-        Py_DECREF(ck_chan[k]);
-    }
+    channel_cache_clear(&cache);
     return failed ? NULL : PyLong_FromSsize_t(i);
 }
 

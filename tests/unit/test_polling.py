@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from types import SimpleNamespace
+from typing import Any
 
 from monitor.polling import ROUND_CHUNK, SPREAD, SPREAD_CHUNK, SPREAD_GAP, Polls, chunking
 from monitor.sample import Sample
@@ -127,9 +128,8 @@ class GatedMeter(Meter):
             self.in_flight -= 1
 
 
-async def test_a_poll_a_round_skipped_is_made_up_as_soon_as_the_one_in_flight_ends() -> None:
-    """Rounds due while a poll is in flight skip the device and count it; when that poll ends, the same task
-    polls it once more at once (not at the next round), and a poll no round skipped ends the task."""
+async def _first_poll_in_flight() -> tuple[list[str], GatedMeter, list[Sample], Polls, list[tuple[str, Any]]]:
+    """One gated meter, polled by a first round and waiting for its gate."""
     log: list[str] = []
     meter = GatedMeter(log)
     ingested: list[Sample] = []
@@ -137,6 +137,13 @@ async def test_a_poll_a_round_skipped_is_made_up_as_soon_as_the_one_in_flight_en
     (drivers,) = polls.rounds().values()
     await polls.round(drivers)
     assert await eventually(lambda: len(log) == 1, interval=0.001), "the first poll started"
+    return log, meter, ingested, polls, drivers
+
+
+async def test_a_poll_a_round_skipped_is_made_up_as_soon_as_the_one_in_flight_ends() -> None:
+    """Rounds due while a poll is in flight skip the device and count it; when that poll ends, the same task
+    polls it once more at once (not at the next round), and a poll no round skipped ends the task."""
+    log, meter, ingested, polls, drivers = await _first_poll_in_flight()
     await polls.round(drivers)  # due while the first poll waits: skipped, twice
     await polls.round(drivers)
     stats = polls.stats["acme/m0"]
@@ -153,13 +160,7 @@ async def test_a_poll_a_round_skipped_is_made_up_as_soon_as_the_one_in_flight_en
 
 
 async def test_a_stop_ends_the_make_up_polls() -> None:
-    log: list[str] = []
-    meter = GatedMeter(log)
-    ingested: list[Sample] = []
-    polls = polls_of([meter], ingested)
-    (drivers,) = polls.rounds().values()
-    await polls.round(drivers)
-    assert await eventually(lambda: len(log) == 1, interval=0.001), "the first poll started"
+    log, meter, ingested, polls, drivers = await _first_poll_in_flight()
     await polls.round(drivers)  # skipped: a make-up poll is owed
     polls.stopping = True
     meter.gate.set()
