@@ -70,11 +70,11 @@ endef
 
 # No bytecode up front (uv's default; pip's --no-compile): Python writes it for the modules the daemon imports.
 # build-deps first: the install compiles the seals' and the audit's C scanners, the live engine's quiet path and
-# the samples' untracking, the day aggregates' accrual and the historian's row parameters (an edit of their
-# sources or setup.py rebuilds them)
+# the samples' untracking, the day aggregates' accrual, the historian's row parameters and the Modbus driver's
+# block decoding (an edit of their sources or setup.py rebuilds them)
 $(STAMP): pyproject.toml setup.py monitor/stores/_sealscan.c monitor/stores/_quietscan.c \
           monitor/checks/_quietpath.c monitor/_untrack.c monitor/reports/_dayaccrue.c \
-          monitor/stores/_rowflat.c monitor/_slots.h | $(PY) build-deps
+          monitor/stores/_rowflat.c drivers/modbus/_blockdecode.c monitor/_slots.h | $(PY) build-deps
 	$(call venv_install,-e .)
 	@touch $@
 

@@ -2,8 +2,8 @@
 `monitor.stores._quietscan`, the audit's scan of a channel's readings past the check engine's quiet band, and
 `monitor.checks._quietpath`, the daemon's check engine stepping over quiet in-order readings, and
 `monitor._untrack`, which takes the daemon's samples out of the cyclic garbage collector's sight,
-`monitor.reports._dayaccrue`, the day aggregates' accrual of ordinary readings, and `monitor.stores._rowflat`, the
-historian's row parameters.
+`monitor.reports._dayaccrue`, the day aggregates' accrual of ordinary readings, `monitor.stores._rowflat`, the
+historian's row parameters, and `drivers.modbus._blockdecode`, a Modbus block's good readings as samples.
 
 Everything else is declared in pyproject.toml. The extensions are optional: where they cannot be built (no C
 compiler, no Python or SQLite headers) the install still succeeds and the seals and the audit run in Python (the
@@ -46,6 +46,13 @@ setup(ext_modules=[Extension(
     sources=["monitor/stores/_rowflat.c"],
     depends=["monitor/_slots.h"],  # the fast paths' shared slot access
     extra_compile_args=["-O2", "-Wall", "-Wextra"],
+    optional=True,
+), Extension(
+    "drivers.modbus._blockdecode",
+    sources=["drivers/modbus/_blockdecode.c"],
+    depends=["monitor/_slots.h"],  # the fast paths' shared slot access
+    # no fused multiply-add: ``raw * scale + offset`` must be rounded exactly as Python rounds it
+    extra_compile_args=["-O2", "-ffp-contract=off", "-Wall", "-Wextra"],
     optional=True,
 ), Extension(
     "monitor._untrack",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Callable, Sequence
+from typing import Final
 
 from config.schema import ByteOrder, DataType, RegisterPoint
 
@@ -88,6 +89,12 @@ def _decode_int16_swapped(regs: Sequence[int], i: int) -> float:
 
 def _decode_uint32_abcd(regs: Sequence[int], i: int) -> float:
     return (regs[i] << 16) | regs[i + 1]
+
+
+# The integer decoders, in the order `drivers.modbus._blockdecode` knows them: it decodes these in C, exactly as
+# above (a register must be an int in 0..65535 there; anything else it leaves to these functions).
+INTEGER_DECODERS: Final = (_decode_uint16, _decode_uint16_swapped, _decode_int16, _decode_int16_swapped,
+                           _decode_uint32_abcd)
 
 
 def _struct_decoder(dtype: DataType, n: int, swap_bytes: bool, reverse_words: bool) -> Decoder:

@@ -16,12 +16,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from config.schema import Channel, Instrument, SiteConfig, Table
-from drivers.modbus.codec import Decoder
+from drivers.modbus.codec import INTEGER_DECODERS, Decoder
 from drivers.modbus.device_state import DeviceState
 from drivers.modbus.link import ModbusLink, ReadFailure, bus_idle_time, quiet_pymodbus_logging
 from drivers.modbus.planner import DEFAULT_MAX_BIT_GAP, DEFAULT_MAX_GAP, Block, ReadPlan, plan_reads
 from monitor import clock
 from monitor.sample import Quality, Sample, in_span, judge_value
+
+try:  # optional: built by setup.py where a C compiler is available (the Python below gives the same samples)
+    from drivers.modbus import _blockdecode as _native
+except ImportError:  # pragma: no cover - exercised only on an install without the extension
+    _native = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -144,19 +149,7 @@ class ModbusDriver:
                 if device is not None and failure.quality is Quality.COMM_FAILURE:
                     device.lost_contact()
                 continue
-            now = clock.wall()
-            good = 0
-            for t in step.targets:  # the good case (`in_span`) builds its sample here; `_judge` says why not
-                try:
-                    value = t.decode(values, t.offset) * t.scale + t.value_offset
-                except Exception:
-                    value = math.nan  # `_judge` decodes again and says why
-                if in_span(value, t.lo, t.hi):
-                    good += 1
-                    out[t.index] = Sample(now, t.site, t.channel, value, t.unit)
-                else:
-                    out[t.index] = self._judge(values, t, step, now)
-            self.counters.good += good
+            self.counters.good += self._decode_block(values, step, out, clock.wall())
         c = self.counters
         samples: list[Sample] = out  # type: ignore[assignment]  # every index is filled: the plan covers them all
         if device is not None:  # what the instrument says of its readings: units, faults, maintenance
@@ -165,6 +158,36 @@ class ModbusDriver:
         c.polls += 1
         c.last_poll_seconds = time.monotonic() - started
         return samples
+
+    def _decode_block(self, values: Sequence[int], step: _Step, out: list[Sample | None], now: float) -> int:
+        """One sample per channel of a block read at ``now``, each at its place in ``out``; returns how many are good.
+
+        The good case (`in_span`) builds its sample here, in C where the extension is built
+        (`drivers.modbus._blockdecode`: the integer decoders, the same arithmetic and comparisons); `_judge` says
+        why a value is not good, and takes every case the C path leaves to Python."""
+        targets = step.targets
+        run = _native.run if _native is not None and isinstance(values, list | tuple) else None
+        good = i = 0
+        n = len(targets)
+        while i < n:
+            if run is not None:
+                j = run(values, targets, i, out, now)
+                good += j - i
+                if j == n:
+                    break
+                i = j
+            t = targets[i]
+            try:
+                value = t.decode(values, t.offset) * t.scale + t.value_offset
+            except Exception:
+                value = math.nan  # `_judge` decodes again and says why
+            if in_span(value, t.lo, t.hi):
+                good += 1
+                out[t.index] = Sample(now, t.site, t.channel, value, t.unit)
+            else:
+                out[t.index] = self._judge(values, t, step, now)
+            i += 1
+        return good
 
     async def _read_block(self, block: Block) -> Sequence[int]:
         """One read of the units/status registers (`DeviceState`), its failure told with where it was."""
@@ -235,3 +258,7 @@ def build_modbus_drivers(
         drivers.append(ModbusDriver(instrument=inst, channels=channels, link=link, max_gap=max_gap,
                                     max_bit_gap=max_bit_gap))
     return drivers, list(links.values())
+
+
+if _native is not None:
+    _native.bind(_Target, Sample, Quality.GOOD, INTEGER_DECODERS)
