@@ -16,6 +16,9 @@ wired back to its input, the daemon at a 2 ms interval), **paced 100 × 1 s** an
 For each: reads/s, CPU % of one core and CPU µs a read (the process's user + system time over the window, all
 threads), RSS at the end of the window, errors; for the daemon also the event-loop lag p99 over the last 30 s
 and the stored readings checked against polls × 10 (STALE samples of the clock tick counted apart).
+A run measures the four one after the other, in the order above, and the next run in the reverse order: the
+machine's cores change speed over minutes (other work on the host), and a pair measured next to each other, in
+alternating order, is the fairest comparison this machine allows (the paired ratios).
 
 Node-RED is installed from npm into bench/out/node-red/ (git ignores bench/out/): node-red ~4.1 and
 node-red-contrib-modbus 5.60.2. That contrib's own dependency `@openp4nr/modbus-serial` is a tarball hosted
@@ -339,7 +342,9 @@ def main() -> int:
                             f"{len(ports) // len(sims):,} devices each")
             try:
                 for run in range(args.runs):
-                    for name, fn in peers:
+                    # the order reversed every other run: a machine slowing or speeding up over a run then
+                    # favours no peer of a pair (the daemon is measured next to bare pymodbus either way)
+                    for name, fn in (peers if run % 2 == 0 else peers[::-1]):
                         wanted = FLAT if (interval == 0 and name == "the daemon") else interval
                         try:
                             fig = fn(workdir, ports, wanted, args.seconds, args.warm)
@@ -377,7 +382,8 @@ def report(args: argparse.Namespace, results: dict[tuple[str, str], list[Figures
     print(f"Node-RED: {versions}")
     print(f"load average before / after: {' / '.join(f'{x:.2f}' for x in load_before)} → "
           f"{' / '.join(f'{x:.2f}' for x in load_after)} (1 / 5 / 15 min; other work shared the 2 cores, so "
-          "absolute figures move run to run; the ratios are from the same run, measured back to back)")
+          "absolute figures move run to run; the ratios are from the same run, measured back to back, the "
+          "peers' order reversed every other run)")
     print(f"medians of {args.runs} run(s), {args.seconds:g} s windows after {args.warm:g} s of warm-up; CPU is the "
           "process's own (all threads), % of one core; the simulator processes are not counted")
     for load, how in served.items():

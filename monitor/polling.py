@@ -159,7 +159,7 @@ class Polls:
                 stats.polls += 1
                 self._progress()
                 stats.last_duration = time.monotonic() - started
-                stats.bad_samples += sum(s.quality is not GOOD for s in samples)
+                stats.bad_samples += len(samples) - [s.quality for s in samples].count(GOOD)  # (count: in C)
                 if samples:
                     if not self._inbox:
                         asyncio.get_running_loop().call_soon(self._ingest_inbox)
