@@ -18,18 +18,36 @@
 /* the slot at ``off`` of ``o`` (NULL where it was never set) */
 #define FIELD(o, off) (*(PyObject **)((char *)(o) + (off)))
 
-/* where ``type`` keeps its slot ``name``; -1 with TypeError if it is not a plain slot */
+/* where ``type`` keeps its slot ``name``; -1 with TypeError if it is not a plain slot of ``type`` (or of a base):
+ * a member descriptor of another class set as a class attribute would give an offset into some other layout */
 static inline int offset_of(PyTypeObject *type, const char *name, Py_ssize_t *off) {
     PyObject *d = PyObject_GetAttrString((PyObject *)type, name);
     if (d == NULL)
         return -1;
-    if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+    if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX
+        || !PyType_IsSubtype(type, PyDescr_TYPE(d))) {
         PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, name);
         Py_DECREF(d);
         return -1;
     }
-    *off = ((PyMemberDescrObject *)d)->d_member->offset;
+    Py_ssize_t at = ((PyMemberDescrObject *)d)->d_member->offset;
     Py_DECREF(d);
+    if (at < (Py_ssize_t)sizeof(PyObject) || at > type->tp_basicsize - (Py_ssize_t)sizeof(PyObject *)) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a slot inside the object", type->tp_name, name);
+        return -1;
+    }
+    *off = at;
+    return 0;
+}
+
+/* the type check a fast path's ``bind`` makes of a class whose fields it reads by offset: a plain class (the
+ * metaclass ``type``), whose attributes are looked up the usual way (no __getattribute__ or __getattr__ of its own,
+ * which would give Python's code other values than the slots hold); -1 with TypeError otherwise */
+static inline int plain_class(PyTypeObject *type) {
+    if (!Py_IS_TYPE(type, &PyType_Type) || type->tp_getattro != PyObject_GenericGetAttr) {
+        PyErr_Format(PyExc_TypeError, "%s is not a plain class", type->tp_name);
+        return -1;
+    }
     return 0;
 }
 

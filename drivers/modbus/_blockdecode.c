@@ -12,22 +12,29 @@
  * Python, or ``len(targets)``:
  *   - a value outside its span, NaN or infinite (`_judge` says why and builds the bad sample);
  *   - a decoder other than the five integer ones bound (bits, 32-bit floats, swapped words: struct in Python);
- *   - a register that is not an int in 0..65535 (a uint16 decoder takes any int: outside 0..2**53 it is Python's),
- *     or an offset past the registers read;
+ *   - a register that is not exactly an int in 0..65535 (the link's words always are), or an offset past the
+ *     registers read;
  *   - a scale or offset that is not a float, a span end that is neither a float nor an int a double holds exactly,
  *     an index outside ``out``, or an object that is not exactly a `_Target`.
  * Every good sample it makes is what Python's loop would have made: same type, same field objects (``now``, the
- * site, channel and unit strings are shared, as Python shares them), the value's float bit for bit.
+ * site, channel and unit strings are shared, as Python shares them; the quality and reason are the class's own
+ * defaults), the value's float bit for bit.
  *
- * `bind(Target, Sample, good, decoders)` must be called once first: it reads where each slotted class keeps its
- * fields, and which five functions are the integer decoders (uint16, uint16 byte-swapped, int16, int16 byte-swapped,
- * uint32 ABCD), in that order. Licence: Apache-2.0, as the rest of pretreat-monitor.
+ * No Python code runs during a walk: the cyclic garbage collector, which a sample's allocation could start and which
+ * runs finalizers (code that could change ``values``, ``out`` or a target under the walk), is paused for it and
+ * resumed after, as it was; the items ``out`` held are released after the walk too, unless they are None.
+ *
+ * `bind(Target, Sample, defaults, decoders)` must be called once first: it reads where each slotted class keeps its
+ * fields, the sample's (quality, reason) defaults, and which five functions are the integer decoders (uint16, uint16
+ * byte-swapped, int16, int16 byte-swapped, uint32 ABCD), in that order. It refuses a sample class that is made
+ * otherwise than by setting its seven fields (more state, a metaclass, a __new__, a __post_init__, its own
+ * __setattr__, abstract). Licence: Apache-2.0, as the rest of pretreat-monitor.
  */
 
 #include "../../monitor/_slots.h"
 
 static PyTypeObject *target_type, *sample_type;
-static PyObject *good_quality, *empty_reason;
+static PyObject *good_quality, *empty_reason; /* the class's defaults */
 static PyObject *decoders[5];
 static Py_ssize_t t_index, t_offset, t_decode, t_site, t_channel, t_unit, t_scale, t_value_offset, t_lo, t_hi;
 static Py_ssize_t s_time, s_site, s_channel, s_value, s_unit, s_quality, s_reason;
@@ -36,13 +43,16 @@ enum { UINT16, UINT16_SWAPPED, INT16, INT16_SWAPPED, UINT32_ABCD };
 
 static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
     PyTypeObject *tt, *st;
-    PyObject *good, *decs;
-    if (!PyArg_ParseTuple(args, "O!O!OO!:bind", &PyType_Type, &tt, &PyType_Type, &st, &good, &PyTuple_Type, &decs))
+    PyObject *defaults, *decs;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!:bind", &PyType_Type, &tt, &PyType_Type, &st, &PyTuple_Type, &defaults,
+                          &PyTuple_Type, &decs))
         return NULL;
-    if (PyTuple_GET_SIZE(decs) != 5) {
-        PyErr_SetString(PyExc_TypeError, "bind: five decoders");
+    if (PyTuple_GET_SIZE(decs) != 5 || PyTuple_GET_SIZE(defaults) != 2) {
+        PyErr_SetString(PyExc_TypeError, "bind: the (quality, reason) defaults and five decoders");
         return NULL;
     }
+    if (plain_class(tt) || plain_class(st))
+        return NULL;
     Py_ssize_t t[10], s[7]; /* (kept only once every check passed: a refused bind leaves the former one whole) */
     if (offset_of(tt, "index", &t[0]) || offset_of(tt, "offset", &t[1]) || offset_of(tt, "decode", &t[2])
         || offset_of(tt, "site", &t[3]) || offset_of(tt, "channel", &t[4]) || offset_of(tt, "unit", &t[5])
@@ -54,23 +64,27 @@ static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
         || offset_of(st, "reason", &s[6]))
         return NULL;
     /* a sample is made here by setting its seven fields, as the dataclass's __init__ sets them: a class with any
-     * other state (a __dict__, a weak reference slot, more slots) or a __new__ of its own must be called */
+     * other state (a __dict__, a weak reference slot, more slots), a __new__, a __post_init__ or a __setattr__ of
+     * its own, or abstract, must be called (the seven offsets, inside seven slots' room, are then distinct too) */
+    int distinct = 1;
+    for (int a = 0; a < 7; a++)
+        for (int b = a + 1; b < 7; b++)
+            distinct &= s[a] != s[b];
+    int post_init = PyObject_HasAttrString((PyObject *)st, "__post_init__");
     if (st->tp_dictoffset != 0 || st->tp_weaklistoffset != 0 || st->tp_new != PyBaseObject_Type.tp_new
-        || st->tp_basicsize != (Py_ssize_t)(sizeof(PyObject) + 7 * sizeof(PyObject *))) {
-        PyErr_Format(PyExc_TypeError, "%s holds more than its seven fields", st->tp_name);
+        || st->tp_setattro != PyObject_GenericSetAttr || PyType_HasFeature(st, Py_TPFLAGS_IS_ABSTRACT) || post_init
+        || st->tp_basicsize != (Py_ssize_t)(sizeof(PyObject) + 7 * sizeof(PyObject *)) || !distinct) {
+        PyErr_Format(PyExc_TypeError, "%s is made otherwise than by setting its seven fields", st->tp_name);
         return NULL;
     }
-    PyObject *empty = PyUnicode_FromString("");
-    if (empty == NULL)
-        return NULL;
     t_index = t[0], t_offset = t[1], t_decode = t[2], t_site = t[3], t_channel = t[4], t_unit = t[5];
     t_scale = t[6], t_value_offset = t[7], t_lo = t[8], t_hi = t[9];
     s_time = s[0], s_site = s[1], s_channel = s[2], s_value = s[3], s_unit = s[4], s_quality = s[5];
     s_reason = s[6];
-    Py_XSETREF(empty_reason, empty);
     Py_XSETREF(target_type, (PyTypeObject *)Py_NewRef(tt));
     Py_XSETREF(sample_type, (PyTypeObject *)Py_NewRef(st));
-    Py_XSETREF(good_quality, Py_NewRef(good));
+    Py_XSETREF(good_quality, Py_NewRef(PyTuple_GET_ITEM(defaults, 0)));
+    Py_XSETREF(empty_reason, Py_NewRef(PyTuple_GET_ITEM(defaults, 1)));
     for (int k = 0; k < 5; k++)
         Py_XSETREF(decoders[k], Py_NewRef(PyTuple_GET_ITEM(decs, k)));
     Py_RETURN_NONE;
@@ -139,15 +153,15 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
         PyErr_SetString(PyExc_ValueError, "run: start outside the targets");
         return NULL;
     }
-    /* ``values`` is not changed below: nothing here runs Python code (the list's old items are released only
-     * after the loop, see ``old``), so its items and length stay as read here */
+    /* No Python code runs from here to the end of the walk (the collector paused, the items ``out`` held released
+     * after it): ``values``, ``out``, the targets and their fields stay as they are read here */
+    int collecting = PyGC_Disable();
     Py_ssize_t nregs = PySequence_Fast_GET_SIZE(values);
     PyObject *const *regs = PySequence_Fast_ITEMS(values);
     Py_ssize_t i = start;
-    /* the items ``out`` held before: released once the walk is over, since releasing one can run Python code
-     * (a __del__) that could change ``targets``' objects or ``out`` under the loop */
-    PyObject *old[64];
+    PyObject *old[64]; /* the items other than None ``out`` held: releasing one can run a __del__ */
     int nold = 0;
+    PyObject *result = NULL;
     for (; i < n; i++) {
         PyObject *t = PyTuple_GET_ITEM(targets, i);
         if (!Py_IS_TYPE(t, target_type))
@@ -170,8 +184,9 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
         double value = raw * scale + shift;
         if (!(lo <= value && value <= hi && value - value == 0.0))
             break;
-        if (nold == 64)
-            break; /* (more channels than a block of 125 registers holds twice: Python's, after the release) */
+        PyObject *was = PyList_GET_ITEM(out, at);
+        if (was != Py_None && nold == 64)
+            break; /* (a full ``old``: Python's, after the release; the driver's ``out`` holds None) */
         PyObject *v = PyFloat_FromDouble(value);
         if (v == NULL)
             goto fail;
@@ -187,16 +202,19 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
         FIELD(s, s_unit) = Py_NewRef(unit);
         FIELD(s, s_quality) = Py_NewRef(good_quality);
         FIELD(s, s_reason) = Py_NewRef(empty_reason);
-        old[nold++] = PyList_GET_ITEM(out, at);
         PyList_SET_ITEM(out, at, s);
+        if (was == Py_None)
+            Py_DECREF(was); /* (None is never freed: no code runs) */
+        else
+            old[nold++] = was;
     }
-    for (int k = 0; k < nold; k++)
-        Py_XDECREF(old[k]);
-    return PyLong_FromSsize_t(i);
+    result = PyLong_FromSsize_t(i);
 fail:
+    if (collecting)
+        PyGC_Enable();
     for (int k = 0; k < nold; k++)
         Py_XDECREF(old[k]);
-    return NULL;
+    return result;
 }
 
 static PyMethodDef methods[] = {

@@ -166,7 +166,7 @@ class ModbusDriver:
         (`drivers.modbus._blockdecode`: the integer decoders, the same arithmetic and comparisons); `_judge` says
         why a value is not good, and takes every case the C path leaves to Python."""
         targets = step.targets
-        run = _native.run if _native is not None and isinstance(values, list | tuple) else None
+        run = _native.run if _native is not None and (type(values) is tuple or type(values) is list) else None
         good = i = 0
         n = len(targets)
         while i < n:
@@ -261,4 +261,6 @@ def build_modbus_drivers(
 
 
 if _native is not None:
-    _native.bind(_Target, Sample, Quality.GOOD, INTEGER_DECODERS)
+    # the (quality, reason) defaults a sample made without them gets, as `_decode_block`'s Python makes them
+    _native.bind(_Target, Sample, tuple(f.default for f in dataclasses.fields(Sample)
+                                        if f.default is not dataclasses.MISSING), INTEGER_DECODERS)

@@ -12,7 +12,8 @@
  * (Python's stable sort on the id), flattened into one list each; seq numbers are ``seq`` plus the sample's index.
  * A (site, channel, unit) not in ``ids`` raises KeyError as the Python does (the caller registers the channel and
  * asks again). It returns None, and Python flattens the batch, for anything else out of the ordinary: an object
- * that is not a `Sample`, a reason that is not a str, a quality without a code, a channel id that is not an int.
+ * that is not a `Sample`, a site, channel, unit or reason that is not exactly a str, a quality without a code, a
+ * channel id that is not an int.
  *
  * `bind(Sample)` must be called once first: it reads where the slotted class keeps each field (its member
  * descriptors' offsets). Licence: Apache-2.0, as the rest of pretreat-monitor.
@@ -35,7 +36,7 @@ static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
     PyTypeObject *st;
     if (!PyArg_ParseTuple(args, "O!:bind", &PyType_Type, &st))
         return NULL;
-    if (offset_of(st, "time", &s_time) || offset_of(st, "site", &s_site) || offset_of(st, "channel", &s_channel)
+    if (plain_class(st) || offset_of(st, "time", &s_time) || offset_of(st, "site", &s_site) || offset_of(st, "channel", &s_channel)
         || offset_of(st, "value", &s_value) || offset_of(st, "unit", &s_unit)
         || offset_of(st, "quality", &s_quality) || offset_of(st, "reason", &s_reason))
         return NULL;
@@ -101,6 +102,10 @@ static PyObject *flatten(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
     Row *rows = PyMem_Malloc(sizeof(Row) * (size_t)(n ? n : 1));
     if (rows == NULL)
         return PyErr_NoMemory();
+    /* ``items`` and the samples' fields are read all along: no finalizer may run meanwhile (one could change the
+     * batch), so the cyclic collector, which an allocation below could start, is paused until the end; and a site,
+     * channel or unit that is not exactly a str (its __hash__ or __eq__ would be Python code) is Python's case */
+    int collecting = PyGC_Disable();
     /* plain rows fill ``rows`` from the front, the others from the back (then reversed: submission order) */
     Py_ssize_t np = 0, nf = 0;
     PyObject *result = NULL;
@@ -113,7 +118,8 @@ static PyObject *flatten(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
         PyObject *site = FIELD(s, s_site), *channel = FIELD(s, s_channel), *unit = FIELD(s, s_unit);
         PyObject *q = FIELD(s, s_quality), *reason = FIELD(s, s_reason);
         if (site == NULL || channel == NULL || unit == NULL || q == NULL || reason == NULL
-            || FIELD(s, s_time) == NULL || FIELD(s, s_value) == NULL || !PyUnicode_CheckExact(reason)) {
+            || FIELD(s, s_time) == NULL || FIELD(s, s_value) == NULL || !PyUnicode_CheckExact(reason)
+            || !PyUnicode_CheckExact(site) || !PyUnicode_CheckExact(channel) || !PyUnicode_CheckExact(unit)) {
             result = Py_NewRef(Py_None);
             goto done;
         }
@@ -167,6 +173,8 @@ static PyObject *flatten(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
     Py_XDECREF(p);
     Py_XDECREF(f);
 done:
+    if (collecting)
+        PyGC_Enable();
     PyMem_Free(rows);
     return result;
 }

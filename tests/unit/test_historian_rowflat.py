@@ -80,7 +80,12 @@ def test_what_the_c_path_leaves_to_python(native: Any) -> None:
 
     odd_reason = Sample(1.0, "s", "c3", 2.0, "u", GOOD, "")
     object.__setattr__(odd_reason, "reason", 0)  # falsy, not a str: Python's `not s.reason` decides
-    for batch, seq in (([good, Odd()], 1), ([good, odd_reason], 1), ([good], 2**63 - 1)):
+
+    class Site(str):  # its hash and equality would be Python code, run in the middle of the C walk
+        pass
+
+    odd_site = Sample(1.0, Site("s"), "c4", 2.0, "u")
+    for batch, seq in (([good, Odd()], 1), ([good, odd_reason], 1), ([good], 2**63 - 1), ([good, odd_site], 1)):
         assert native.flatten(ids, batch, seq, GOOD, QUALITY_CODES) is None
         _same(flatten(ids, batch, seq), flatten_py(ids, batch, seq))  # type: ignore[arg-type]
 

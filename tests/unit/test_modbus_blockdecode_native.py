@@ -7,9 +7,11 @@ Where the extension was not built (no C compiler at install) there is nothing to
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import random
 import struct
+import sys
 from typing import Any
 
 import pytest
@@ -27,7 +29,7 @@ from config.schema import (
 )
 from drivers.modbus import ModbusDriver, ModbusLink
 from drivers.modbus import driver as driver_mod
-from monitor.sample import Quality, Sample
+from monitor.sample import GOOD, Quality, Sample
 from tests.support import IN_CI
 
 H, L = ByteOrder.BIG, ByteOrder.LITTLE
@@ -90,7 +92,7 @@ def _decode(drv: ModbusDriver, values: Any, nat: Any, monkeypatch: pytest.Monkey
 def _bits(s: Sample | None) -> tuple[Any, ...]:
     assert type(s) is Sample
     v = s.value
-    return (type(v), struct.pack("<d", v) if isinstance(v, float) else v,
+    return (type(v), struct.pack("<d", v) if isinstance(v, float) else v, type(s.quality), type(s.reason),
             *(getattr(s, f.name) for f in dataclasses.fields(s) if f.name != "value"))
 
 
@@ -121,21 +123,30 @@ def _targets(**changes: Any) -> tuple[Any, ...]:
     return (base, dataclasses.replace(base, **{"index": 1, "offset": 1, **changes}))
 
 
-@pytest.mark.parametrize("change, values", [
-    ({}, (10, 20)),  # every decoder it knows, each register type's edges
-    ({"decode": driver_mod.INTEGER_DECODERS[1]}, (10, 0xFF00)),
-    ({"decode": driver_mod.INTEGER_DECODERS[2]}, (10, 0x8000)),
-    ({"decode": driver_mod.INTEGER_DECODERS[3]}, (10, 0x0080)),
-    ({"decode": driver_mod.INTEGER_DECODERS[4]}, (10, 0xFFFF, 0xFFFF)),
-    ({"lo": 0, "hi": 11}, (10, 20)),  # ends written as ints: compared exactly, as Python compares them
+@pytest.mark.parametrize("change, values, raw", [
+    ({}, (10, 20), 20),  # every decoder it knows, at its type's edges
+    ({}, (10, 0xFFFF), 0xFFFF),
+    ({"decode": driver_mod.INTEGER_DECODERS[1]}, (10, 0xFF00), 0x00FF),
+    ({"decode": driver_mod.INTEGER_DECODERS[1]}, (10, 0x1234), 0x3412),
+    ({"decode": driver_mod.INTEGER_DECODERS[2]}, (10, 0x8000), -32768),
+    ({"decode": driver_mod.INTEGER_DECODERS[2]}, (10, 0x7FFF), 32767),
+    ({"decode": driver_mod.INTEGER_DECODERS[2]}, (10, 0xFFFF), -1),
+    ({"decode": driver_mod.INTEGER_DECODERS[3]}, (10, 0x0080), -32768),
+    ({"decode": driver_mod.INTEGER_DECODERS[3]}, (10, 0xFEFF), -2),
+    ({"decode": driver_mod.INTEGER_DECODERS[4]}, (10, 0xFFFF, 0xFFFF), 0xFFFFFFFF),
+    ({"decode": driver_mod.INTEGER_DECODERS[4]}, (10, 0x0001, 0x0000), 0x10000),
+    ({"lo": 0, "hi": 21}, (10, 20), 20),  # ends written as ints: compared exactly, as Python compares them
+    ({"lo": 10.5, "hi": 10.5}, (10, 19), 19),  # a value exactly at both ends of its span (inclusive)
 ])
-def test_the_c_path_takes_the_ordinary_readings(native: Any, change: dict[str, Any], values: tuple[int, ...]) -> None:
+def test_the_c_path_takes_the_ordinary_readings(native: Any, change: dict[str, Any], values: tuple[int, ...],
+                                                raw: int) -> None:
     targets = _targets(**change)
     out: list[Any] = [None, None]
     assert native.run(values, targets, 0, out, 1.5) == 2
-    first = Sample(1.5, "plant", "c", 10 * 0.5 + 1.0, "u")
-    assert out[0] == first and out[0].time is out[1].time  # (`now` shared, as the Python loop shares it)
-    assert out[1].quality is Quality.GOOD and out[1].reason == ""
+    assert out[0] == Sample(1.5, "plant", "c", 10 * 0.5 + 1.0, "u")
+    assert out[0].time is out[1].time  # (`now` shared, as the Python loop shares it)
+    assert type(out[1]) is Sample and out[1].value == raw * 0.5 + 1.0 and type(out[1].value) is float
+    assert out[1].quality is GOOD and out[1].reason == "" and type(out[1].reason) is str
 
 
 @pytest.mark.parametrize("change, values", [
@@ -178,8 +189,91 @@ def test_unusual_objects_are_left_to_python_or_refused(native: Any) -> None:
         native.run((1, 2), base, 0)
 
 
-def test_a_sample_class_with_more_state_is_refused(native: Any) -> None:
-    """The C path makes a sample by setting its seven fields: a class holding anything else must be called."""
+def test_no_finalizer_runs_under_a_walk(native: Any) -> None:
+    """A sample's allocation may start the cyclic collector, whose finalizers are Python code: one that empties
+    the registers and ``out`` under the walk would have them read freed memory. The walk pauses the collector."""
+    targets = tuple(dataclasses.replace(_targets()[0], index=i, offset=i) for i in range(60))
+    values = list(range(60))
+    out: list[Any] = [None] * 60
+    ran: list[int] = []
+
+    class Finalized:
+        def __del__(self) -> None:
+            ran.append(sum(type(x) is Sample for x in out))  # the samples made before it ran
+            out.clear()
+            values.clear()
+
+    threshold = gc.get_threshold()
+    gc.collect()
+    try:
+        cycle = Finalized()
+        cycle.self = cycle  # type: ignore[attr-defined]
+        del cycle
+        gc.set_threshold(gc.get_count()[0] + 5)  # a collection within the walk's first samples
+        made = native.run(values, targets, 0, out, 1.5)  # the collection, due within the walk, waits for its end
+        gc.collect()
+        assert made == 60 and ran == [60] and gc.isenabled()
+    finally:
+        gc.set_threshold(*threshold)
+
+
+def test_a_walk_keeps_every_reference_count(native: Any) -> None:
+    site, now = "plant-" + str(id(native)), 1.0 + random.random()
+    targets = tuple(dataclasses.replace(_targets()[0], index=i, offset=i, site=site) for i in range(100))
+    held = [object() for _ in range(100)]  # what `out` holds before: more than the walk keeps aside at once
+    counts = [sys.getrefcount(x) for x in (site, now, GOOD, *held)]
+    for _ in range(50):
+        out: list[Any] = list(held)
+        i = 0
+        while i < 100:  # (past 64 items other than None, the walk hands one back to Python and goes on)
+            i = native.run(tuple(range(100)), targets, i, out, now)
+            if i < 100:
+                out[targets[i].index] = Sample(now, site, "c", float(i) * 0.5 + 1.0, "u")
+                i += 1
+        assert [x.value for x in out] == [k * 0.5 + 1.0 for k in range(100)]
+        del out
+    assert [sys.getrefcount(x) for x in (site, now, GOOD, *held)] == counts
+
+
+def test_a_list_or_tuple_subclass_of_registers_is_decoded_in_python(native: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    class Registers(list[int]):
+        pass
+
+    drv = _driver(random.Random(1))
+    regs = [rnd % 0x10000 for rnd in range(drv._steps[-1].address + drv._steps[-1].count)]
+    by_c, counts_c = _decode(drv, Registers(regs), native, monkeypatch)
+    by_py, counts_py = _decode(drv, regs, None, monkeypatch)
+    assert [_bits(s) for s in by_c] == [_bits(s) for s in by_py] and counts_c == counts_py
+
+
+def test_sample_classes_made_otherwise_are_refused(native: Any) -> None:
+    """The C path makes a sample by setting its seven fields; a class that is made any other way is refused."""
+    defaults = (Quality.GOOD, "")
+
+    def fields(cls: type) -> type:
+        cls.__annotations__ = {"time": float, "site": str, "channel": str, "value": Any, "unit": str,
+                               "quality": Quality, "reason": str}
+        cls.quality, cls.reason = Quality.GOOD, ""  # type: ignore[attr-defined]
+        return dataclasses.dataclass(slots=True)(cls)
+
+    class Rounded:
+        def __post_init__(self) -> None:
+            self.value = round(self.value, 1)  # type: ignore[attr-defined]
+
+    class Meta(type):
+        def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+            return super().__call__(*args, **kwargs)
+
+    class Guarded:
+        def __setattr__(self, name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+    borrowed = type("Borrowed", (), {"__slots__": ("time", "site", "channel", "value", "unit", "quality", "x")})
+    borrowed.reason = borrowed.__dict__["site"]  # type: ignore[attr-defined]  # two fields at one offset
+    other = type("Other", (), {"__slots__": ("a",)})
+    foreign = type("Foreign", (), {"__slots__": ("time", "site", "channel", "value", "unit", "quality", "reason")})
+    foreign.time = other.__dict__["a"]  # type: ignore[attr-defined]  # a slot of another class
 
     @dataclasses.dataclass(slots=True)
     class Wider:
@@ -192,6 +286,11 @@ def test_a_sample_class_with_more_state_is_refused(native: Any) -> None:
         reason: str = ""
         note: str = ""
 
-    with pytest.raises(TypeError, match="more than its seven fields"):
-        native.bind(driver_mod._Target, Wider, Quality.GOOD, driver_mod.INTEGER_DECODERS)
-    native.bind(driver_mod._Target, Sample, Quality.GOOD, driver_mod.INTEGER_DECODERS)  # (bound as before)
+    for cls in (fields(Rounded), fields(Meta("M", (), {})), fields(Guarded), borrowed, foreign, Wider):
+        with pytest.raises(TypeError, match=r"made otherwise|not a slot|not a plain class"):
+            native.bind(driver_mod._Target, cls, defaults, driver_mod.INTEGER_DECODERS)
+    with pytest.raises(TypeError):
+        native.bind(driver_mod._Target, Sample, (Quality.GOOD,), driver_mod.INTEGER_DECODERS)
+    # (a refused bind leaves the former one whole: the walk still makes today's samples)
+    out: list[Any] = [None, None]
+    assert native.run((10, 20), _targets(), 0, out, 1.5) == 2 and type(out[1]) is Sample
