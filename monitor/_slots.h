@@ -83,16 +83,22 @@ typedef struct {
 } ChannelCache;
 
 /* the state of (``site``, ``channel``) in ``states`` (borrowed: from the cache, or from ``states`` once the cache
- * is full); NULL without an exception when the channel is not in ``states``, NULL with one on failure */
+ * is full); NULL without an exception when the channel is not in ``states`` or its site or channel is not exactly
+ * a str (Python's case: a subclass's hash or equality is Python code), NULL with one on failure.
+ * No Python code runs here: the key's allocation could start the cyclic collector, whose finalizers could change
+ * the batch a fast path is walking (its borrowed samples), so the collector is paused for the look-up. */
 static inline PyObject *channel_state(ChannelCache *c, PyObject *states, PyObject *site, PyObject *channel) {
     for (int k = 0; k < c->n; k++)
         if (c->site[k] == site && c->channel[k] == channel)
             return c->state[k];
-    PyObject *key = PyTuple_Pack(2, site, channel);
-    if (key == NULL)
+    if (!PyUnicode_CheckExact(site) || !PyUnicode_CheckExact(channel))
         return NULL;
-    PyObject *state = PyDict_GetItemWithError(states, key); /* borrowed */
-    Py_DECREF(key);
+    int collecting = PyGC_Disable();
+    PyObject *key = PyTuple_Pack(2, site, channel);
+    PyObject *state = key == NULL ? NULL : PyDict_GetItemWithError(states, key); /* borrowed */
+    Py_XDECREF(key);
+    if (collecting)
+        PyGC_Enable();
     if (state != NULL && c->n < CHANNEL_CACHE) {
         c->site[c->n] = Py_NewRef(site);
         c->channel[c->n] = Py_NewRef(channel);

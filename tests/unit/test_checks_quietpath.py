@@ -67,7 +67,8 @@ def test_the_c_path_judges_as_the_python_loop_every_golden_case(native: Any, mon
 def test_the_c_path_leaves_odd_samples_to_python(native: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Samples the C path does not take (the Python loop judges them, then the C path goes on): integer values
     and times, an unknown channel, a good sample without a value, NaN and infinite values, over-range and bad
-    qualities, a subclass of `Sample`; mixed with quiet readings in one batch, in lists, tuples and generators."""
+    qualities, a subclass of `Sample`, a channel name that is a str subclass; mixed with quiet readings in one
+    batch, in lists, tuples and generators."""
     config, rows = golden_case("ph_bad_samples_inside_excursion")
     site = config.sites[0].id
     ch = rows[0][1]
@@ -75,6 +76,9 @@ def test_the_c_path_leaves_odd_samples_to_python(native: Any, monkeypatch: pytes
 
     class Tagged(Sample):
         __slots__ = ()
+
+    class Name(str):  # a channel name whose hash and equality would be Python code in the C look-up
+        pass
 
     def odd(i: int, t: float) -> Sample:
         k = i % 12
@@ -96,6 +100,8 @@ def test_the_c_path_leaves_odd_samples_to_python(native: Any, monkeypatch: pytes
             return Tagged(time=t, site=site, channel=ch, value=7.0, unit="")
         if k == 9:
             return Sample(time=t, site=site, channel=ch, value=3.0, unit="")  # off the band
+        if k == 10:
+            return Sample(time=t, site=site, channel=Name(ch), value=7.0, unit="")
         return Sample(time=t, site=site, channel=ch, value=7.0 + (i % 5) / 10, unit="")
 
     samples = [odd(i, t0 + 2.0 * i) for i in range(3000)]
