@@ -17,7 +17,13 @@ Tables (its own; ``PRAGMA user_version`` belongs to the historian and is never t
   Since schema 5 ends also have ``maintenance`` (seconds of the span the instrument reported service or
   calibration: neither measured nor unmeasured, `monitor.checks.coverage`); NULL in rows recorded before, and
   journaled only when set, as ``confirmed`` is.
-- ``episode_meta(key, value)``: ``schema_version``; a file written by a newer version is refused.
+- ``episode_meta(key, value)``: ``schema_version`` (a file written by a newer version is refused), and
+  ``last_id``: the highest ``episode_events`` id ever given. A new row's id is one past it (and past the
+  table's highest), never SQLite's default of one past the rows left: an id is never given twice, so a deleted
+  last row cannot be papered over by the next event taking its id and its journal record's place (the record
+  check compares each id's newest journal record with its row), and the county hub, which keys episode events
+  by the edge's id, is never told a new event under an old event's id. Files without it get it when opened,
+  from the table and the journal's ``episode_event`` records.
 - ``episode_revisions(id, recorded, site, channel, rule, reason, late, changes, withdrawn, added)``: every
   correction the engine made after a late reading (`monitor.checks.revisions`), in order. A withdrawn
   transition stays in ``episode_events`` with ``withdrawn = 1`` (the record shows what was announced and
@@ -203,6 +209,7 @@ class EpisodeStore:
                 )
             if version < SCHEMA_VERSION:
                 _migrate(conn)
+            conn.execute(_SEED_LAST_ID)
             conn.execute("CREATE INDEX IF NOT EXISTS episode_events_withdrawn ON episode_events (id) "
                          "WHERE withdrawn = 1")
             start_sealing(conn, time.time())  # after the migration: it digests every column of the rows
@@ -398,8 +405,18 @@ class AppliedRevision:
     updated: tuple[tuple[EpisodeEvent, int], ...]
 
 
-_INSERT = (f"INSERT INTO episode_events ({_COLUMNS}, data_quality) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_INSERT = (f"INSERT INTO episode_events (id, {_COLUMNS}, data_quality) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+# A new row's id: past every id given before (``last_id``) and past the rows there are (rows written by hand
+# or by an older version that did not keep ``last_id``).
+_NEXT_ID = ("SELECT max(coalesce((SELECT value FROM episode_meta WHERE key = 'last_id'), 0), "
+            "coalesce((SELECT max(id) FROM episode_events), 0)) + 1")
+# ``last_id`` for a file that lacks it: the highest id in the table or named by a journal record (a deleted
+# last row's id is still in its record).
+_SEED_LAST_ID = ("INSERT OR IGNORE INTO episode_meta (key, value) VALUES ('last_id', max("
+                 "coalesce((SELECT max(id) FROM episode_events), 0), "
+                 "coalesce((SELECT max(CAST(json_extract(payload, '$.id') AS INTEGER)) FROM journal "
+                 "WHERE kind = 'episode_event'), 0)))")
 _FIND = ("SELECT id, withdrawn FROM episode_events "
          "WHERE site = ? AND channel = ? AND rule = ? AND event = ? AND time = ?")
 _UPDATE = ("UPDATE episode_events SET withdrawn = 0, value = ?, limit_value = ?, citation = ?, peak = ?, "
@@ -418,9 +435,11 @@ def _put(conn: sqlite3.Connection, e: EpisodeEvent, *, update: bool) -> int | No
     None when it was already stored."""
     found = conn.execute(_FIND, (e.site, e.channel, e.rule, e.event, e.time)).fetchone()
     if found is None:
-        cur = conn.execute(_INSERT, _row(e))
-        journal_episode_events(conn, _rows_by_id(conn, [cur.lastrowid]))
-        return cur.lastrowid
+        rid = int(conn.execute(_NEXT_ID).fetchone()[0])
+        conn.execute(_INSERT, (rid, *_row(e)))
+        conn.execute("UPDATE episode_meta SET value = ? WHERE key = 'last_id'", (rid,))
+        journal_episode_events(conn, _rows_by_id(conn, [rid]))
+        return rid
     rid, withdrawn = found
     if update:
         before = _rows_by_id(conn, [rid])

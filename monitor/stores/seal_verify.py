@@ -216,10 +216,24 @@ def _check_episodes(conn: sqlite3.Connection, report: SealReport) -> None:
                                            f"the {legacy['episode_events']} events recorded before sealing "
                                            f"began no longer match their digest ({n} now)"))
     latest: dict[int, dict[str, Any]] = {}  # a revision journals a changed row again: the newest record counts
+    gone: list[dict[str, Any]] = []  # events whose id a later record gives to another event
     for (text,) in conn.execute("SELECT payload FROM journal WHERE kind = ? ORDER BY seq", (EPISODE_EVENT,)):
         p = json.loads(text)
+        before = latest.get(p["id"])
+        if before is not None and _identity(before) != _identity(p):
+            gone.append(before)
         latest[p["id"]] = p
     seen = set(latest)
+    report.episode_events += len(gone)
+    for p in gone:
+        # A revision changes a row's values, never which event it is: a new event journaled under an old id means
+        # the old row was deleted and its id given again (the store never does that; a hand-made insert does)
+        newer = latest[p["id"]]
+        report.findings.append(Finding("episode event", "missing", f"{p['site']}/{p['channel']}",
+                                       _iso(p["time"])[:10], _iso(p["time"]),
+                                       f"{p['rule']} {p['event']} (id {p['id']}; the id now holds "
+                                       f"{newer['site']}/{newer['channel']} {newer['rule']} {newer['event']} "
+                                       f"at {_iso(newer['time'])})"))
     for p in latest.values():
         report.episode_events += 1
         row = rows.get(p["id"])
@@ -240,6 +254,11 @@ def _check_episodes(conn: sqlite3.Connection, report: SealReport) -> None:
             report.findings.append(Finding("episode event", "added", f"{p['site']}/{p['channel']}",
                                            _iso(p["time"])[:10], _iso(p["time"]),
                                            f"{p['rule']} {p['event']} (id {i}) has no journal record"))
+
+
+def _identity(p: dict[str, Any]) -> tuple[Any, ...]:
+    """Which event an episode record is of: the store's unique key (site, channel, rule, event, time)."""
+    return p["site"], p["channel"], p["rule"], p["event"], p["time"]
 
 
 def _check_withdrawn(conn: sqlite3.Connection, latest: dict[int, dict[str, Any]], legacy_max: int,

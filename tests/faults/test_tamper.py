@@ -99,6 +99,48 @@ def test_a_deleted_episode_row_is_named(db: Path, capsys: pytest.CaptureFixture[
     assert "episode event missing: acme/ph 2026-12-01 2026-12-01T01:30:00Z: ph_low end" in out
 
 
+def _ids(db: Path) -> dict[str, int]:
+    conn = sqlite3.connect(db)
+    try:
+        return {f"{r} {e}": i for i, r, e in conn.execute("SELECT id, rule, event FROM episode_events")}
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("older_file", [False, True])
+def test_a_deleted_last_episode_row_is_not_covered_by_the_next_event(
+        db: Path, capsys: pytest.CaptureFixture[str], older_file: bool) -> None:
+    """The last row deleted, then the daemon records its next event: that event is given a new id, not the
+    deleted row's (SQLite's default), so the deleted one is still named. A file written before ``last_id`` was
+    kept learns the highest id from the journal's records."""
+    edit(db, "DELETE FROM episode_events WHERE event = 'end'",
+         *(["DELETE FROM episode_meta WHERE key = 'last_id'"] if older_file else []))
+    store = EpisodeStore(path=db)
+    store.record([EpisodeEvent(DAY0 + 6000, SITE, "ph", "ph_high", "start", 11.0, 10.0, "§ 112-5A(1)(c)")])
+    store.close()
+    assert _ids(db) == {"ph_low start": 1, "ph_high start": 3}
+    code, out = verify(db, capsys)
+    assert code == 1
+    assert "episode event missing: acme/ph 2026-12-01 2026-12-01T01:30:00Z: ph_low end (id 2)" in out
+
+
+def test_a_deleted_row_whose_id_is_given_again_is_named(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The adversary also winds ``last_id`` back, so the next event recorded takes the deleted row's id and a
+    journal record of its own: the id's records now name two different events, and the first one is missing."""
+    edit(db, "DELETE FROM episode_events WHERE event = 'end'",
+         "UPDATE episode_meta SET value = 1 WHERE key = 'last_id'")
+    store = EpisodeStore(path=db)
+    store.record([EpisodeEvent(DAY0 + 6000, SITE, "ph", "ph_high", "start", 11.0, 10.0, "§ 112-5A(1)(c)")])
+    store.close()
+    assert _ids(db) == {"ph_low start": 1, "ph_high start": 2}
+    code, out = verify(db, capsys)
+    assert code == 1
+    assert ("episode event missing: acme/ph 2026-12-01 2026-12-01T01:30:00Z: ph_low end (id 2; the id now holds "
+            "acme/ph ph_high start at 2026-12-01T01:40:00Z)") in out
+    assert out.count("NOT intact: episode event") == 1, out  # the new event's own row matches its record
+    assert "3 episode events" in out  # the one whose id was given again is counted
+
+
 def test_an_added_episode_row_is_named(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     edit(db, "INSERT INTO episode_events (time, site, channel, rule, event, value, limit_value, peak, "
              f"citation, data_quality) VALUES ({DAY0 + 7000}, 'acme', 'ph', 'ph_high', 'start', 11, 10, NULL, "
