@@ -99,7 +99,11 @@ def test_a_deleted_episode_row_is_named(db: Path, capsys: pytest.CaptureFixture[
     assert "episode event missing: acme/ph 2026-12-01 2026-12-01T01:30:00Z: ph_low end" in out
 
 
-def _ids(db: Path) -> dict[str, int]:
+def _ids_after_the_next_event(db: Path) -> dict[str, int]:
+    """Record one more event as the daemon does; each stored event's id."""
+    store = EpisodeStore(path=db)
+    store.record([EpisodeEvent(DAY0 + 6000, SITE, "ph", "ph_high", "start", 11.0, 10.0, "§ 112-5A(1)(c)")])
+    store.close()
     conn = sqlite3.connect(db)
     try:
         return {f"{r} {e}": i for i, r, e in conn.execute("SELECT id, rule, event FROM episode_events")}
@@ -115,10 +119,7 @@ def test_a_deleted_last_episode_row_is_not_covered_by_the_next_event(
     kept learns the highest id from the journal's records."""
     edit(db, "DELETE FROM episode_events WHERE event = 'end'",
          *(["DELETE FROM episode_meta WHERE key = 'last_id'"] if older_file else []))
-    store = EpisodeStore(path=db)
-    store.record([EpisodeEvent(DAY0 + 6000, SITE, "ph", "ph_high", "start", 11.0, 10.0, "§ 112-5A(1)(c)")])
-    store.close()
-    assert _ids(db) == {"ph_low start": 1, "ph_high start": 3}
+    assert _ids_after_the_next_event(db) == {"ph_low start": 1, "ph_high start": 3}
     code, out = verify(db, capsys)
     assert code == 1
     assert "episode event missing: acme/ph 2026-12-01 2026-12-01T01:30:00Z: ph_low end (id 2)" in out
@@ -129,10 +130,7 @@ def test_a_deleted_row_whose_id_is_given_again_is_named(db: Path, capsys: pytest
     journal record of its own: the id's records now name two different events, and the first one is missing."""
     edit(db, "DELETE FROM episode_events WHERE event = 'end'",
          "UPDATE episode_meta SET value = 1 WHERE key = 'last_id'")
-    store = EpisodeStore(path=db)
-    store.record([EpisodeEvent(DAY0 + 6000, SITE, "ph", "ph_high", "start", 11.0, 10.0, "§ 112-5A(1)(c)")])
-    store.close()
-    assert _ids(db) == {"ph_low start": 1, "ph_high start": 2}
+    assert _ids_after_the_next_event(db) == {"ph_low start": 1, "ph_high start": 2}
     code, out = verify(db, capsys)
     assert code == 1
     assert ("episode event missing: acme/ph 2026-12-01 2026-12-01T01:30:00Z: ph_low end (id 2; the id now holds "
