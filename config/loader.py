@@ -30,6 +30,7 @@ from config.links import check_mqtt_client_ids, check_mqtt_topics, check_shared_
 from config.maps import MAPS_DIR, load_register_map, maintenance_bindings, read_toml
 from config.paths import historian_problem
 from config.reader import ID, ID_EXPECTED, Reader
+from config.rule_model import Skipped
 from config.rules import select_rules
 from config.schema import MIN_RETENTION_DAYS, Channel, DaemonSettings, Instrument, RegisterMap, Site, SiteConfig
 from config.uplink import parse_uplink
@@ -159,9 +160,10 @@ def _site(raw: dict[str, Any], p: str, reader: Reader, base: Path,
     check_mqtt_topics(list(channels.values()), instruments, p, reader)
     jurisdiction = reader.text(raw, "jurisdiction", p, default="")
     permit = parse_permit(reader.table(raw, "permit", p), f"{p}.permit", reader)
+    skipped: list[Skipped] = []
     checks = select_rules(site=site_id, jurisdiction=jurisdiction, timezone=tz or "UTC", kind=kind,
                           channels=list(channels.values()), permit=permit,
-                          raw_rules=reader.table(raw, "rules", p), p=p, reader=reader)
+                          raw_rules=reader.table(raw, "rules", p), p=p, reader=reader, skipped=skipped)
     checks += maintenance_bindings(site_id, channels.values(), instruments)
     calibration = parse_calibration(raw, reader.table(raw, "permit", p), permit.id if permit else "", p, reader,
                                     list(channels.values()), timezone=tz if tz and _valid_tz(tz) else "UTC")
@@ -169,7 +171,8 @@ def _site(raw: dict[str, Any], p: str, reader: Reader, base: Path,
                 jurisdiction=jurisdiction, company=reader.text(raw, "company", p, default=""),
                 address=reader.text(raw, "address", p, default=""),
                 instruments=tuple(instruments.values()),
-                channels=tuple(channels.values()), permit=permit, checks=checks, calibration=calibration)
+                channels=tuple(channels.values()), permit=permit, checks=checks, calibration=calibration,
+                skipped=tuple(skipped))
 
 
 def _valid_tz(name: str) -> bool:

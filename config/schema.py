@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # config.limits / config.rules import this module at run time
     from config.gateway import GatewaySettings
     from config.influx import InfluxSettings
     from config.limits import Permit
+    from config.rule_model import Skipped
     from config.rules import RuleBinding
     from config.uplink import UplinkSettings
 
@@ -319,6 +320,7 @@ class Site:
     permit: Permit | None = None  # the site's discharge permit: its own cited limits (config.limits)
     checks: tuple[RuleBinding, ...] = ()  # compliance rules selected and compiled at load (config.rules)
     calibration: CalibrationPolicy | None = None  # calibration intervals in force per channel (config.calibration)
+    skipped: tuple[Skipped, ...] = ()  # rules that do not run on a channel, and why (`pretreat rules`, check-config)
 
     def channel(self, channel_id: str) -> Channel:
         for ch in self.channels:

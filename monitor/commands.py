@@ -55,7 +55,7 @@ def _check_config(args: argparse.Namespace) -> int:
     for site in config.sites:
         for note in dict.fromkeys(str(b.params["looser"]) for b in site.checks if b.params.get("looser")):
             print(f"warning: site {site.id}: {note}", file=sys.stderr)
-    left = unchecked(config, args.config)
+    left = unchecked(config)
     print(f"{args.config}: OK; {len(left)} channel(s) left unchecked by any discharge rule"
           + (" (pretreat rules --config FILE says why)" if left else ""))
     return 0

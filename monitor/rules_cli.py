@@ -14,15 +14,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import tomllib
 from dataclasses import dataclass
-from pathlib import Path
 
 from config.limits import load_profile
 from config.loader import load_config_or_report
-from config.reader import Reader
 from config.rule_model import ThresholdParams
-from config.rules import DATA_QUALITY_RULES, TAMPER_RULES, RuleBinding, Skipped, select_rules
+from config.rules import DATA_QUALITY_RULES, TAMPER_RULES, RuleBinding, Skipped
 from config.schema import Site, SiteConfig
 
 STRICTNESS = {
@@ -46,28 +43,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=_run)
 
 
-def skipped_rules(config: SiteConfig, path: str | Path) -> dict[str, list[Skipped]]:
-    """Per site, the rules that do not run on a channel and why (the selection re-run with a note-taker)."""
-    with Path(path).open("rb") as fh:
-        raw = tomllib.load(fh)
-    out: dict[str, list[Skipped]] = {}
-    for i, site in enumerate(config.sites):
-        table = raw["site"][i] if isinstance(raw.get("site"), list) and i < len(raw["site"]) else {}
-        notes: list[Skipped] = []
-        select_rules(site=site.id, jurisdiction=site.jurisdiction, timezone=site.timezone, kind=site.kind,
-                     channels=site.channels, permit=site.permit, raw_rules=dict(table.get("rules", {})),
-                     p=f"site[{i}]", reader=Reader(str(path)), skipped=notes)
-        out[site.id] = notes
-    return out
+def skipped_rules(config: SiteConfig) -> dict[str, list[Skipped]]:
+    """Per site, the rules that do not run on a channel and why (noted by the loader's rule selection)."""
+    return {site.id: list(site.skipped) for site in config.sites}
 
 
 def _judged(site: Site) -> set[str]:
     return {c for b in site.checks if b.rule not in DATA_QUALITY_RULES for c in b.inputs}
 
 
-def unchecked(config: SiteConfig, path: str | Path) -> list[Unchecked]:
+def unchecked(config: SiteConfig) -> list[Unchecked]:
     """Channels no discharge rule judges (data-quality rules aside), each with why."""
-    skipped = skipped_rules(config, path)
+    skipped = skipped_rules(config)
     out = []
     for site in config.sites:
         judged = _judged(site)
@@ -89,8 +76,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"no site {args.site!r} in {args.config}", file=sys.stderr)
         return 2
     baselines = slug_baselines(config, time.time())
-    skipped = skipped_rules(config, args.config)
-    missing = {(u.site, u.channel): u.why for u in unchecked(config, args.config)}
+    skipped = skipped_rules(config)
+    missing = {(u.site, u.channel): u.why for u in unchecked(config)}
     for site in sites:
         sys.stdout.write("\n".join(site_lines(site, baselines, skipped.get(site.id, []), missing)) + "\n")
     return 0
