@@ -276,10 +276,11 @@ def counter_queue_full(url: str) -> float:
 
 
 # -- command start times ------------------------------------------------------------------------------------
-def command_starts(site: Path, runs: int) -> list[tuple[str, float, float]]:
+def command_starts(site: Path, runs: int) -> list[tuple[str, float, float, float]]:
     """Wall time of `pretreat --help`, of each subcommand's `--help` (its module imported and its parser
     built: what every start of it pays before doing its work), and of `check-config` on the demo site and on a
-    100-device site."""
+    100-device site; with the bytecode the install writes (scripts/compile_bytecode.py), and the CPU time
+    without any (every imported module compiled from source: a venv without it, where Python writes none)."""
     from monitor.cli import SUBCOMMANDS
 
     # what the `pretreat` entry point runs, on this checkout's code
@@ -287,20 +288,40 @@ def command_starts(site: Path, runs: int) -> list[tuple[str, float, float]]:
     demo = str(ROOT / "config" / "sites" / "demo.toml")
     cases = ([["--help"]] + [[name, "--help"] for name in SUBCOMMANDS]
              + [["check-config", demo], ["check-config", str(site)]])
+    cold = [PY, "-c", _NO_BYTECODE + "from monitor.cli import main; sys.exit(main())"]
     out = []
     for case in cases:
-        times, cpus = [], []
+        times, cpus, colds = [], [], []
         for _ in range(runs):
-            c = resource.getrusage(resource.RUSAGE_CHILDREN)
-            t = time.perf_counter()
-            subprocess.run([*base, *case], cwd=ROOT, capture_output=True, check=False, timeout=120)
-            times.append(time.perf_counter() - t)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpus.append(after.ru_utime - c.ru_utime + after.ru_stime - c.ru_stime)
+            secs, cpu = _timed([*base, *case])
+            times.append(secs)
+            cpus.append(cpu)
+            colds.append(_timed([*cold, *case])[1])
         out.append((" ".join(["pretreat", *case]).replace(str(site), "SITE").replace(demo, "config/sites/demo.toml"),
-                    statistics.median(times),
-                    statistics.median(cpus)))
+                    statistics.median(times), statistics.median(cpus), statistics.median(colds)))
     return out
+
+
+# Run first in the "no bytecode" starts: the bytecode of the venv's and the project's modules is looked for where
+# there is none (the name Python's import system looks up, patched), and none is written, so each of them is
+# compiled from source at import; the standard library's, which ships with Python, is used.
+_NO_BYTECODE = f"""import sys, importlib._bootstrap_external as b
+_cfs, _ours = b.cache_from_source, (sys.prefix, {str(ROOT)!r})
+def _none(path, *a, **k):
+    return "/nonexistent/no.pyc" if str(path).startswith(_ours) else _cfs(path, *a, **k)
+b.cache_from_source = _none
+sys.dont_write_bytecode = True
+"""
+
+
+def _timed(argv: list[str]) -> tuple[float, float]:
+    """(wall s, CPU s) of one run of ``argv``."""
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run(argv, cwd=ROOT, capture_output=True, check=False, timeout=120)
+    secs = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return secs, after.ru_utime - c.ru_utime + after.ru_stime - c.ru_stime
 
 
 # -- the run ------------------------------------------------------------------------------------------------
@@ -374,7 +395,7 @@ def med(figs: list[Figures], attr: str) -> float:
 
 def report(args: argparse.Namespace, results: dict[tuple[str, str], list[Figures]],
            failed: dict[tuple[str, str], str], names: list[str],
-           loads: list[tuple[str, int, float]], starts: list[tuple[str, float, float]], versions: str,
+           loads: list[tuple[str, int, float]], starts: list[tuple[str, float, float, float]], versions: str,
            load_before: tuple[float, float, float], served: dict[str, str],
            labels: tuple[str, str, str]) -> None:
     load_after = os.getloadavg()
@@ -409,11 +430,13 @@ def report(args: argparse.Namespace, results: dict[tuple[str, str], list[Figures
                   f"{sum(f.errors for f in figs):,} | {notes} |")
     print()
     ratios(results, labels)
-    print(f"\n| command start, median of {args.starts} | wall s | CPU s (user + system) |\n|---|---:|---:|")
-    for cmd, secs, cpu in starts:
-        print(f"| `{cmd}` | {secs:.3f} | {cpu:.3f} |")
-    print(f"\nslowest start: {max(s for _, s, _ in starts):.3f} s wall, {max(c for _, _, c in starts):.3f} s CPU "
-          "(goal < 0.4 s; wall time waits for the shared cores, CPU time does not)")
+    print(f"\n| command start, median of {args.starts} | wall s | CPU s (user + system) | CPU s, no bytecode |"
+          "\n|---|---:|---:|---:|")
+    for cmd, secs, cpu, cold in starts:
+        print(f"| `{cmd}` | {secs:.3f} | {cpu:.3f} | {cold:.3f} |")
+    print(f"\nslowest start: {max(s[1] for s in starts):.3f} s wall, {max(s[2] for s in starts):.3f} s CPU "
+          "(goal < 0.4 s; wall time waits for the shared cores, CPU time does not); "
+          f"without bytecode {max(s[3] for s in starts):.3f} s CPU")
 
 
 def paired(results: dict[tuple[str, str], list[Figures]], load: str, peer: str) -> list[float]:
