@@ -104,6 +104,10 @@ def _ids_after_the_next_event(db: Path) -> dict[str, int]:
     store = EpisodeStore(path=db)
     store.record([EpisodeEvent(DAY0 + 6000, SITE, "ph", "ph_high", "start", 11.0, 10.0, "§ 112-5A(1)(c)")])
     store.close()
+    return _ids(db)
+
+
+def _ids(db: Path) -> dict[str, int]:
     conn = sqlite3.connect(db)
     try:
         return {f"{r} {e}": i for i, r, e in conn.execute("SELECT id, rule, event FROM episode_events")}
@@ -126,17 +130,55 @@ def test_a_deleted_last_episode_row_is_not_covered_by_the_next_event(
 
 
 def test_a_deleted_row_whose_id_is_given_again_is_named(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The adversary also winds ``last_id`` back, so the next event recorded takes the deleted row's id and a
-    journal record of its own: the id's records now name two different events, and the first one is missing."""
+    """The adversary also winds ``last_id`` back while the daemon runs (a store opened later learns the highest
+    id from the journal), so the next event recorded takes the deleted row's id and a journal record of its own:
+    the id's records now name two different events, and the first one is missing."""
+    store = EpisodeStore(path=db)
     edit(db, "DELETE FROM episode_events WHERE event = 'end'",
          "UPDATE episode_meta SET value = 1 WHERE key = 'last_id'")
-    assert _ids_after_the_next_event(db) == {"ph_low start": 1, "ph_high start": 2}
+    store.record([EpisodeEvent(DAY0 + 6000, SITE, "ph", "ph_high", "start", 11.0, 10.0, "§ 112-5A(1)(c)")])
+    store.close()
+    assert _ids(db) == {"ph_low start": 1, "ph_high start": 2}
     code, out = verify(db, capsys)
     assert code == 1
     assert ("episode event missing: acme/ph 2026-12-01 2026-12-01T01:30:00Z: ph_low end (id 2; the id now holds "
             "acme/ph ph_high start at 2026-12-01T01:40:00Z)") in out
     assert out.count("NOT intact: episode event") == 1, out  # the new event's own row matches its record
     assert "3 episode events" in out  # the one whose id was given again is counted
+
+
+@pytest.mark.parametrize("last_id", [1, None])
+def test_a_deleted_row_recorded_again_with_other_figures_is_named(
+        db: Path, capsys: pytest.CaptureFixture[str], last_id: int | None) -> None:
+    """The last row deleted and ``last_id`` wound back (or deleted) while the daemon is stopped; at its start the
+    daemon replays recent history and records the same transition again, with figures of its own (a replay that
+    begins inside the episode sees a different peak). Given the deleted row's id, the new record would become
+    the id's newest and the original figures would vanish unnamed: a store opened takes the highest id from the
+    journal, so the event gets a new id and the deleted row is still named."""
+    edit(db, "DELETE FROM episode_events WHERE event = 'end'",
+         "DELETE FROM episode_meta WHERE key = 'last_id'" if last_id is None else
+         f"UPDATE episode_meta SET value = {last_id} WHERE key = 'last_id'")
+    store = EpisodeStore(path=db)
+    store.record([EpisodeEvent(DAY0 + 5400, SITE, "ph", "ph_low", "end", 6.5, 5.0, "§ 112-5A(1)(c)", 4.4)])
+    store.close()
+    assert _ids(db) == {"ph_low start": 1, "ph_low end": 3}
+    code, out = verify(db, capsys)
+    assert code == 1
+    assert "episode event missing: acme/ph 2026-12-01 2026-12-01T01:30:00Z: ph_low end (id 2)" in out
+
+
+def test_a_last_id_past_every_id_given_is_named_and_mended_at_start(
+        db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``last_id`` raised to SQLite's largest integer: the next id would not fit, and the daemon could record no
+    episode event. The check names it, and a store opened gives the next id after the highest one given."""
+    edit(db, f"UPDATE episode_meta SET value = {2**63 - 1} WHERE key = 'last_id'")
+    code, out = verify(db, capsys)
+    assert code == 1
+    assert (f"episode event altered: episode_meta: last_id is {2**63 - 1}, past the highest id given (2)"
+            in out), out
+    assert _ids_after_the_next_event(db) == {"ph_low start": 1, "ph_low end": 2, "ph_high start": 3}
+    code, out = verify(db, capsys)
+    assert code == 0, out
 
 
 def test_an_added_episode_row_is_named(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
