@@ -22,8 +22,12 @@ Tables (its own; ``PRAGMA user_version`` belongs to the historian and is never t
   table's highest), never SQLite's default of one past the rows left: an id is never given twice, so a deleted
   last row cannot be papered over by the next event taking its id and its journal record's place (the record
   check compares each id's newest journal record with its row), and the county hub, which keys episode events
-  by the edge's id, is never told a new event under an old event's id. Files without it get it when opened,
-  from the table and the journal's ``episode_event`` records.
+  by the edge's id, is never told a new event under an old event's id. Each time the store opens, it is set
+  from what the journal proves was given (its ``episode_event`` records' ids and the ``sealing_started``
+  record's ``max_id``) and the table's highest, never kept from the file: a value wound back while the daemon
+  was stopped would let a replay record a deleted transition again under its old id (its new figures the id's
+  newest record, the deleted ones unnamed), and one raised past SQLite's largest integer would leave no id to
+  give (`monitor.stores.seal_verify` names a value past every id given).
 - ``episode_revisions(id, recorded, site, channel, rule, reason, late, changes, withdrawn, added)``: every
   correction the engine made after a late reading (`monitor.checks.revisions`), in order. A withdrawn
   transition stays in ``episode_events`` with ``withdrawn = 1`` (the record shows what was announced and
@@ -411,12 +415,15 @@ _INSERT = (f"INSERT INTO episode_events (id, {_COLUMNS}, data_quality) "
 # or by an older version that did not keep ``last_id``).
 _NEXT_ID = ("SELECT max(coalesce((SELECT value FROM episode_meta WHERE key = 'last_id'), 0), "
             "coalesce((SELECT max(id) FROM episode_events), 0)) + 1")
-# ``last_id`` for a file that lacks it: the highest id in the table or named by a journal record (a deleted
-# last row's id is still in its record).
-_SEED_LAST_ID = ("INSERT OR IGNORE INTO episode_meta (key, value) VALUES ('last_id', max("
+# ``last_id`` as the store opens, whatever the file held: the highest id in the table, given by the journal's
+# records (a deleted last row's id is still in its record) or covered by the pre-sealing record (``max_id``).
+_SEED_LAST_ID = ("INSERT INTO episode_meta (key, value) VALUES ('last_id', max("
                  "coalesce((SELECT max(id) FROM episode_events), 0), "
                  "coalesce((SELECT max(CAST(json_extract(payload, '$.id') AS INTEGER)) FROM journal "
-                 "WHERE kind = 'episode_event'), 0)))")
+                 "WHERE kind = 'episode_event'), 0), "
+                 "coalesce((SELECT CAST(json_extract(payload, '$.max_id') AS INTEGER) FROM journal "
+                 "WHERE kind = 'sealing_started' ORDER BY seq LIMIT 1), 0))) "  # one record, near the start
+                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value")
 _FIND = ("SELECT id, withdrawn FROM episode_events "
          "WHERE site = ? AND channel = ? AND rule = ? AND event = ? AND time = ?")
 _UPDATE = ("UPDATE episode_events SET withdrawn = 0, value = ?, limit_value = ?, citation = ?, peak = ?, "

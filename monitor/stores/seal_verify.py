@@ -246,6 +246,7 @@ def _check_episodes(conn: sqlite3.Connection, report: SealReport) -> None:
             report.findings.append(Finding("episode event", "altered", what, day, at,
                                            f"{label} (id {p['id']}) differs from its journal record"))
     _check_withdrawn(conn, latest, legacy_max, report)
+    _check_last_id(conn, max((legacy_max, *latest, *rows)), report)
     if start is None:
         return
     for i, row in rows.items():
@@ -259,6 +260,20 @@ def _check_episodes(conn: sqlite3.Connection, report: SealReport) -> None:
 def _identity(p: dict[str, Any]) -> tuple[Any, ...]:
     """Which event an episode record is of: the store's unique key (site, channel, rule, event, time)."""
     return p["site"], p["channel"], p["rule"], p["event"], p["time"]
+
+
+def _check_last_id(conn: sqlite3.Connection, given: int, report: SealReport) -> None:
+    """``episode_meta.last_id`` (the highest episode id given: the store gives the next one past it) against the
+    highest id the journal, the pre-sealing record and the table know. Above them it was raised by hand: past
+    SQLite's largest integer the store can give no id and records no event until it opens again (it then sets
+    the value from the journal). Below is not named: an older version records without keeping it, and a row
+    deleted so that its id could be given again is named by its id's journal records."""
+    if not _has(conn, "episode_meta"):
+        return
+    row = conn.execute("SELECT value FROM episode_meta WHERE key = 'last_id'").fetchone()
+    if row is not None and int(row[0]) > given:
+        report.findings.append(Finding("episode event", "altered", "episode_meta", "", "",
+                                       f"last_id is {row[0]}, past the highest id given ({given})"))
 
 
 def _check_withdrawn(conn: sqlite3.Connection, latest: dict[int, dict[str, Any]], legacy_max: int,
