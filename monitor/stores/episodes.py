@@ -423,7 +423,7 @@ _SEED_LAST_ID = ("INSERT INTO episode_meta (key, value) VALUES ('last_id', max("
                  "WHERE kind = 'episode_event'), 0), "
                  "coalesce((SELECT CAST(json_extract(payload, '$.max_id') AS INTEGER) FROM journal "
                  "WHERE kind = 'sealing_started' ORDER BY seq LIMIT 1), 0))) "  # one record, near the start
-                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE value != excluded.value")
 _FIND = ("SELECT id, withdrawn FROM episode_events "
          "WHERE site = ? AND channel = ? AND rule = ? AND event = ? AND time = ?")
 _UPDATE = ("UPDATE episode_events SET withdrawn = 0, value = ?, limit_value = ?, citation = ?, peak = ?, "
