@@ -207,9 +207,12 @@ def _check_episodes(conn: sqlite3.Connection, report: SealReport) -> None:
     start = conn.execute("SELECT payload FROM journal WHERE kind = ? ORDER BY seq LIMIT 1",
                          (SEALING_STARTED,)).fetchone()
     legacy_max = 0
+    legacy_withdrawn: set[int] | None = None
     if start is not None:
         legacy = json.loads(start[0])
         legacy_max = int(legacy["max_id"])
+        if "withdrawn" in legacy:  # recorded since the list was kept
+            legacy_withdrawn = {int(i) for i in legacy["withdrawn"]}
         n, digest = legacy_episode_digest(conn, legacy_max)
         if (n, digest) != (legacy["episode_events"], legacy["digest"]):
             report.findings.append(Finding("episode event", "altered", "episode_events", "", "",
@@ -245,7 +248,7 @@ def _check_episodes(conn: sqlite3.Connection, report: SealReport) -> None:
         elif canonical(episode_payload(row)) != canonical(p):
             report.findings.append(Finding("episode event", "altered", what, day, at,
                                            f"{label} (id {p['id']}) differs from its journal record"))
-    _check_withdrawn(conn, latest, legacy_max, report)
+    _check_withdrawn(conn, latest, legacy_max, legacy_withdrawn, report)
     _check_last_id(conn, max((legacy_max, *latest, *rows)), report)
     if start is None:
         return
@@ -277,22 +280,33 @@ def _check_last_id(conn: sqlite3.Connection, given: int, report: SealReport) -> 
 
 
 def _check_withdrawn(conn: sqlite3.Connection, latest: dict[int, dict[str, Any]], legacy_max: int,
-                     report: SealReport) -> None:
-    """Each episode row's ``withdrawn`` flag against the newest ``episode_withdrawn`` record of its id (none:
-    0; rows recorded before sealing began are held to a record only once they have one)."""
+                     legacy_withdrawn: set[int] | None, report: SealReport) -> None:
+    """Each episode row's ``withdrawn`` flag against the newest ``episode_withdrawn`` record of its id; without
+    one, 0, or for a row recorded before sealing began, what the ``sealing_started`` record lists
+    (``legacy_withdrawn``). A ``sealing_started`` record written before it kept that list leaves such rows held
+    to a record only once they have one: a version before seals could withdraw rows, and nothing says which."""
     if "withdrawn" not in {r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}:
         return
     flags: dict[int, int] = {}
     for (text,) in conn.execute("SELECT payload FROM journal WHERE kind = ? ORDER BY seq", (EPISODE_WITHDRAWN,)):
         p = json.loads(text)
         flags[p["id"]] = int(p["withdrawn"])
-    for i, w in conn.execute("SELECT id, withdrawn FROM episode_events"):
-        if (i > legacy_max or i in flags) and w != flags.get(i, 0):
-            p = latest.get(i, {"site": "?", "channel": "?", "rule": "?", "event": "?", "time": 0.0})
+    for i, w, site, channel, rule, event, t in conn.execute(
+            "SELECT id, withdrawn, site, channel, rule, event, time FROM episode_events"):
+        if i in flags:
+            want = flags[i]
+        elif i > legacy_max:
+            want = 0
+        elif legacy_withdrawn is not None:
+            want = int(i in legacy_withdrawn)
+        else:
+            continue
+        if w != want:  # named as the journal has the event (a row recorded before sealing: as the row has it)
+            p = latest.get(i, {"site": site, "channel": channel, "rule": rule, "event": event, "time": t})
             report.findings.append(Finding("episode event", "altered", f"{p['site']}/{p['channel']}",
                                            _iso(p["time"])[:10], _iso(p["time"]),
                                            f"{p['rule']} {p['event']} (id {i}): withdrawn = {w}, its journal "
-                                           f"records say {flags.get(i, 0)}"))
+                                           f"records say {want}"))
 
 
 def check_tail(conn: sqlite3.Connection, anchors: Sequence[tuple[int, str]] = ()) -> list[Finding]:

@@ -144,13 +144,18 @@ def legacy_episode_digest(conn: sqlite3.Connection, max_id: int) -> tuple[int, s
 
 
 def start_sealing(conn: sqlite3.Connection, now: float) -> None:
-    """Inside the caller's write transaction: the first time, cover the episode rows already present."""
+    """Inside the caller's write transaction: the first time, cover the episode rows already present: their
+    count and digest, and which of them are withdrawn (the digest leaves that flag out, as every
+    ``episode_event`` record does; without the list a row's flag set by hand before its first
+    ``episode_withdrawn`` record went unnamed)."""
     if conn.execute("SELECT 1 FROM journal WHERE kind = ? LIMIT 1", (SEALING_STARTED,)).fetchone():
         return
     max_id = int(conn.execute("SELECT coalesce(max(id), 0) FROM episode_events").fetchone()[0])
     count, digest = legacy_episode_digest(conn, max_id)
+    withdrawn = [int(i) for (i,) in conn.execute(
+        "SELECT id FROM episode_events WHERE id <= ? AND withdrawn = 1 ORDER BY id", (max_id,))]
     append_in_transaction(conn, [Entry(SEALING_STARTED, {"episode_events": count, "max_id": max_id,
-                                                         "digest": digest}, now)])
+                                                         "digest": digest, "withdrawn": withdrawn}, now)])
 
 
 @dataclass(slots=True)

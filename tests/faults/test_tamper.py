@@ -181,8 +181,6 @@ def test_a_last_id_past_every_id_given_is_named_and_mended_at_start(
     assert code == 0, out
 
 
-@pytest.mark.xfail(strict=True, reason="rows recorded before sealing began are held to a withdrawn record only "
-                   "once they have one, and the pre-sealing digest leaves the flag out")
 def test_a_row_recorded_before_sealing_withdrawn_by_hand_is_named(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A file recorded before seals (schema 1) is sealed when a sealing version first opens it; an adversary
