@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS journal (
     prev TEXT NOT NULL,           -- hash of the record before (64 zeros for the first)
     hash TEXT NOT NULL            -- SHA-256 of this record's canonical encoding
 );
+CREATE INDEX IF NOT EXISTS journal_kind ON journal (kind, seq);
 CREATE TRIGGER IF NOT EXISTS journal_no_update BEFORE UPDATE ON journal
 BEGIN SELECT RAISE(ABORT, 'the journal is append-only: records cannot be changed'); END;
 CREATE TRIGGER IF NOT EXISTS journal_no_delete BEFORE DELETE ON journal

@@ -203,3 +203,19 @@ def test_a_marked_break_is_reported_once_and_checking_resumes_after_the_marker(j
     r = journal.verify()  # a later edit is not covered by the old marker
     assert (r.ok, r.first_bad, r.problem) == (False, 13, "altered") and len(r.breaks) == 1
     assert not r.detail.endswith("intact after it")
+
+
+def test_records_of_one_kind_are_found_through_the_kind_index(path: Path) -> None:
+    """The episode store reads its records' highest id each time it opens (`monitor.stores.episodes`), and the
+    record check reads seals and episode events by kind: through the index, not a scan of every seal record (a
+    year of a 1,000-channel site is ~400,000 records, ~0.2 s a scan here against ~1 ms)."""
+    from monitor.stores.episodes import EpisodeStore
+
+    EpisodeStore(path=path).close()
+    conn = sqlite3.connect(path)
+    try:
+        plan = " ".join(str(r[-1]) for r in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT max(json_extract(payload, '$.id')) FROM journal WHERE kind = 'episode_event'"))
+    finally:
+        conn.close()
+    assert "USING INDEX journal_kind" in plan, plan
