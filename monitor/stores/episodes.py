@@ -40,6 +40,7 @@ episodes are rare and they are the evidence an enforcement notice rests on, so e
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -60,6 +61,8 @@ from monitor.stores.seals import (
     journal_withdrawn,
     start_sealing,
 )
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 5  # 2: end_reason, measured, unmeasured, censored; 3: withdrawn, episode_revisions; 4: confirmed;
 # 5: maintenance
@@ -424,6 +427,7 @@ _SEED_LAST_ID = ("INSERT INTO episode_meta (key, value) VALUES ('last_id', max("
                  "coalesce((SELECT CAST(json_extract(payload, '$.max_id') AS INTEGER) FROM journal "
                  "WHERE kind = 'sealing_started' ORDER BY seq LIMIT 1), 0))) "  # one record, near the start
                  "ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE value != excluded.value")
+_MAX_ID = 2**63 - 1  # SQLite's largest integer
 _FIND = ("SELECT id, withdrawn FROM episode_events "
          "WHERE site = ? AND channel = ? AND rule = ? AND event = ? AND time = ?")
 _UPDATE = ("UPDATE episode_events SET withdrawn = 0, value = ?, limit_value = ?, citation = ?, peak = ?, "
@@ -443,6 +447,11 @@ def _put(conn: sqlite3.Connection, e: EpisodeEvent, *, update: bool) -> int | No
     found = conn.execute(_FIND, (e.site, e.channel, e.rule, e.event, e.time)).fetchone()
     if found is None:
         rid = int(conn.execute(_NEXT_ID).fetchone()[0])
+        if rid > _MAX_ID:  # last_id raised by hand while the store was open: set again from what is proven
+            log.error("episode_meta.last_id was set past the largest id SQLite holds (by hand: the store never "
+                      "does); set again from the journal's records so that episodes are still recorded")
+            conn.execute(_SEED_LAST_ID)
+            rid = int(conn.execute(_NEXT_ID).fetchone()[0])
         conn.execute(_INSERT, (rid, *_row(e)))
         conn.execute("UPDATE episode_meta SET value = ? WHERE key = 'last_id'", (rid,))
         journal_episode_events(conn, _rows_by_id(conn, [rid]))

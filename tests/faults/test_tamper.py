@@ -181,6 +181,20 @@ def test_a_last_id_past_every_id_given_is_named_and_mended_at_start(
     assert code == 0, out
 
 
+def test_a_last_id_past_every_id_given_while_the_store_is_open_does_not_stop_recording(
+        db: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    """The same while the daemon runs: its next event is still recorded, under the next id proven, and the
+    operator's log says what was found."""
+    store = EpisodeStore(path=db)
+    edit(db, f"UPDATE episode_meta SET value = {2**63 - 1} WHERE key = 'last_id'")
+    store.record([EpisodeEvent(DAY0 + 6000, SITE, "ph", "ph_high", "start", 11.0, 10.0, "§ 112-5A(1)(c)")])
+    store.close()
+    assert _ids(db) == {"ph_low start": 1, "ph_low end": 2, "ph_high start": 3}
+    assert "last_id was set past the largest id SQLite holds" in caplog.text
+    code, out = verify(db, capsys)
+    assert code == 0, out
+
+
 def test_a_row_recorded_before_sealing_withdrawn_by_hand_is_named(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A file recorded before seals (schema 1) is sealed when a sealing version first opens it; an adversary
