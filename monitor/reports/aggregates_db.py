@@ -22,6 +22,7 @@ Tables (their own ``report_`` prefix; the historian's ``PRAGMA user_version`` is
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -225,6 +226,15 @@ def read_days(conn: sqlite3.Connection, *, site: str, first: str, last: str) -> 
     rows = conn.execute(f"SELECT {', '.join(DAY_COLUMNS)} FROM report_daily WHERE site = ? AND day >= ? "
                         "AND day <= ? ORDER BY channel, day", (site, first, last))
     return [DayRow(*r) for r in rows]
+
+
+def first_day(conn: sqlite3.Connection, *, site: str, channels: Iterable[str]) -> str | None:
+    """The earliest local day (ISO date) on which any of ``channels`` of ``site`` has aggregates: the day the
+    site's record begins, None while nothing has been aggregated. One primary-key look-up a channel (a
+    ``min(day)`` over the whole site would read every row of its history)."""
+    firsts = (conn.execute("SELECT min(day) FROM report_daily WHERE site = ? AND channel = ?", (site, c)).fetchone()[0]
+              for c in channels)
+    return min((d for d in firsts if d is not None), default=None)
 
 
 def read_excursions(conn: sqlite3.Connection, *, site: str, start: float, end: float,

@@ -6,8 +6,14 @@ Jobs, per site, in the site's time zone:
 - ``report-periodic:<site>``: at 02:00 local on each due date (`periods`: Pawling's 15 March, September,
   December; elsewhere 1 June and 1 December, the first day of 40 CFR 403.12(e)(1)'s submission months), the
   periodic compliance report in each format.
-- ``report-catch-up``: once, at start: daily summaries missing for the last 7 days (the daemon was down at
-  01:00; APScheduler's in-memory job store does not remember missed runs).
+- ``report-catch-up``: once, a minute after start: daily summaries missing for the last 7 days (the daemon was
+  down at 01:00; APScheduler's in-memory job store does not remember missed runs). Why not at once: at 10,000
+  channels the catch-up is seconds of CPU, and at start it shared the cores with the first round's connects,
+  which then took longer than the staleness window (bench/bench_peers.py, paced 1,000 × 1 s).
+
+Neither daily job writes a day that ends before the site's record begins (its first aggregated day, `first_day`):
+such a summary would show every channel down all day, for days before anything was monitored. A first start
+wrote seven of them, 10,000 channels each. Days after the record began are written, gaps and all.
 - ``report-flush``: every minute, the aggregator's accrual into SQLite (when an aggregator is given).
 
 Jobs are plain functions, so APScheduler runs them in its thread pool: building a report reads SQLite and
@@ -30,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,7 +45,7 @@ from apscheduler.triggers.cron import CronTrigger
 
 from config.schema import Site, SiteConfig
 from monitor.reports.aggregates import DailyAggregator
-from monitor.reports.aggregates_db import connect
+from monitor.reports.aggregates_db import connect, first_day
 from monitor.reports.daily import summarize
 from monitor.reports.days import zone
 from monitor.reports.periods import FEDERAL_MONTHS, Period, period_for_due
@@ -53,6 +59,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 FORMATS = ("pdf", "html", "csv")
 CATCH_UP_DAYS = 7
+CATCH_UP_AFTER = 60.0  # s after start (see the module doc)
 
 
 def reports_dir(config: SiteConfig) -> Path:
@@ -117,22 +124,39 @@ def write_periodic(config: SiteConfig, site: Site, period: Period, reports_dir: 
     return out
 
 
+def record_begins(config: SiteConfig, site: Site) -> date | None:
+    """The first local day of ``site``'s record (its earliest aggregated day), None while it has none."""
+    conn = connect(Path(config.daemon.historian))
+    try:
+        first = first_day(conn, site=site.id, channels=(c.id for c in config.channels if c.site == site.id))
+    finally:
+        conn.close()
+    return None if first is None else date.fromisoformat(first)
+
+
 def _yesterday(site: Site, now: float) -> date:
     return datetime.fromtimestamp(now, zone(site.timezone)).date() - timedelta(days=1)
 
 
 def schedule_reports(scheduler: AsyncIOScheduler, config: SiteConfig, reports_dir: Path, *,
                      aggregator: DailyAggregator | None = None, formats: Sequence[str] = FORMATS,
-                     clock: Callable[[], float] = time.time, stopping: threading.Event | None = None) -> list[str]:
+                     clock: Callable[[], float] = time.time, stopping: threading.Event | None = None,
+                     catch_up_after: float = CATCH_UP_AFTER) -> list[str]:
     """Add the report jobs to ``scheduler`` (before or after it starts); returns their ids. ``stopping`` set (the
-    daemon's stop) ends the catch-up between two reports: the next start writes the rest."""
+    daemon's stop) ends the catch-up between two reports: the next start writes the rest. The catch-up runs
+    ``catch_up_after`` s from now (on the real clock: ``clock`` is the time the reports are written for)."""
     reports_dir = Path(reports_dir)
     flush = aggregator.flush if aggregator is not None else (lambda: 0)
     ids: list[str] = []
 
     def daily(site: Site) -> None:
         flush()
-        write_daily(config, site, _yesterday(site, clock()), reports_dir, now=clock())
+        day, begins = _yesterday(site, clock()), record_begins(config, site)
+        if begins is None or day < begins:
+            log.info("no daily summary of %s for %s: the site's record begins %s", site.id, day,
+                     begins or "with its first reading (none yet)")
+            return
+        write_daily(config, site, day, reports_dir, now=clock())
 
     def periodic(site: Site) -> None:
         flush()
@@ -143,11 +167,13 @@ def schedule_reports(scheduler: AsyncIOScheduler, config: SiteConfig, reports_di
     def catch_up() -> None:
         flush()
         for site in config.sites:
-            last = _yesterday(site, clock())
+            last, begins = _yesterday(site, clock()), record_begins(config, site)
             for k in range(CATCH_UP_DAYS):
                 day = last - timedelta(days=k)
                 if stopping is not None and stopping.is_set():
                     return
+                if begins is None or day < begins:
+                    break  # (the days go back in time: every one after this is before the record too)
                 if not (reports_dir / site.id / "daily" / f"{day.isoformat()}.json").exists():
                     write_daily(config, site, day, reports_dir, now=clock())
 
@@ -161,7 +187,8 @@ def schedule_reports(scheduler: AsyncIOScheduler, config: SiteConfig, reports_di
                           id=f"report-periodic:{site.id}", misfire_grace_time=6 * 3600, coalesce=True,
                           replace_existing=True)
         ids += [f"report-daily:{site.id}", f"report-periodic:{site.id}"]
-    scheduler.add_job(catch_up, id="report-catch-up", replace_existing=True)
+    scheduler.add_job(catch_up, "date", run_date=datetime.now(UTC) + timedelta(seconds=catch_up_after),
+                      id="report-catch-up", replace_existing=True, misfire_grace_time=None)
     ids.append("report-catch-up")
     if aggregator is not None:
         scheduler.add_job(aggregator.flush, "interval", seconds=60, id="report-flush", coalesce=True,

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
@@ -212,7 +212,11 @@ def test_pawling_periods_and_schedule(site: tuple[SiteConfig, Path], tmp_path: P
         finally:
             scheduler.shutdown(wait=False)
 
+    before = datetime.now(UTC)
     runs = asyncio.run(jobs())
+    # the catch-up a minute after start, on the real clock (not the reports' ``clock``): never with the first
+    # round's connects (monitor.reports.schedule)
+    assert 59 <= (runs["report-catch-up"] - before).total_seconds() <= 60 + (datetime.now(UTC) - before).total_seconds()
     daily = runs[f"report-daily:{SITE}"].astimezone(TZ)
     periodic = runs[f"report-periodic:{SITE}"].astimezone(TZ)
     assert (daily.hour, daily.minute) == (1, 0)
@@ -374,3 +378,31 @@ def test_catch_up_ends_between_reports_when_the_daemon_stops(site: tuple[SiteCon
     catch_up(tmp_path / "running")
     days = {r.name for r in list_reports(tmp_path / "running") if r.name.endswith(".json")}
     assert len(days) == CATCH_UP_DAYS
+
+
+def test_scheduled_daily_summaries_begin_with_the_record(site: tuple[SiteConfig, Path], tmp_path: Path,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """The record begins on 1 March (the scenario's first reading): a catch-up three days later writes 1-3 March
+    and not the four days before, which would show every channel down all day before anything was monitored;
+    the 01:00 job does not write the day before the record either. A site with nothing recorded gets none."""
+    config, _tmp = site
+    begins = datetime(2026, 3, 1, tzinfo=TZ)
+
+    def jobs(out: Path, now: float, which: str, cfg: SiteConfig = config) -> list[str]:
+        scheduler = AsyncIOScheduler()
+        schedule_reports(scheduler, cfg, out, clock=lambda: now)
+        job = scheduler.get_job(which)
+        job.func(*job.args)
+        return sorted(r.name for r in list_reports(out) if r.name.endswith(".json"))
+
+    three_days_on = begins.replace(day=4, hour=9).timestamp()
+    assert jobs(tmp_path / "a", three_days_on, "report-catch-up") == ["2026-03-01.json", "2026-03-02.json",
+                                                                       "2026-03-03.json"]
+    with caplog.at_level("INFO", logger="monitor.reports.schedule"):
+        assert jobs(tmp_path / "b", begins.replace(hour=1).timestamp(), f"report-daily:{SITE}") == []
+    assert f"no daily summary of {SITE} for 2026-02-28: the site's record begins 2026-03-01" in caplog.text
+    assert jobs(tmp_path / "c", begins.replace(day=2, hour=1).timestamp(), f"report-daily:{SITE}") == [
+        "2026-03-01.json"]
+    fresh = site_config(tmp_path / "fresh")  # the same site, nothing recorded yet (a first start)
+    assert jobs(tmp_path / "d", three_days_on, "report-catch-up", fresh) == []
+    assert jobs(tmp_path / "e", three_days_on, f"report-daily:{SITE}", fresh) == []
