@@ -62,11 +62,15 @@ def step(state: AlarmState, inp: AlarmInput, now: float) -> Result:
     return state, fired + caused
 
 
+def timed(state: AlarmState) -> bool:
+    """Whether any timer of ``state`` can run: a delay pending, something to remind of or escalate, a shelve
+    to expire. False is the common case (the engine's tick visits only the alarms for which it is True)."""
+    return not (state.pending_since is None and state.phase is State.NORMAL and state.mode is not Mode.SHELVED)
+
+
 def tick(state: AlarmState, now: float) -> Result:
     """Fire every timer due at or before ``now``, earliest first."""
-    if state.pending_since is None and state.phase is State.NORMAL and state.mode is not Mode.SHELVED:
-        # No timer can run (no delay pending, nothing to remind of or escalate, no shelve to expire): the
-        # common case, every alarm on every clock tick, taken without building `_next_due`'s candidates.
+    if not timed(state):  # without building `_next_due`'s candidates
         return state, []
     out: list[Transition] = []
     for _ in range(_MAX_TIMERS):

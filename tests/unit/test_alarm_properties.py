@@ -139,3 +139,42 @@ def test_a_finer_clock_changes_nothing(s: AlarmSettings, history: list[Op]) -> N
     coarse = [t for _, trs in run(s, history, extra_ticks=False) for t in trs]
     fine = [t for _, trs in run(s, history, extra_ticks=True) for t in trs]
     assert fine == coarse
+
+
+engine_ops = st.tuples(st.integers(min_value=0, max_value=3), ops)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(specs=st.lists(alarm_settings, min_size=4, max_size=4), history=st.lists(engine_ops, max_size=40))
+def test_the_engine_tick_fires_what_a_tick_of_every_alarm_fires(specs: list[AlarmSettings],
+                                                                 history: list[tuple[int, Op]]) -> None:
+    """The engine's tick visits only the alarms with a timer that can run (`AlarmEngine._timed`): over any
+    history of inputs, actions and ticks on four alarms, it fires the transitions, in the order, that
+    `machine.tick` over every alarm in the engine's order fires, and the set it keeps is exactly the alarms
+    for which `machine.timed` holds."""
+    import tempfile
+    from pathlib import Path
+
+    from alarms.engine import AlarmEngine
+    from alarms.machine import timed
+
+    keys = [AlarmKey("s", f"c{n}", "r") for n in range(4)]
+    now = 1_000_000.0
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = AlarmEngine(path=Path(tmp) / "a.sqlite", alarms=[("s", k.channel, "r", s) for k, s in
+                                                                  zip(keys, specs, strict=True)], now=now)
+        try:
+            for n, op in history:
+                now += op.dt
+                every = [(st_, tick(st_, now)[1]) for st_ in engine.states()]  # states() sorts by key
+                expected = [(t.alarm_id, t.kind, t.time) for _st, trs in every for t in trs]
+                got = [(t.alarm_id, t.kind, t.time) for t in engine.tick(now)]
+                assert got == expected
+                if op.what in ("start", "end"):
+                    engine.apply(AlarmInput(time=now, site="s", channel=f"c{n}", rule="r",
+                                            active=op.what == "start", value=op.value, limit=9.0), now)
+                elif op.what != "tick":
+                    engine.act(keys[n].id, _action(op.what, now), now)
+                assert engine._timed == {s.key for s in engine.states() if timed(s)}
+        finally:
+            engine.close()
