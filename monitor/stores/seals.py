@@ -236,6 +236,8 @@ class Sealer:
             if t is None:
                 return []
             first = float(t) // DAY * DAY
+        if first > last_complete:  # nothing complete to seal: spare the look-up below (every channel, each pass)
+            return []
         t_last = db.execute("SELECT max(time) FROM readings WHERE channel_id = ?", (cid,)).fetchone()[0]
         last = min(last_complete, float(t_last) // DAY * DAY) if t_last is not None else last_complete
         n = int((last - first) // DAY) + 1
