@@ -13,7 +13,8 @@ poll over A's (below 1: B is cheaper). The two compete for the same two cores wi
 absolute figures are higher than a daemon alone would show; the ratio is the comparison.
 
 Usage: `python bench/bench_side_by_side.py --a /path/to/before --b /path/to/after [--runs 4] [--seconds 15]
-[--devices 100]`.
+[--devices 100] [--interval 1]`. Paced (``--interval``), each daemon polls its half every interval: the
+comparison is then the CPU a poll at that load.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def polls(workdir: Path) -> int:
     return sum(i["polls"] for i in snap["instruments"].values())
 
 
-def one_run(roots: list[Path], ports: list[int], base: Path, warm: float, seconds: float) -> list[tuple[float, float]]:
+def one_run(roots: list[Path], ports: list[int], base: Path, warm: float, seconds: float,
+            interval: float = FLAT) -> list[tuple[float, float]]:
     """(polls/s, CPU µs a poll) of each root's daemon, run at the same time on its share of ``ports``."""
     share = len(ports) // len(roots)
     procs: list[tuple[Path, subprocess.Popen[bytes]]] = []
@@ -52,7 +54,7 @@ def one_run(roots: list[Path], ports: list[int], base: Path, warm: float, second
             wd.mkdir(exist_ok=True)
             for f in wd.glob("bench.sqlite*"):
                 f.unlink()
-            site = write_site(wd, ports[k * share:(k + 1) * share], FLAT)
+            site = write_site(wd, ports[k * share:(k + 1) * share], interval)
             procs.append((wd, subprocess.Popen([str(root / ".venv" / "bin" / "python"), "-m", "monitor.cli",
                                                 "--log-level", "ERROR", "run", "--config", str(site)], cwd=root)))
         deadline = time.monotonic() + 60
@@ -84,10 +86,13 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=15.0, help="measuring window")
     ap.add_argument("--warm", type=float, default=8.0, help="s after both poll before measuring")
     ap.add_argument("--devices", type=int, default=100, help="simulated devices, split between the two")
+    ap.add_argument("--interval", type=float, default=FLAT,
+                    help="poll interval, s (default: flat out; 1 with --devices 2000: each daemon 1,000 × 1 s)")
     args = ap.parse_args()
     roots = [args.a.resolve(), args.b.resolve()]
     print(f"machine: {machine()}")
-    print(f"A = {roots[0]}\nB = {roots[1]}\n{args.devices // 2} devices each, flat out, {args.seconds:g} s windows "
+    pace = "flat out" if args.interval == FLAT else f"every {args.interval:g} s"
+    print(f"A = {roots[0]}\nB = {roots[1]}\n{args.devices // 2} devices each, {pace}, {args.seconds:g} s windows "
           f"after {args.warm:g} s\n")
     print("| run | A polls/s | A CPU µs a poll | B polls/s | B CPU µs a poll | B / A CPU a poll |")
     print("|---:|---:|---:|---:|---:|---:|")
@@ -99,7 +104,7 @@ def main() -> int:
         try:
             for run in range(args.runs):
                 order = [0, 1] if run % 2 == 0 else [1, 0]  # who gets the first half of the devices, and starts first
-                got = one_run([roots[k] for k in order], ports, base, args.warm, args.seconds)
+                got = one_run([roots[k] for k in order], ports, base, args.warm, args.seconds, args.interval)
                 a, b = (got[order.index(0)], got[order.index(1)])
                 rows.append((a, b))
                 print(f"| {run + 1} | {a[0]:,.0f} | {a[1]:.1f} | {b[0]:,.0f} | {b[1]:.1f} | {b[1] / a[1]:.3f} |",
