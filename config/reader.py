@@ -157,13 +157,13 @@ class Reader:
 
     def enum(self, t: dict[str, Any], key: str, path: str, kind: type[E], *,
              default: Any = MISSING) -> E:
-        choices = [m.value for m in kind]
         value = t.get(key, default)
         if isinstance(value, kind):
             return value
         try:
             return kind(value)
         except ValueError:
+            choices = [m.value for m in kind]  # (only here: a site file's thousands of channels each ask twice)
             self.error(_join(path, key), value, f"one of {choices}"
                        + (did_you_mean(value, choices) if isinstance(value, str) else ""))
             return next(iter(kind))

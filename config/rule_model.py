@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from typing import TypeVar
+from typing import TypeVar, overload
+
+T = TypeVar("T")
+_NAMES: dict[type, tuple[str, ...]] = {}  # each parameters class's field names (`RuleParams._names`)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +46,20 @@ class RuleParams(Mapping[str, "float | str"]):
                 return value
         raise KeyError(key)
 
+    @overload
+    def get(self, key: str) -> float | str | None: ...
+    @overload
+    def get(self, key: str, default: float | str | T) -> float | str | T: ...
+
+    def get(self, key: str, default: object = None) -> object:
+        """`Mapping.get` without raising and catching a KeyError for each word a rule leaves out (asked of
+        every check of a site file at each start)."""
+        if key in self._names():
+            value = getattr(self, key)
+            if value is not None and value != "":
+                return value
+        return default
+
     def __iter__(self) -> Iterator[str]:
         return (name for name in self._names() if getattr(self, name) not in (None, ""))
 
@@ -50,7 +67,10 @@ class RuleParams(Mapping[str, "float | str"]):
         return sum(1 for _ in self)
 
     def _names(self) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(self))
+        names = _NAMES.get(type(self))
+        if names is None:  # (once a class: `fields` walks the class's fields on every call)
+            names = _NAMES[type(self)] = tuple(f.name for f in fields(self))
+        return names
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

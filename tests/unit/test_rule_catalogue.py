@@ -63,3 +63,15 @@ def test_a_check_given_another_rule_s_parameters_names_the_binding() -> None:
     with pytest.raises(TypeError, match="ph_low on s/ph: parameters are SlugParams, expected ThresholdParams"):
         CHECKS["ph_low"](binding=b, out=[])
     assert isinstance(RuleParams(), RuleParams) and ThresholdParams(limit=5.0, operator="<").readings == 1
+
+
+def test_parameters_read_as_a_mapping_leave_out_the_words_not_given() -> None:
+    """`RuleParams.get` (its own, not Mapping's KeyError round trip) answers as the mapping does: a number or
+    word given, else the default, for an empty word, a field of another class and a name of none."""
+    p = ThresholdParams(limit=5.0, operator="<", quote="pH below 5.0")
+    for key in ("limit", "operator", "readings", "quote", "clause", "multiplier", "nonsense"):
+        expected = p[key] if key in p else None
+        assert p.get(key) == expected and p.get(key, "x") == (expected if key in p else "x")
+    assert dict(p) == {"limit": 5.0, "operator": "<", "readings": 1, "quote": "pH below 5.0"}
+    assert SlugParams(multiplier=5.0, operator=">", duration=0.0, duration_operator=">=", baseline_days=7).get(
+        "limit", 0) == 0
