@@ -10,11 +10,11 @@ Jobs, per site, in the site's time zone:
   down at 01:00; APScheduler's in-memory job store does not remember missed runs). Why not at once: at 10,000
   channels the catch-up is seconds of CPU, and at start it shared the cores with the first round's connects,
   which then took longer than the staleness window (bench/bench_peers.py, paced 1,000 × 1 s).
+- ``report-flush``: every minute, the aggregator's accrual into SQLite (when an aggregator is given).
 
 Neither daily job writes a day that ends before the site's record begins (its first aggregated day, `first_day`):
 such a summary would show every channel down all day, for days before anything was monitored. A first start
 wrote seven of them, 10,000 channels each. Days after the record began are written, gaps and all.
-- ``report-flush``: every minute, the aggregator's accrual into SQLite (when an aggregator is given).
 
 Jobs are plain functions, so APScheduler runs them in its thread pool: building a report reads SQLite and
 draws with matplotlib's object API (thread-safe; see `charts`), and never blocks the event loop that polls the
