@@ -128,6 +128,10 @@ class InfluxSink:
         self._marking = False  # write the MARK with appends (with a historian, and unless a re-queue failed)
         self._requeue: tuple[Path, int, int] | None = None  # (historian, first seq, end seq) to re-queue
         self._budget_lock = threading.Lock()
+        # held by the sender from an acknowledgement's removal from the queue to its count in `points_sent`:
+        # `wait_drained` reads the queue empty only outside it, so what it returns agrees with the counters
+        # (the queue read empty a moment before the last batch was counted: 390 of 395 points sent, in CI)
+        self._ack_lock = threading.Lock()
         self._progress = asyncio.Event()  # set (via the loop) when a thread made progress a waiter needs
         self._waiters = 0  # coroutines in flush()/wait_drained(): without any, threads do not wake the loop
         self._wake_writer = threading.Event()
@@ -272,8 +276,18 @@ class InfluxSink:
         await self.flush()
         outbox = self._outbox
         assert outbox is not None
-        await self._wait(lambda: outbox.depth == 0, self._wake_sender, deadline)
-        return outbox.depth == 0
+
+        def drained() -> bool:
+            if not self._ack_lock.acquire(blocking=False):  # an acknowledgement is being counted: not yet
+                return False
+            try:
+                return outbox.depth == 0
+            finally:
+                self._ack_lock.release()
+
+        await self._wait(drained, self._wake_sender, deadline)
+        with self._ack_lock:  # (at most one acknowledgement's wait, on the way out)
+            return outbox.depth == 0
 
     async def _wait(self, done: Callable[[], bool], wake: threading.Event, deadline: float) -> None:
         """Until ``done()`` or the monotonic ``deadline``: nudge the thread, sleep until it reports progress
@@ -457,7 +471,8 @@ class InfluxSink:
                 continue
             result = deliver(writer.write, [r.payload for r in batch], self._quarantine)
             if result.ok:
-                self._c.points_sent += outbox.ack(r.id for r in batch)
+                with self._ack_lock:
+                    self._c.points_sent += outbox.ack(r.id for r in batch)
                 if self._waiters and outbox.depth == 0:  # wait_drained() is the only one waiting for acks
                     self._notify_progress()
                 backoff.reset()

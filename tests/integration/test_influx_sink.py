@@ -465,6 +465,30 @@ async def test_flush_and_wait_drained_are_woken_not_polled(victoria: VictoriaMet
     assert series["ph_value"]["values"] == [float(i) for i in range(2000)]
 
 
+async def test_wait_drained_returns_once_the_last_batch_is_counted_as_sent(victoria: VictoriaMetrics,
+                                                                          tmp_path: Path) -> None:
+    """The queue reads empty as soon as the sender has removed the acknowledged batch; `points_sent` counts it a
+    moment later. `wait_drained` must not return in between (CI once saw 390 of 395 points counted after it).
+    The sender here pauses 1 s after each removal, longer than the waiter's 0.5 s re-check."""
+    sink = sink_for(settings(victoria, tmp_path))
+    await sink.start()
+    outbox = sink._outbox
+    assert outbox is not None
+    remove = outbox.ack
+
+    def slow_ack(ids: Any) -> int:
+        n = remove(ids)
+        time.sleep(1.0)
+        return n
+
+    outbox.ack = slow_ack  # type: ignore[method-assign]
+    samples = _burst(50)
+    sink.submit(samples)
+    assert await sink.wait_drained(30)
+    assert sink.counters.points_sent == 50
+    await sink.close()
+
+
 async def test_close_sends_what_was_submitted_last_while_the_server_is_up(victoria: VictoriaMetrics,
                                                                           tmp_path: Path) -> None:
     """A SIGTERM right after a poll: its points reach the server at close (a short, bounded drain while the
