@@ -24,6 +24,7 @@ from typing import Any
 
 import psycopg
 
+EVALUATE_LOCK = 0x7072_6574_6875_62  # the advisory lock key of `evaluate` ("prethub")
 GAP_WINDOW = 600.0
 """s of message rows examined for holes (and kept): a hole older than this was already alarmed."""
 GAP_SHARE = 0.1
@@ -111,6 +112,10 @@ def evaluate(conn: psycopg.Connection[Any], *, edge_silence: float, gap_grace: f
     """Raise and clear the hub's alarms from the edges' states, in one transaction; returns the states.
     ``counter``: the hub's `GapCounter`, which spaces the hole counts (without one, they are counted now)."""
     with conn.transaction():
+        # one hub's evaluation at a time: otherwise a hub that read an edge's states before its rebirth committed
+        # raised its gap and offline alarms again just after the other hub had cleared them (a CI dry run saw
+        # the history hold them twice); serialized, that stale raise meets the alarm still open and does nothing
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (EVALUATE_LOCK,))
         now = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
         states = edge_states(conn, gap_grace, counter)
         wanted = []
