@@ -30,6 +30,8 @@ DEMO_DEBS := mosquitto:mosquitto socat:socat
 # database; tests initdb a throw-away cluster).
 TEST_DEBS := $(DEMO_DEBS) victoria-metrics:victoria-metrics chromium:chromium poppler-utils:pdftoppm \
              openssl:openssl strace:strace stress-ng:stress-ng postgresql:initdb
+# `make bench` adds Node.js and npm: bench/bench_peers.py installs Node-RED from npm to measure the daemon beside it.
+BENCH_DEBS := nodejs:node npm:npm
 
 # Installs the Debian packages of a list above whose command is missing (on PATH, in /usr/sbin, or among the
 # server programs Debian keeps off PATH in /usr/lib/postgresql/<version>/bin).
@@ -46,7 +48,7 @@ define install_debs
 	fi
 endef
 
-.PHONY: demo docx test test-loaded test-slow lint bench build-deps demo-deps test-deps system-deps clean
+.PHONY: demo docx test test-loaded test-slow lint bench build-deps demo-deps test-deps bench-deps system-deps clean
 
 # The virtualenv is made without pip and filled by uv (scripts/get_uv.py fetches the pinned release's binary from
 # the package index): from an empty cache that is ~20 s where `python3 -m venv` + pip took ~140 s here. A `uv` on
@@ -96,6 +98,9 @@ demo-deps:
 test-deps:
 	$(call install_debs,$(TEST_DEBS))
 
+bench-deps:
+	$(call install_debs,$(BENCH_DEBS))
+
 system-deps: build-deps test-deps
 
 demo: $(STAMP) demo-deps
@@ -133,7 +138,7 @@ lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check monitor drivers alarms config simulators scripts tests bench
 	$(VENV)/bin/mypy
 
-bench: $(TEST_STAMP) test-deps
+bench: $(TEST_STAMP) test-deps bench-deps
 	$(PY) bench/run_all.py
 
 clean:

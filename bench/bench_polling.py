@@ -56,13 +56,57 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def write_site(workdir: Path, ports: list[int], poll_interval: float) -> Path:
+# The channels of a judged device (`write_site(..., judged=True)`): a control manhole's instruments behind one
+# Modbus TCP address, as in config/sites/demo.toml, so that each reading meets the rules a site in the Town of
+# Southeast has: pH (§ 112-5A(3)), explosive vapour (§ 112-5A(1)(a)), slug flow against the 24-hour average, the
+# sampler's refrigeration and interval (the demonstration permit below) and data quality. The static simulator
+# serves zeros: each channel's offset puts that zero inside its limits (pH 7.00, the fridge at 4.0 °C, 50 gpm), so
+# the benchmark measures steady, compliant monitoring, every reading judged, not an alarm storm. The discharge
+# temperature is recorded unjudged (the town states no limit at the point of discharge, `pretreat rules` says so).
+JUDGED_CHANNELS = (  # (point, kind, unit, extra keys)
+    ("r0", "ph", "pH", 'scale = 0.01\noffset = 7.0\nvalid_min = 0\nvalid_max = 14\n'),
+    ("r1", "ph", "pH", 'scale = 0.01\noffset = 7.0\nvalid_min = 0\nvalid_max = 14\n'),
+    ("r2", "flow", "gpm", 'offset = 50.0\nvalid_min = 0\nvalid_max = 2000\n'),
+    ("r3", "flow_total", "gal", 'valid_min = 0\n'),
+    ("r4", "lel", "%LEL", 'valid_min = 0\nvalid_max = 100\n'),
+    ("r5", "temperature", "degC", 'location = "discharge"\nscale = 0.1\noffset = 20.0\n'),
+    ("r6", "sampler_temperature", "degC", 'scale = 0.1\noffset = 4.0\nvalid_min = -20\nvalid_max = 50\n'),
+    ("r7", "sampler_count", "count", 'valid_min = 0\n'),
+    ("r8", "sampler_bottle_full", "bool", ""),
+    ("r9", "sampler_fault", "bool", ""),
+)
+_JUDGED_SITE = """jurisdiction = "southeast"
+[site.permit]
+id = "BENCH-PERMIT"
+[site.permit.limits.sampler_temperature]
+setpoint_c = 4.0
+tolerance_c = 2.0
+wording = "4 °C plus or minus 2 °C: 2 °C and 6 °C comply"
+cite = "Permit SE-IU-DEMO-01 (demonstration), Part III.B.2"
+quote = "The composite sampler shall keep the sample at four degrees Celsius, plus or minus two degrees Celsius"
+[site.permit.limits.sampler_interval]
+minutes = 15.0
+operator = ">"
+wording = "a sample every fifteen minutes or less"
+cite = "Permit SE-IU-DEMO-01 (demonstration), Part III.B.1"
+quote = "The composite sampler shall sample the wastewater at fifteen-minute intervals or less"
+"""
+
+
+def write_site(workdir: Path, ports: list[int], poll_interval: float, *, judged: bool = False) -> Path:
+    """A site file of one Modbus TCP device a port, 10 holding registers each. ``judged``: each device is a
+    control manhole, a site of its own under the Town of Southeast's ordinance and a permit, its registers the
+    channels of `JUDGED_CHANNELS`; otherwise one site of ten channels a device of kind "other", which only the
+    data-quality rules judge (the polling and storage path alone)."""
     regmap = workdir / "bench_map.toml"
     regmap.write_text('name = "bench"\n' + "".join(
         f'[[point]]\nname = "r{i}"\ntable = "holding"\naddress = {i}\ntype = "uint16"\n\n' for i in range(10)))
-    parts = [f'[daemon]\nhistorian = "{workdir}/bench.sqlite"\ncommit_interval = 0.5\ntick_interval = 1.0\n'
-             '[[site]]\nid = "bench"\ntimezone = "UTC"\n']
+    parts = [f'[daemon]\nhistorian = "{workdir}/bench.sqlite"\ncommit_interval = 0.5\ntick_interval = 1.0\n']
+    if not judged:
+        parts.append('[[site]]\nid = "bench"\ntimezone = "UTC"\n')
     for n, port in enumerate(ports):
+        if judged:  # a control manhole is a site: its permit's rules bind to its own flow meter and sampler
+            parts.append(f'\n[[site]]\nid = "mh{n}"\ntimezone = "UTC"\n{_JUDGED_SITE}')
         parts.append(textwrap.dedent(f"""
             [[site.instrument]]
             id = "dev{n}"
@@ -74,8 +118,13 @@ def write_site(workdir: Path, ports: list[int], poll_interval: float) -> Path:
             timeout = 1.0
             """))
         for i in range(10):
-            parts.append(f'[[site.channel]]\nid = "d{n}r{i}"\ninstrument = "dev{n}"\npoint = "r{i}"\n'
-                         'kind = "other"\nunit = "count"\n')
+            if judged:
+                point, kind, unit, extra = JUDGED_CHANNELS[i]
+                parts.append(f'[[site.channel]]\nid = "d{n}r{i}"\ninstrument = "dev{n}"\npoint = "{point}"\n'
+                             f'kind = "{kind}"\nunit = "{unit}"\n{extra}')
+            else:
+                parts.append(f'[[site.channel]]\nid = "d{n}r{i}"\ninstrument = "dev{n}"\npoint = "r{i}"\n'
+                             'kind = "other"\nunit = "count"\n')
     site = workdir / "site.toml"
     site.write_text("".join(parts))
     return site

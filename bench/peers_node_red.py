@@ -17,6 +17,7 @@ if it produced nothing for 2 s (the getter drops inputs before its client connec
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +60,13 @@ return msg;
 
 
 def install() -> None:
-    """npm install into NODE_DIR, unless what package.json asks for is there already."""
+    """npm install into NODE_DIR, unless what package.json asks for is there already. Without node and npm
+    (`make bench` installs Debian's), the run stops here with what to do, before anything is measured."""
+    missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
+    if missing:
+        raise SystemExit(f"bench_peers: {' and '.join(missing)} not found: Node-RED needs Node.js 18 or newer "
+                         "with npm (Debian: apt-get install nodejs npm, which `make bench` does), or run with "
+                         "--skip-node-red to measure the daemon and bare pymodbus only")
     NODE_DIR.mkdir(parents=True, exist_ok=True)
     package = NODE_DIR / "package.json"
     wanted = json.dumps(PACKAGE, indent=2) + "\n"

@@ -5,6 +5,10 @@ the end of its error output; the others still run. Nothing is timed in parallel:
 
     .venv/bin/python bench/run_all.py [--smoke] [--only NAME ...] [--output FILE] [--timeout S]
 
+Below the generated part, bench/RESULTS.md keeps the runs made by hand (a benchmark with other arguments, a
+comparison of two commits, a profile): everything from the line `HAND_RUNS` on is carried over into the new
+report, so `make bench` replaces only its own part and loses none of them.
+
 ``--smoke`` runs each benchmark with small arguments (`SMOKE_ARGS`, or a ``SMOKE_ARGS = [...]`` list in the
 benchmark's own file) to check that the whole report works end to end in a few minutes; its numbers mean
 nothing, so it writes bench/out/RESULTS-smoke.md unless ``--output`` says otherwise. The soak run
@@ -29,6 +33,18 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
+# The line above the hand-run sections of bench/RESULTS.md: it and what follows it survive a new report
+HAND_RUNS = "<!-- Runs by hand, kept by `make bench` (bench/run_all.py): add new ones at the end. -->"
+
+
+def kept_hand_runs(output: Path) -> str:
+    """What ``output`` holds from `HAND_RUNS` on ("" when it has no such line or does not exist)."""
+    try:
+        text = output.read_text()
+    except FileNotFoundError:
+        return ""
+    at = text.find(HAND_RUNS)
+    return "" if at < 0 else "\n" + text[at:]
 
 # Small arguments per benchmark for --smoke (a benchmark can also declare its own SMOKE_ARGS list).
 SMOKE_ARGS: dict[str, list[str]] = {
@@ -204,7 +220,8 @@ def main() -> int:
     except KeyboardInterrupt:
         outcomes.append(Outcome("interrupted", [], "the run was interrupted (Ctrl-C)", "interrupted", 0.0, "", ""))
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(report(outcomes, smoke=args.smoke, started=started, header=header))
+    output.write_text(report(outcomes, smoke=args.smoke, started=started, header=header)
+                      + kept_hand_runs(output))
     failed = [o.name for o in outcomes if o.failed]
     skipped = [o.name for o in outcomes if not o.ok and not o.failed]
     print(f"wrote {output}: {sum(o.ok for o in outcomes)} of {len(outcomes)} benchmarks ok"
