@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import io
 import json
 import re
@@ -406,3 +407,28 @@ def test_scheduled_daily_summaries_begin_with_the_record(site: tuple[SiteConfig,
     fresh = site_config(tmp_path / "fresh")  # the same site, nothing recorded yet (a first start)
     assert jobs(tmp_path / "d", three_days_on, "report-catch-up", fresh) == []
     assert jobs(tmp_path / "e", three_days_on, f"report-daily:{SITE}", fresh) == []
+
+
+def test_the_catch_up_looks_up_every_site_on_one_connection_and_compiles_the_plans_once(
+        site: tuple[SiteConfig, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A configuration of many sites (a utility polling 1,000 control manholes): the catch-up found where each
+    site's record begins on a connection of its own, and looked its channels up among all of the configuration's,
+    ~3 s of CPU at 1,000 sites a minute after every start; and it compiled every channel's plan again for each
+    day it wrote. Here two sites, one with three days to write and one with no record yet."""
+    from monitor.reports import schedule
+
+    config, _tmp = site
+    config = dataclasses.replace(config, sites=(*config.sites, dataclasses.replace(config.sites[0], id="other")))
+    opened: list[str] = []
+    compiled: list[int] = []
+    connect, compile_plans = schedule.connect, schedule.compile_plans
+    monkeypatch.setattr(schedule, "connect", lambda *a, **k: opened.append("conn") or connect(*a, **k))
+    monkeypatch.setattr(schedule, "compile_plans", lambda *a, **k: compiled.append(1) or compile_plans(*a, **k))
+    scheduler = AsyncIOScheduler()
+    now = datetime(2026, 3, 4, 9, tzinfo=TZ).timestamp()
+    schedule_reports(scheduler, config, tmp_path, clock=lambda: now)
+    scheduler.get_job("report-catch-up").func()
+    assert sorted(r.name for r in list_reports(tmp_path) if r.name.endswith(".json")) == [
+        "2026-03-01.json", "2026-03-02.json", "2026-03-03.json"]
+    assert len(opened) == 1 + 3  # the look-ups, then one a summary written
+    assert compiled == [1]
