@@ -28,10 +28,10 @@ def test_the_command_table_lists_every_subcommand() -> None:
 def test_every_debian_package_the_makefile_installs_is_named_in_the_readme() -> None:
     makefile = (ROOT / "Makefile").read_text().replace("\\\n", " ")
     packages = {"python3-venv"}
-    for var in ("DEMO_DEBS", "TEST_DEBS"):
+    for var in ("DEMO_DEBS", "TEST_DEBS", "BENCH_DEBS"):
         (line,) = re.findall(rf"^{var} := (.*)$", makefile, re.M)
         packages |= {pair.split(":")[0] for pair in line.split() if ":" in pair}
-    assert {"mosquitto", "socat", "victoria-metrics", "chromium", "stress-ng"} <= packages
+    assert {"mosquitto", "socat", "victoria-metrics", "chromium", "stress-ng", "nodejs", "npm"} <= packages
     table = section("Two commands")
     missing = sorted(p for p in packages if f"`{p}`" not in table)
     assert not missing, f"Debian packages make installs that the README does not name: {missing}"
