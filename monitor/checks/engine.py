@@ -230,8 +230,8 @@ class LiveProcessor(Processor):
     newest reading, which the gap check (`Processor.slow_good`) measures from, so setting it ahead of the
     rules would hide gaps."""
 
-    __slots__ = ("base", "channel", "cursor", "dirty", "g", "glast", "pa", "pend", "rank", "site", "ta", "va",
-                 "wq", "wt", "wv")
+    __slots__ = ("base", "channel", "cursor", "dirty", "g", "glast", "mhi", "mlo", "pa", "pend", "rank", "site",
+                 "ta", "va", "wq", "wt", "wv")
 
     def __init__(self, *, channel: Channel, fast: bool, out: list[EpisodeEvent], rank: int,
                  dirty: set[Group]) -> None:
@@ -247,6 +247,7 @@ class LiveProcessor(Processor):
         self.cursor = 0  # window index during a rewind
         self.dirty = dirty  # the engine's groups with late readings to judge at the end of the batch
         self.g: Group
+        self.mlo, self.mhi = INF, -INF  # `good`'s band for a member of a group of several channels (`rebuild`)
 
     def good(self, t: float, v: float) -> bool:
         if t < self.glast:
@@ -254,6 +255,26 @@ class LiveProcessor(Processor):
             return False
         if t < self.until and t - self.last <= self.gap and self.lo <= v <= self.hi:  # `Processor.good`'s
             self.last = self.glast = t
+            self.gv = v
+            if self.pend:
+                self.sync()
+            self.ta(t)
+            self.va(v)
+            acc = self.acc
+            if acc is not None:
+                acc.add_quiet(v)
+            return False
+        g = self.g
+        if t < self.until and t - self.last <= self.gap and self.mlo <= v <= self.mhi and (
+                t > self.glast or self.rank >= g.rank):
+            # a member of a group of several channels (a flow meter and the sampler count it paces): quiet
+            # inside every rule's band, as above, and in the group's order as `judge` has it (after the group's
+            # newest reading, or at the same time and not before it in the site file: one poll's readings share
+            # their time); the group's time moves for every member (`Group.advance`), so a later reading of
+            # another member that is older is late, as on the slow path. The C path leaves these to Python
+            # (their ``lo``/``hi`` are empty, `rebuild`): it moves one channel's time only.
+            g.advance(t, self.rank)
+            self.last = t
             self.gv = v
             if self.pend:
                 self.sync()
@@ -350,8 +371,11 @@ class LiveProcessor(Processor):
     def rebuild(self) -> None:
         super().rebuild()
         g = self.g
-        if g.multi:
+        if g.multi:  # the band for `good`'s quiet path of a group member; none for the one-channel paths
+            self.mlo, self.mhi = self.lo, self.hi
             self.lo, self.hi = INF, -INF
+        else:
+            self.mlo, self.mhi = INF, -INF
         if g.due < self.until:
             self.until = g.due
 
