@@ -32,7 +32,7 @@ static Py_ssize_t c_last_t, c_ml, c_cursor, c_days, c_good_t, c_good_v, c_max_ga
 static Py_ssize_t k_start, k_end, k_day;
 static PyObject *str_rolling, *str_excursion;
 static Py_ssize_t d_count, d_first_t, d_last_t, d_good, d_vsum, d_vmin, d_vmin_t, d_vmax, d_vmax_t, d_integral,
-    d_covered;
+    d_covered, d_volume, d_resets;
 
 
 static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
@@ -53,7 +53,8 @@ static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
         || offset_of(dt, "last_t", &d_last_t) || offset_of(dt, "good", &d_good) || offset_of(dt, "vsum", &d_vsum)
         || offset_of(dt, "vmin", &d_vmin) || offset_of(dt, "vmin_t", &d_vmin_t) || offset_of(dt, "vmax", &d_vmax)
         || offset_of(dt, "vmax_t", &d_vmax_t) || offset_of(dt, "integral", &d_integral)
-        || offset_of(dt, "covered", &d_covered))
+        || offset_of(dt, "covered", &d_covered) || offset_of(dt, "volume", &d_volume)
+        || offset_of(dt, "resets", &d_resets))
         return NULL;
     Py_INCREF(st);
     Py_INCREF(ct);
@@ -137,9 +138,17 @@ static int accrue(PyObject *s, PyObject *ch, PyObject *good) {
         || !as_double(FIELD(ch, c_max_gap), &max_gap))
         return 0;
     double gap = t - t0;
-    /* `_Chan.sample`'s inline case: two readings of one day, neither down nor outside, nothing else to do */
-    if (!(start <= t0 && gap <= max_gap) || FIELD(ch, c_outside) != Py_False || FIELD(ch, c_is_total) != Py_False
-        || mseg == NULL || !PyList_CheckExact(mseg) || PyList_GET_SIZE(mseg) != 0)
+    /* `_Chan.sample`'s inline case: two readings of one day, neither down nor outside, nothing else to do; or a
+     * counter's (a flow total, a sampler's count: `_Chan.interval`'s one-day case, its increase added to the day's
+     * volume, a decrease counted as a reset) */
+    PyObject *total = FIELD(ch, c_is_total);
+    if (!(start <= t0 && gap <= max_gap) || FIELD(ch, c_outside) != Py_False
+        || (total != Py_False && total != Py_True) || mseg == NULL || !PyList_CheckExact(mseg)
+        || PyList_GET_SIZE(mseg) != 0)
+        return 0;
+    double volume = 0.0, delta = v - v0;
+    long long resets = 0;
+    if (total == Py_True && (!as_float(FIELD(acc, d_volume), &volume) || !as_count(FIELD(acc, d_resets), &resets)))
         return 0;
     PyObject *rolling = FIELD(ch, c_rolling_peak), *violates = FIELD(ch, c_violates);
     if ((rolling != Py_False && rolling != Py_True) || violates == NULL)
@@ -154,13 +163,17 @@ static int accrue(PyObject *s, PyObject *ch, PyObject *good) {
     /* the new values first: an allocation that fails leaves the state as it was */
     PyObject *n_count = PyLong_FromLongLong(count + 1), *n_good = PyLong_FromLongLong(ngood + 1);
     PyObject *n_vsum = PyFloat_FromDouble(vsum + v), *n_integral = PyFloat_FromDouble(integral + v0 * gap);
-    PyObject *n_covered = PyFloat_FromDouble(covered + gap);
-    if (n_count == NULL || n_good == NULL || n_vsum == NULL || n_integral == NULL || n_covered == NULL) {
+    PyObject *n_covered = PyFloat_FromDouble(covered + gap), *n_total = NULL;
+    if (total == Py_True)
+        n_total = delta < 0 ? PyLong_FromLongLong(resets + 1) : PyFloat_FromDouble(volume + delta);
+    if (n_count == NULL || n_good == NULL || n_vsum == NULL || n_integral == NULL || n_covered == NULL
+        || (total == Py_True && n_total == NULL)) {
         Py_XDECREF(n_count);
         Py_XDECREF(n_good);
         Py_XDECREF(n_vsum);
         Py_XDECREF(n_integral);
         Py_XDECREF(n_covered);
+        Py_XDECREF(n_total);
         return -1;
     }
     Py_INCREF(tv); /* the sample's own objects, held until stored: `rolling` and `excursion` run Python code */
@@ -182,6 +195,8 @@ static int accrue(PyObject *s, PyObject *ch, PyObject *good) {
     }
     put(acc, d_integral, n_integral);
     put(acc, d_covered, n_covered);
+    if (n_total != NULL)
+        put(acc, delta < 0 ? d_resets : d_volume, n_total);
     /* the flow rate's 30-minute peak and the pH or band excursion: `_Chan.rolling` and `_Chan.excursion`
      * themselves, in `_Chan.sample`'s order (an exception propagates as it would from there) */
     if (rolling == Py_True || violates != Py_None) {

@@ -153,7 +153,11 @@ def test_the_c_path_takes_the_ordinary_readings_and_leaves_the_rest(native: Any,
     assert native.run([s(120, "flow", 150.0), s(120, "ph", 9.6)], 0, chans, good, maint) == 2
     assert chans[(SITE, "ph")].exc_start == lo + 120 and chans[(SITE, "ph")].outside
     assert chans[(SITE, "flow")].window.size == 2
-    for odd in (s(3600 * 5), s(360, q=maint), s(360, ch="ph"), s(360, ch="flow_total"),
+    # a counter (a flow total; a sampler's count alike): its increase is the day's volume, a decrease a reset
+    assert native.run([s(120, "flow_total", 6.5), s(180, "flow_total", 6.0)], 0, chans, good, maint) == 2
+    total = chans[(SITE, "flow_total")].days[date(2026, 11, 3)]
+    assert (total.volume, total.resets, total.count, total.covered) == (2.5, 1, 3, 120.0)
+    for odd in (s(3600 * 5), s(360, q=maint), s(360, ch="ph"),
                 s(360, ch="nowhere"), s(200), Sample(int(lo) + 400, SITE, "temperature", 20.0, "degC")):
         before = _state(agg)
         assert native.run([odd], 0, chans, good, maint) == 0, odd  # left to Python (pH: an excursion in progress)
