@@ -44,7 +44,7 @@ def polls(workdir: Path) -> int:
 
 
 def one_run(roots: list[Path], ports: list[int], base: Path, warm: float, seconds: float,
-            interval: float = FLAT) -> list[tuple[float, float]]:
+            interval: float = FLAT, judged: bool = False) -> list[tuple[float, float]]:
     """(polls/s, CPU µs a poll) of each root's daemon, run at the same time on its share of ``ports``."""
     share = len(ports) // len(roots)
     procs: list[tuple[Path, subprocess.Popen[bytes]]] = []
@@ -54,7 +54,7 @@ def one_run(roots: list[Path], ports: list[int], base: Path, warm: float, second
             wd.mkdir(exist_ok=True)
             for f in wd.glob("bench.sqlite*"):
                 f.unlink()
-            site = write_site(wd, ports[k * share:(k + 1) * share], interval)
+            site = write_site(wd, ports[k * share:(k + 1) * share], interval, judged=judged)
             procs.append((wd, subprocess.Popen([str(root / ".venv" / "bin" / "python"), "-m", "monitor.cli",
                                                 "--log-level", "ERROR", "run", "--config", str(site)], cwd=root)))
         deadline = time.monotonic() + 60
@@ -86,6 +86,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=15.0, help="measuring window")
     ap.add_argument("--warm", type=float, default=8.0, help="s after both poll before measuring")
     ap.add_argument("--devices", type=int, default=100, help="simulated devices, split between the two")
+    ap.add_argument("--judged", action="store_true",
+                    help="each device a control manhole judged under an ordinance and a permit, as in bench_peers "
+                         "(`bench_polling.JUDGED_CHANNELS`); default: channels only the data-quality rules judge")
     ap.add_argument("--interval", type=float, default=FLAT,
                     help="poll interval, s (default: flat out; 1 with --devices 2000: each daemon 1,000 × 1 s)")
     args = ap.parse_args()
@@ -104,7 +107,8 @@ def main() -> int:
         try:
             for run in range(args.runs):
                 order = [0, 1] if run % 2 == 0 else [1, 0]  # who gets the first half of the devices, and starts first
-                got = one_run([roots[k] for k in order], ports, base, args.warm, args.seconds, args.interval)
+                got = one_run([roots[k] for k in order], ports, base, args.warm, args.seconds, args.interval,
+                              args.judged)
                 a, b = (got[order.index(0)], got[order.index(1)])
                 rows.append((a, b))
                 print(f"| {run + 1} | {a[0]:,.0f} | {a[1]:.1f} | {b[0]:,.0f} | {b[1]:.1f} | {b[1] / a[1]:.3f} |",
