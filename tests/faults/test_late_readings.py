@@ -80,10 +80,12 @@ async def test_a_device_clock_4_minutes_fast_hides_no_excursion(tmp_path: Path, 
         await _subscribed(daemon)
         now = time.time()
         await _send(mosquitto, "ph", "ph", 7.0, now + 240.0)  # the device clock is 4 minutes fast
-        firsts = []
+        firsts: list[float] = []
         for _ in range(5):
-            t = time.time()
-            firsts.append(round(t, 3))
+            # stamps at least 2 ms apart: sent within one millisecond (a fast machine), two would carry the same
+            # stamp and value, and the driver rightly takes the second for a repeat delivery (its `repeats`)
+            t = round(max(time.time(), firsts[-1] + 0.002 if firsts else 0.0), 3)
+            firsts.append(t)
             await _send(mosquitto, "ph", "ph", 3.0, t)
         # the 7.0 stamped 4 minutes ahead is further than max_gap after the last 3.0: the episode ends at the
         # last reading before that gap (monitor.checks.coverage), once all five are judged at their times
