@@ -253,27 +253,20 @@ class LiveProcessor(Processor):
         if t < self.glast:
             self.late(t, v, None)
             return False
-        if t < self.until and t - self.last <= self.gap and self.lo <= v <= self.hi:  # `Processor.good`'s
-            self.last = self.glast = t
-            self.gv = v
-            if self.pend:
-                self.sync()
-            self.ta(t)
-            self.va(v)
-            acc = self.acc
-            if acc is not None:
-                acc.add_quiet(v)
-            return False
-        g = self.g
-        if t < self.until and t - self.last <= self.gap and self.mlo <= v <= self.mhi and (
-                t > self.glast or self.rank >= g.rank):
-            # a member of a group of several channels (a flow meter and the sampler count it paces): quiet
-            # inside every rule's band, as above, and in the group's order as `judge` has it (after the group's
-            # newest reading, or at the same time and not before it in the site file: one poll's readings share
-            # their time); the group's time moves for every member (`Group.advance`), so a later reading of
-            # another member that is older is late, as on the slow path. The C path leaves these to Python
-            # (their ``lo``/``hi`` are empty, `rebuild`): it moves one channel's time only.
-            g.advance(t, self.rank)
+        if t < self.until and t - self.last <= self.gap:  # `Processor.good`'s fast path
+            if self.lo <= v <= self.hi:
+                self.glast = t
+            elif self.mlo <= v <= self.mhi and (t > self.glast or self.rank >= self.g.rank):
+                # a member of a group of several channels (a flow meter and the sampler count it paces): quiet
+                # inside every rule's band, and in the group's order as `judge` has it (after the group's newest
+                # reading, or at the same time and not before it in the site file: one poll's readings share
+                # their time); the group's time moves for every member (`Group.advance`), so a later reading of
+                # another member that is older is late, as on the slow path. The C path leaves these to Python
+                # (their ``lo``/``hi`` are empty, `rebuild`): it moves one channel's time only.
+                self.g.advance(t, self.rank)
+            else:
+                self.judge(t, v, None)
+                return False
             self.last = t
             self.gv = v
             if self.pend:
