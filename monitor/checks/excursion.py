@@ -205,7 +205,11 @@ class MonthlyExcursion(_Excursions):
         lo, hi = self.value_band()
         if self.month_end is None:
             return EMPTY
-        until = self.month_end if (self.is_open or self.start_time is not None) else INF
+        # the first reading of a new month is judged in full, whatever the excursion's state: the month then rolls
+        # at the boundary, not at a later reading off the fast path (a gap after quiet readings of the new month
+        # was counted from the boundary as unmeasured, and in part to the month before: the verdict depended on
+        # which readings took the fast path, a rewind's or an arrival order's; an adversarial review found it)
+        until = self.month_end
         if self.start_time is not None and not self.is_open:
             until = min(until, self.start_time + (self.limit - self.acc) - MARGIN)
         return lo, hi, until
