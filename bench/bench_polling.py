@@ -77,7 +77,7 @@ JUDGED_CHANNELS = (  # (point, kind, unit, extra keys)
 )
 _JUDGED_SITE = """jurisdiction = "southeast"
 [site.permit]
-id = "BENCH-PERMIT"
+id = "SE-IU-DEMO-01"  # config/sites/demo.toml's demonstration permit, which the citations name
 [site.permit.limits.sampler_temperature]
 setpoint_c = 4.0
 tolerance_c = 2.0

@@ -78,7 +78,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
 def write_daily(config: SiteConfig, site: Site, day: date, reports_dir: Path, *, now: float,
                 plans: dict[tuple[str, str], ChannelPlan] | None = None) -> list[Path]:
     """The summary of ``day`` (local) as JSON and CSV; returns the files written. ``plans``: the configuration's
-    `compile_plans`, when the caller writes many (the catch-up: one compilation, not one a site and day)."""
+    `compile_plans`, when the caller writes many (the scheduled jobs: one compilation, not one a site and day)."""
     db = Path(config.daemon.historian)
     conn = connect(db)
     store = EpisodeStore(path=db)
@@ -155,6 +155,15 @@ def schedule_reports(scheduler: AsyncIOScheduler, config: SiteConfig, reports_di
     reports_dir = Path(reports_dir)
     flush = aggregator.flush if aggregator is not None else (lambda: 0)
     ids: list[str] = []
+    # every channel's plan, compiled once for every summary the jobs write: the day aggregates' own (compiled at
+    # start), else on first use. Compiled again for each site and day, the 01:00 jobs of 1,000 sites compiled
+    # 10,000 channels' plans 1,000 times a night
+    compiled = [aggregator.plans] if aggregator is not None else []
+
+    def plans() -> dict[tuple[str, str], ChannelPlan]:
+        if not compiled:
+            compiled.append(compile_plans(config))
+        return compiled[0]
 
     def daily(site: Site) -> None:
         flush()
@@ -163,7 +172,7 @@ def schedule_reports(scheduler: AsyncIOScheduler, config: SiteConfig, reports_di
             log.info("no daily summary of %s for %s: the site's record begins %s", site.id, day,
                      begins or "with its first reading (none yet)")
             return
-        write_daily(config, site, day, reports_dir, now=clock())
+        write_daily(config, site, day, reports_dir, now=clock(), plans=plans())
 
     def periodic(site: Site) -> None:
         flush()
@@ -178,7 +187,6 @@ def schedule_reports(scheduler: AsyncIOScheduler, config: SiteConfig, reports_di
             begin = {site.id: record_begins(config, site, conn) for site in config.sites}
         finally:
             conn.close()
-        plans: dict[tuple[str, str], ChannelPlan] | None = None
         for site in config.sites:
             last, begins = _yesterday(site, clock()), begin[site.id]
             for k in range(CATCH_UP_DAYS):
@@ -188,8 +196,7 @@ def schedule_reports(scheduler: AsyncIOScheduler, config: SiteConfig, reports_di
                 if begins is None or day < begins:
                     break  # (the days go back in time: every one after this is before the record too)
                 if not (reports_dir / site.id / "daily" / f"{day.isoformat()}.json").exists():
-                    plans = compile_plans(config) if plans is None else plans
-                    write_daily(config, site, day, reports_dir, now=clock(), plans=plans)
+                    write_daily(config, site, day, reports_dir, now=clock(), plans=plans())
 
     for site in config.sites:
         tz = zone(site.timezone)

@@ -409,7 +409,7 @@ def test_scheduled_daily_summaries_begin_with_the_record(site: tuple[SiteConfig,
     assert jobs(tmp_path / "e", three_days_on, f"report-daily:{SITE}", fresh) == []
 
 
-def test_the_catch_up_looks_up_every_site_on_one_connection_and_compiles_the_plans_once(
+def test_the_catch_up_looks_up_every_site_on_one_connection_and_the_jobs_compile_the_plans_once(
         site: tuple[SiteConfig, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A configuration of many sites (a utility polling 1,000 control manholes): the catch-up found where each
     site's record begins on a connection of its own, and looked its channels up among all of the configuration's,
@@ -431,4 +431,6 @@ def test_the_catch_up_looks_up_every_site_on_one_connection_and_compiles_the_pla
     assert sorted(r.name for r in list_reports(tmp_path) if r.name.endswith(".json")) == [
         "2026-03-01.json", "2026-03-02.json", "2026-03-03.json"]
     assert len(opened) == 1 + 3  # the look-ups, then one a summary written
+    assert compiled == [1]
+    scheduler.get_job(f"report-daily:{SITE}").func(config.sites[0])  # the 01:00 job: the same plans
     assert compiled == [1]
