@@ -120,8 +120,13 @@ async def test_a_silent_unit_costs_its_neighbours_at_most_its_own_timeout(tmp_pa
 
 
 async def test_inter_frame_delay_keeps_the_bus_quiet_without_delaying_the_reply(tmp_path: Path) -> None:
+    # The delay is long beside one poll's round trip (a few ms at 115,200 baud), so the bounds below tell the two
+    # designs apart by a whole second: a poll charged with its own idle time takes at least `delay`. A loaded
+    # machine would have to stall one read for a full second to fail the first bound; 0.2 s and a 0.1 s bound
+    # failed once on a shared CI machine (0.109 s).
+    delay = 1.0
     port = tmp_path / "ttyBUS"
-    slow = bus_instrument("slow", port, unit=1, rmap="ph_meter", inter_frame_delay=0.2)
+    slow = bus_instrument("slow", port, unit=1, rmap="ph_meter", inter_frame_delay=delay)
     quick = bus_instrument("quick", port, unit=2, rmap="ph_meter")
     async with bus([slow, quick]) as (_, (d_slow, d_quick)):
         started = time.monotonic()
@@ -130,9 +135,9 @@ async def test_inter_frame_delay_keeps_the_bus_quiet_without_delaying_the_reply(
         second = await d_quick.poll()
         done = time.monotonic()
     assert qualities(first) == qualities(second) == {Quality.GOOD}
-    assert replied - started < 0.1  # the slow slave's idle time is not charged to its own poll...
-    assert done - replied >= 0.2  # ...but the next frame on the bus waits for it
-    assert second[0].time - first[0].time >= 0.2
+    assert replied - started < delay  # the slow slave's idle time is not charged to its own poll...
+    assert done - replied >= delay  # ...but the next frame on the bus waits for it
+    assert second[0].time - first[0].time >= delay
 
 
 async def test_exception_and_garbage_on_a_bus(tmp_path: Path) -> None:

@@ -287,7 +287,8 @@ async def test_unknown_unit_on_modbus_tcp_gets_gateway_exception() -> None:
 
 async def test_server_restart_is_one_outage_logged_once_and_recovered(
         caplog: pytest.LogCaptureFixture) -> None:
-    inst = instrument("meter", port=free_port(), timeout=0.6)
+    # 1.2 s: the neighbour's "not delayed by the meter" bound (half of it) leaves room for a loaded machine
+    inst = instrument("meter", port=free_port(), timeout=1.2)
     neighbour = instrument("neighbour", port=free_port())
     async with serving([inst, neighbour]) as [server, _]:
         server.device("meter").set("count", 11)
@@ -314,7 +315,8 @@ async def test_server_restart_is_one_outage_logged_once_and_recovered(
 
 
 async def test_no_server_fails_fast_after_the_first_refusal() -> None:
-    inst = instrument("absent", port=free_port(), timeout=0.5)
+    # 2 s: a refusal on loopback takes milliseconds, so the bounds below stay apart from a waited-out timeout
+    inst = instrument("absent", port=free_port(), timeout=2.0)
     link = ModbusLink.for_instrument(inst, backoff_initial=5.0, backoff_max=5.0)
     async with links(link):
         driver = ModbusDriver(instrument=inst, channels=channels_for(inst), link=link)
