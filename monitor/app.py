@@ -209,7 +209,8 @@ class Daemon:
             self._verdict_wake.set()
 
     def _record_events(self, events: list[EpisodeEvent]) -> None:
-        row_ids = self.episodes.record(events)
+        recorded = self.episodes.record_events(events, recorded=self.clock())
+        row_ids = recorded.ids
         self.alarming.on_episodes(events, self.clock())
         self.episode_events += len(events)
         if self.influx is not None:
@@ -217,6 +218,8 @@ class Daemon:
         if self.uplink is not None:  # (a repeat of an event already stored has no new id: sent before)
             self.uplink.submit_events(episode_event(e, i) for e, i in zip(events, row_ids, strict=True)
                                       if i is not None)
+            if recorded.restored:  # withdrawn rows standing again: the hub's flags follow revisions
+                self.uplink.submit_events(revision_events(recorded.restored))
         for e in events[:LOG_EACH]:
             log.log(logging.WARNING if e.event == START else logging.INFO, "%s", episode_message(e),
                     extra=episode_fields(e))

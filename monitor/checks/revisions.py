@@ -19,6 +19,10 @@ from typing import Any
 from monitor.checks.events import END, START, EpisodeEvent, iso_utc
 
 LATE_READING = "late reading"
+# A transition a revision withdrew, emitted again by the live engine (a start whose duration is exceeded again
+# with the same onset, say): the episode store restores the row with the figures it now has and keeps this
+# revision, so the record and the hub's copy say it stands again and why (`EpisodeStore.record_events`).
+JUDGED_AGAIN = "judged again after a revision"
 
 
 @dataclass(frozen=True, slots=True)

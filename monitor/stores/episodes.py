@@ -6,7 +6,9 @@ Tables (its own; ``PRAGMA user_version`` belongs to the historian and is never t
   ``STRICT``, unique on (site, channel, rule, event, time). Recording is idempotent: after a restart the
   daemon can replay recent history through a fresh engine to rebuild rule state (a slug baseline needs 24 h,
   the monthly pH rule the month so far) and record what it emits; transitions already stored are ignored, not
-  duplicated. ``data_quality`` (0/1) keeps instrument faults apart from discharge exceedances in queries.
+  duplicated; a *withdrawn* transition emitted again stands again with the figures it is emitted with, kept
+  as a revision of its own (`JUDGED_AGAIN`, `EpisodeStore.record_events`). ``data_quality`` (0/1) keeps
+  instrument faults apart from discharge exceedances in queries.
   Since schema 2 each transition also has ``end_reason`` (``cleared``, ``gap``, ``month_end``; ends only),
   ``measured`` and ``unmeasured`` (seconds of the episode's span covered and not covered by readings, ends
   only, `monitor.checks.coverage`) and ``censored`` (0/1: caused by an over-range reading judged as the span's
@@ -52,7 +54,7 @@ from typing import Any
 from alarms.journal import ensure_schema as ensure_journal
 from config.rules import is_data_quality
 from monitor.checks.events import END, START, EpisodeEvent
-from monitor.checks.revisions import Revision
+from monitor.checks.revisions import JUDGED_AGAIN, Revision
 from monitor.stores.seals import (
     EPISODE_COLUMNS,
     OPTIONAL_EPISODE_COLUMNS,
@@ -231,22 +233,38 @@ class EpisodeStore:
         return self._conn
 
     def record(self, events: Sequence[EpisodeEvent]) -> list[int | None]:
-        """Store transitions in one transaction; ones already stored (same site/channel/rule/event/time) are
-        kept (a withdrawn one judged again stands again). Returns each event's new row id (increasing), or
-        None for one already stored: the uplink keys the episode events it publishes by it."""
+        """`record_events` without the restorations: each event's new row id, or None for one already stored."""
+        return self.record_events(events, recorded=time.time()).ids
+
+    def record_events(self, events: Sequence[EpisodeEvent], *, recorded: float) -> Recorded:
+        """Store transitions in one transaction. Ones already stored (same site/channel/rule/event/time) are kept:
+        recording is idempotent (a restart's warm-up records what it finds again). A *withdrawn* one emitted
+        again stands again with the figures it is emitted with (the live engine found it anew: a start whose
+        onset is the same but whose duration was exceeded later has a later ``confirmed``), and that
+        restoration is kept as a revision (`JUDGED_AGAIN`, ``recorded`` epoch s) so the record says why it
+        stands again and the hub's copy, whose withdrawn flags follow revisions, is corrected the same way.
+        Returns each event's new row id (increasing), or None for one already stored (the uplink keys the
+        episode events it publishes by it), and the restorations as applied revisions."""
         if not events:
-            return []
+            return Recorded([], [])
         with self._lock:
             conn = self._db()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                # one at a time: each new or restored row is journaled (seals)
-                ids = [_put(conn, e, update=False) for e in events]
+                ids: list[int | None] = []
+                restored: list[AppliedRevision] = []
+                for e in events:  # one at a time: each new or restored row is journaled (seals)
+                    found = _find(conn, e)
+                    ids.append(_put(conn, e, found, update=bool(found and found[1])))
+                    if found and found[1]:
+                        r = Revision(e.site, e.channel, e.rule, (), (e,), e.time, e.event == START, JUDGED_AGAIN)
+                        restored.append(AppliedRevision(_revision_row(conn, r, recorded), r, recorded, (), (),
+                                                        ((e, int(found[0])),)))
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-        return ids
+        return Recorded(ids, restored)
 
     def revise(self, revisions: Sequence[Revision], *, recorded: float) -> list[AppliedRevision]:
         """Apply corrections in one transaction: withdraw, then add (with the new values), and keep each
@@ -265,7 +283,7 @@ class EpisodeStore:
                     added: list[tuple[EpisodeEvent, int]] = []
                     updated: list[tuple[EpisodeEvent, int]] = []
                     for e in r.added:
-                        if (rid := _put(conn, e, update=True)) is not None:
+                        if (rid := _put(conn, e, _find(conn, e), update=True)) is not None:
                             added.append((e, rid))
                         else:
                             updated.append((e, _row_id(conn, e)))
@@ -412,6 +430,15 @@ class AppliedRevision:
     updated: tuple[tuple[EpisodeEvent, int], ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What `EpisodeStore.record_events` stored: each event's new row id (None: already stored), and the
+    withdrawn transitions it restored, each as the revision it kept (what the uplink sends on)."""
+
+    ids: list[int | None]
+    restored: list[AppliedRevision]
+
+
 _INSERT = (f"INSERT INTO episode_events (id, {_COLUMNS}, data_quality) "
            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 # A new row's id: past every id given before (``last_id``) and past the rows there are (rows written by hand
@@ -439,12 +466,18 @@ def _row(e: EpisodeEvent) -> tuple[object, ...]:
             e.measured, e.unmeasured, int(e.censored), e.confirmed, e.maintenance, int(is_data_quality(e.rule)))
 
 
-def _put(conn: sqlite3.Connection, e: EpisodeEvent, *, update: bool) -> int | None:
+def _find(conn: sqlite3.Connection, e: EpisodeEvent) -> tuple[int, int] | None:
+    """``e``'s row as (id, withdrawn), None when it is not stored (the store's unique key)."""
+    row = conn.execute(_FIND, (e.site, e.channel, e.rule, e.event, e.time)).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def _put(conn: sqlite3.Connection, e: EpisodeEvent, found: tuple[int, int] | None, *, update: bool) -> int | None:
     """Inside a write transaction: store ``e``, journaling what changes (seals). New: inserted and journaled.
-    Already stored: a withdrawn one stands again (its flag change journaled); with ``update`` (a revision)
-    its values become ``e``'s, journaled as the row's new record when they differ. Returns the new row's id,
+    Already stored: with ``update`` (a revision, or a withdrawn row emitted again) its values become ``e``'s,
+    journaled as the row's new record when they differ, and a withdrawn one stands again (its flag change
+    journaled); without, it is left as it is. ``found``: the row as `_find` gives it. Returns the new row's id,
     None when it was already stored."""
-    found = conn.execute(_FIND, (e.site, e.channel, e.rule, e.event, e.time)).fetchone()
     if found is None:
         rid = int(conn.execute(_NEXT_ID).fetchone()[0])
         if rid > _MAX_ID:  # last_id raised by hand while the store was open: set again from what is proven
@@ -464,10 +497,8 @@ def _put(conn: sqlite3.Connection, e: EpisodeEvent, *, update: bool) -> int | No
         after = _rows_by_id(conn, [rid])
         if after != before:
             journal_episode_events(conn, after)
-    elif withdrawn:
-        conn.execute("UPDATE episode_events SET withdrawn = 0 WHERE id = ?", (rid,))
-    if withdrawn:
-        journal_withdrawn(conn, rid, False, e.time)
+        if withdrawn:
+            journal_withdrawn(conn, rid, False, e.time)
     return None
 
 
@@ -486,7 +517,7 @@ def _revision_row(conn: sqlite3.Connection, r: Revision, recorded: float) -> int
 
 def _withdraw(conn: sqlite3.Connection, e: EpisodeEvent) -> int | None:
     """Mark ``e``'s row withdrawn; returns its id (withdrawn now or before), None when it is not stored."""
-    found = conn.execute(_FIND, (e.site, e.channel, e.rule, e.event, e.time)).fetchone()
+    found = _find(conn, e)
     if found is None:
         return None
     if not found[1]:

@@ -263,7 +263,8 @@ def sample_of(site: str, r: Reading) -> Sample:
 
 class Record:
     """The episode store's semantics: events keyed by (site, channel, rule, event, time); a revision
-    withdraws, then adds; a recorded event that was withdrawn is restored."""
+    withdraws, then adds; a recorded event already stored is kept, one that was withdrawn is restored with the
+    figures it is recorded with (`EpisodeStore.record_events`)."""
 
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str, str, str, float], tuple[EpisodeEvent, bool]] = {}
@@ -275,7 +276,7 @@ class Record:
     def record(self, events: Iterable[EpisodeEvent]) -> None:
         for e in events:
             old = self.rows.get(self.key(e))
-            self.rows[self.key(e)] = (old[0] if old else e, False)
+            self.rows[self.key(e)] = (old[0] if old and not old[1] else e, False)
 
     def revise(self, revs: Iterable[Revision]) -> None:
         for r in revs:

@@ -10,6 +10,7 @@ judged again from a history made of the readings delivered so far, as the daemon
 from __future__ import annotations
 
 import random
+import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -372,3 +373,48 @@ def test_a_flow_meter_and_its_sampler_count_take_the_groups_quiet_path_and_equal
     shuffled[700:700] = block  # a minute of readings arriving after later ones
     got, _engine = live_arrivals(config, shuffled, [1, 7, 30])
     assert got == replayed(config, shuffled)
+
+
+def test_a_withdrawn_start_found_again_stands_with_its_new_figures_in_the_store_and_the_hubs_copy(
+        tmp_path: Path) -> None:
+    """A sampler's overdue interval: its start (onset at the last sample) is announced, withdrawn when a late
+    flow reading shows the flow had stopped, then emitted again by the live engine with the same onset but
+    confirmed later. The store restored the row with its *old* confirmation time, so the record differed from
+    the replay of the same readings; now the row takes the figures it is recorded with, and the restoration is a
+    revision of its own (what the hub's copy follows), journaled so the seals verify."""
+    from monitor.checks.revisions import JUDGED_AGAIN
+    from monitor.stores.episodes import EpisodeStore
+    from monitor.stores.seal_verify import verify_seals
+    from monitor.uplink.events import revision_events
+    from tests.unit.checks_helpers import sample_of
+
+    config, rows = golden_case("sampler_pawling_fridge_and_interval")
+    t0 = rows[0][0]
+    arrivals = [(t0 + dt, ch, v, "good") for dt, ch, v in (
+        (10, "sampler_count", 100.0), (2120, "flow", 5.0), (620, "flow", 0.0), (20, "sampler_count", 100.0),
+        (2720, "flow", 0.0), (4220, "flow", 0.0), (5720, "sampler_count", 101.0))]
+    engine = CheckEngine.for_config(config, live=True)
+    path = tmp_path / "pretreat.sqlite"
+    store = EpisodeStore(path=path)
+    restored = []
+    try:
+        for k, r in enumerate(arrivals):  # as the daemon records them: events, then the revisions
+            recorded = store.record_events(engine.process_many([sample_of("acme", r)]), recorded=1000.0 + k)
+            restored += recorded.restored
+            store.revise(engine.drain_revisions(), recorded=1000.0 + k)
+            assert not engine.waiting_for_history
+        got = store.events()
+        reasons = [r.reason for r in store.revisions()]
+    finally:
+        store.close()
+    want = replayed(config, arrivals)
+    assert got == sorted(want, key=lambda e: e.time)
+    assert JUDGED_AGAIN in reasons and restored
+    (a,) = restored
+    [start] = [e for e in want if e.event == "start"]
+    assert a.updated[0][0] == start and a.added == () and a.withdrawn == ()
+    # what the uplink sends: the revision names the restored row with its new figures
+    (sent,) = revision_events(restored)
+    assert sent["type"] == "revision" and sent["updated"][0]["confirmed"] == start.confirmed
+    with sqlite3.connect(path) as conn:
+        assert verify_seals(conn).findings == []

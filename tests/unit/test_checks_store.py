@@ -170,7 +170,7 @@ def test_revisions_are_journaled_so_the_seals_still_verify_and_a_flipped_flag_do
     """A withdrawal, a moved end (a row's values replaced) and the restored transition are
     each journaled with their row, so `journal verify` passes; setting the flag behind the store's back is
     reported as an altered episode event."""
-    from monitor.checks.revisions import Revision
+    from monitor.checks.revisions import JUDGED_AGAIN, Revision
     from monitor.stores.seal_verify import verify_seals
 
     path = tmp_path / "e.sqlite"
@@ -183,16 +183,16 @@ def test_revisions_are_journaled_so_the_seals_still_verify_and_a_flipped_flag_do
         store.revise([Revision("acme", "ph", "ph_low", (end,), (moved,), 15.0, False)], recorded=30.0)
         store.revise([Revision("acme", "ph", "ph_low", (start, moved), (), 12.0, False)], recorded=31.0)
         assert store.events() == []
-        store.record([start])  # judged again: it stands again
+        store.record([start])  # judged again: it stands again, and the record keeps why
         assert store.events() == [start]
-        assert len(store.revisions()) == 2
+        assert [r.reason for r in store.revisions()][2:] == [JUDGED_AGAIN]
     finally:
         store.close()
     with sqlite3.connect(path) as conn:
         report = verify_seals(conn)
         assert report.findings == [] and report.episode_events == 2
         kinds = [k for (k,) in conn.execute("SELECT kind FROM journal ORDER BY seq")]
-        assert kinds.count("episode_withdrawn") == 5 and kinds.count("episode_revision") == 2
+        assert kinds.count("episode_withdrawn") == 5 and kinds.count("episode_revision") == 3
         conn.execute("UPDATE episode_events SET withdrawn = 0 WHERE event = 'end'")
         conn.commit()
         (finding,) = verify_seals(conn).findings
