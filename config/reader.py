@@ -72,7 +72,9 @@ class Reader:
         return " ".join([*words, ".".join(tail)]).rstrip() + f" ({'.'.join([indexed, *tail])})"
 
     def error(self, path: str, found: Any, expected: str) -> None:
-        self.errors.append(ConfigError(self.file, path, found, expected))
+        e = ConfigError(self.file, path, found, expected)
+        if e not in self.errors:  # one setting read for several rules or channels is named once
+            self.errors.append(e)
 
     def table(self, parent: dict[str, Any], key: str, path: str, *, required: bool = False) -> dict[str, Any]:
         value = parent.get(key, MISSING)

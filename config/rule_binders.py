@@ -323,7 +323,8 @@ def _sampler_interval(rule: str, ctx: Context, ch: Channel, s: Settings) -> Resu
         ctx.reader.error(
             f"{ctx.p}.rules.sampler_interval.flow",
             flows or "(no flow channel)",
-            "the flow channel whose rate > 0 makes the sampling interval count",
+            "the flow channel whose rate > 0 makes the sampling interval count"
+            + (": the site has several, name one" if flows else ""),
         )
         return NotApplicable("a flow channel")
     return RuleBinding(

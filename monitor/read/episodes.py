@@ -34,8 +34,9 @@ episodes that *overlap* [from, to): one that began before the month and lasted i
 record. Data-quality episodes (stale, sensor_fault, flatline) are not discharge exceedances and are left out
 unless ``--data-quality`` is given or ``--rule`` names one.
 
-Cost: pairing reads only the episode store's unique index on (site, channel, rule, event, time), which covers
-it (no table rows, no sort): 100,000 episodes are found in about 0.2 s (bench/bench_exceedances.py). Values,
+Cost: pairing reads only the episode store's unique index on (site, channel, rule, event, time, end reason), which
+covers it (no table rows; only transitions at one instant are put in id order): 100,000 episodes are found in
+about 0.2 s (bench/bench_exceedances.py). Values,
 citations, completeness and computed peaks are read only for the rows output; completeness is one range count
 per episode over the clustered (channel_id, time) key of ``readings``, so it costs in proportion to the
 readings inside those episodes. The table therefore shows the latest ``--limit`` episodes (default 500, and
@@ -130,9 +131,10 @@ def find_episodes(conn: sqlite3.Connection, *, now: float, site: str | None = No
                   data_quality: bool = False) -> list[Found]:
     """Pair the stored transitions into episodes overlapping [start, end), oldest first (see the module doc).
 
-    Reads only the episode store's unique index (site, channel, rule, event, time, rowid): per (site, channel,
-    rule) the ends and the starts come out in time order from a covering index scan, with no table row read
-    and no sort; they are merged here. Details (values, citation) are read for the rows shown only
+    Reads only the episode store's unique index (site, channel, rule, event, time, end reason, rowid): per
+    (site, channel, rule) the ends and the starts come out in time order from a covering index scan, with no
+    table row read (SQLite sorts only the ends at one instant, by id); they are merged here. Details (values,
+    citation) are read for the rows shown only
     (`details`).
     """
     if not has_table(conn, "episode_events"):

@@ -3,12 +3,16 @@
 Tables (its own; ``PRAGMA user_version`` belongs to the historian and is never touched here):
 
 - ``episode_events(id, time, site, channel, rule, event, value, limit_value, peak, citation, data_quality)``,
-  ``STRICT``, unique on (site, channel, rule, event, time). Recording is idempotent: after a restart the
-  daemon can replay recent history through a fresh engine to rebuild rule state (a slug baseline needs 24 h,
-  the monthly pH rule the month so far) and record what it emits; transitions already stored are ignored, not
-  duplicated; a *withdrawn* transition emitted again stands again with the figures it is emitted with, kept
-  as a revision of its own (`JUDGED_AGAIN`, `EpisodeStore.record_events`). ``data_quality`` (0/1) keeps
-  instrument faults apart from discharge exceedances in queries.
+  ``STRICT``, unique on (site, channel, rule, event, time, end reason) (`_KEY`). The end reason is part of the
+  key since schema 6: two ends of one rule can fall at one instant, for another reason each (a sample clears
+  a sampler's overdue interval at 08:01; the next interval's onset is that sample, and when the count channel
+  then falls silent past its ``max_gap`` the next interval ends by the gap at 08:01 too). Keyed without it, the
+  second overwrote the first and the record showed an episode open for ever.
+  Recording is idempotent: after a restart the daemon can replay recent history through a fresh engine to rebuild
+  rule state (a slug baseline needs 24 h, the monthly pH rule the month so far) and record what it emits;
+  transitions already stored are ignored, not duplicated; a *withdrawn* transition emitted again stands again with
+  the figures it is emitted with, kept as a revision of its own (`JUDGED_AGAIN`, `EpisodeStore.record_events`).
+  ``data_quality`` (0/1) keeps instrument faults apart from discharge exceedances in queries.
   Since schema 2 each transition also has ``end_reason`` (``cleared``, ``gap``, ``month_end``; ends only),
   ``measured`` and ``unmeasured`` (seconds of the episode's span covered and not covered by readings, ends
   only, `monitor.checks.coverage`) and ``censored`` (0/1: caused by an over-range reading judged as the span's
@@ -48,6 +52,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +71,8 @@ from monitor.stores.seals import (
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5  # 2: end_reason, measured, unmeasured, censored; 3: withdrawn, episode_revisions; 4: confirmed;
-# 5: maintenance
+SCHEMA_VERSION = 6  # 2: end_reason, measured, unmeasured, censored; 3: withdrawn, episode_revisions; 4: confirmed;
+# 5: maintenance; 6: the end reason in the unique key (the table rebuilt: SQLite cannot drop a UNIQUE constraint)
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS episode_events (
         id INTEGER PRIMARY KEY,
@@ -87,8 +92,7 @@ _SCHEMA = (
         censored INTEGER NOT NULL DEFAULT 0,
         maintenance REAL,
         withdrawn INTEGER NOT NULL DEFAULT 0,
-        confirmed REAL,
-        UNIQUE (site, channel, rule, event, time)
+        confirmed REAL
     ) STRICT""",
     "CREATE INDEX IF NOT EXISTS episode_events_time ON episode_events (time)",
     "CREATE INDEX IF NOT EXISTS episode_events_site_rule ON episode_events (site, rule, time)",
@@ -107,6 +111,10 @@ _SCHEMA = (
     ) STRICT""",
     "CREATE INDEX IF NOT EXISTS episode_revisions_key ON episode_revisions (site, channel, rule, id)",
 )
+# The unique key, made once the table has its schema-6 shape (a schema-1 table has no end_reason yet). coalesce:
+# a start has no end reason, and a UNIQUE index holds NULLs distinct.
+_KEY_INDEX = ("CREATE UNIQUE INDEX IF NOT EXISTS episode_events_key ON episode_events "
+              "(site, channel, rule, event, time, coalesce(end_reason, ''))")
 _COLUMNS = ("time, site, channel, rule, event, value, limit_value, citation, peak, "
             "end_reason, measured, unmeasured, censored, confirmed, maintenance")
 _ADDED = (  # schema 2: columns a schema-1 file lacks
@@ -149,13 +157,31 @@ class Episode:
 def _migrate(conn: sqlite3.Connection) -> None:
     """Schema 1 → 2: add the coverage columns (old rows keep NULL: their coverage was never computed).
     → 3: the ``withdrawn`` flag (nothing was withdrawn before); ``episode_revisions`` is created by _SCHEMA.
-    → 4: ``confirmed`` (NULL in old rows: not recorded then). → 5: ``maintenance`` (NULL in old rows)."""
+    → 4: ``confirmed`` (NULL in old rows: not recorded then). → 5: ``maintenance`` (NULL in old rows).
+    → 6: the end reason joins the unique key. The table is rebuilt (SQLite's documented way to drop a
+    constraint: a new table, the rows copied with their ids, the old one dropped, the new one renamed), inside
+    the caller's transaction; every row keeps every value, so the journal's records still match them."""
     have = {row[1] for row in conn.execute("PRAGMA table_info(episode_events)")}
     for name, decl in (*_ADDED, ("withdrawn", "INTEGER NOT NULL DEFAULT 0"), ("confirmed", "REAL"),
                        ("maintenance", "REAL")):  # 5: NULL in rows recorded before (none was counted then)
         if name not in have:
             conn.execute(f"ALTER TABLE episode_events ADD COLUMN {name} {decl}")
+    if _has_old_key(conn):
+        columns = ", ".join(row[1] for row in conn.execute("PRAGMA table_info(episode_events)"))
+        conn.execute(_SCHEMA[0].replace("CREATE TABLE IF NOT EXISTS episode_events", "CREATE TABLE episode_events_6"))
+        conn.execute(f"INSERT INTO episode_events_6 ({columns}) SELECT {columns} FROM episode_events")
+        conn.execute("DROP TABLE episode_events")
+        conn.execute("ALTER TABLE episode_events_6 RENAME TO episode_events")
+        for ddl in _SCHEMA[1:3]:  # the indexes went with the old table (the key's: the caller's next step)
+            conn.execute(ddl)
     conn.execute("UPDATE episode_meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,))
+
+
+def _has_old_key(conn: sqlite3.Connection) -> bool:
+    """Whether ``episode_events`` still has the schema-5 key, UNIQUE (site, channel, rule, event, time): a
+    constraint's index is named ``sqlite_autoindex_…``; the schema-6 key is the ``episode_events_key`` index."""
+    return any(name.startswith("sqlite_autoindex_episode_events") and unique
+               for _seq, name, unique, *_ in conn.execute("PRAGMA index_list(episode_events)"))
 
 
 def _event(row: tuple[Any, ...]) -> EpisodeEvent:
@@ -218,6 +244,7 @@ class EpisodeStore:
                 )
             if version < SCHEMA_VERSION:
                 _migrate(conn)
+            conn.execute(_KEY_INDEX)
             conn.execute(_SEED_LAST_ID)
             conn.execute("CREATE INDEX IF NOT EXISTS episode_events_withdrawn ON episode_events (id) "
                          "WHERE withdrawn = 1")
@@ -348,12 +375,19 @@ class EpisodeStore:
             )
         out: list[Episode] = []
         open_: dict[tuple[str, str, str], EpisodeEvent] = {}
-        for e in (_event(r) for r in rows):
-            key = (e.site, e.channel, e.rule)
-            if e.event == START:
-                open_[key] = e
-            elif e.event == END and key in open_:
-                out.append(_episode(open_.pop(key), e))
+        for (site_, channel, rule_, _t), group in groupby((_event(r) for r in rows),
+                                                          key=lambda e: (e.site, e.channel, e.rule, e.time)):
+            key = (site_, channel, rule_)
+            same = list(group)
+            while same:  # at one instant: an end first while an episode is open, a start first while none is
+                # (as `monitor.read.episodes` pairs them: a cleared end, the next onset and its gap end at one
+                # reading; an episode of one reading whose end a correction stored before its start)
+                e = next((x for x in same if (x.event == END) == (key in open_)), same[0])
+                same.remove(e)
+                if e.event == START:
+                    open_[key] = e
+                elif key in open_:
+                    out.append(_episode(open_.pop(key), e))
         out.extend(_episode(s, None) for s in open_.values())
         out = [ep for ep in out if (start is None or ep.start >= start) and (end is None or ep.start < end)]
         return sorted(out, key=lambda ep: (ep.start, ep.site, ep.channel, ep.rule))
@@ -455,8 +489,9 @@ _SEED_LAST_ID = ("INSERT INTO episode_meta (key, value) VALUES ('last_id', max("
                  "WHERE kind = 'sealing_started' ORDER BY seq LIMIT 1), 0))) "  # one record, near the start
                  "ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE value != excluded.value")
 _MAX_ID = 2**63 - 1  # SQLite's largest integer
-_FIND = ("SELECT id, withdrawn FROM episode_events "
-         "WHERE site = ? AND channel = ? AND rule = ? AND event = ? AND time = ?")
+# The unique key (`episode_events_key`): an event's row is found by these, the end reason as `_key` gives it
+_KEY = "site = ? AND channel = ? AND rule = ? AND event = ? AND time = ? AND coalesce(end_reason, '') = ?"
+_FIND = f"SELECT id, withdrawn FROM episode_events WHERE {_KEY}"
 _UPDATE = ("UPDATE episode_events SET withdrawn = 0, value = ?, limit_value = ?, citation = ?, peak = ?, "
            "end_reason = ?, measured = ?, unmeasured = ?, censored = ?, confirmed = ?, maintenance = ? WHERE id = ?")
 
@@ -466,9 +501,14 @@ def _row(e: EpisodeEvent) -> tuple[object, ...]:
             e.measured, e.unmeasured, int(e.censored), e.confirmed, e.maintenance, int(is_data_quality(e.rule)))
 
 
+def _key(e: EpisodeEvent) -> tuple[str, str, str, str, float, str]:
+    """``e``'s place in the store's unique key (`_KEY`)."""
+    return e.site, e.channel, e.rule, e.event, e.time, e.end_reason or ""
+
+
 def _find(conn: sqlite3.Connection, e: EpisodeEvent) -> tuple[int, int] | None:
     """``e``'s row as (id, withdrawn), None when it is not stored (the store's unique key)."""
-    row = conn.execute(_FIND, (e.site, e.channel, e.rule, e.event, e.time)).fetchone()
+    row = conn.execute(_FIND, _key(e)).fetchone()
     return None if row is None else (int(row[0]), int(row[1]))
 
 
@@ -527,7 +567,7 @@ def _withdraw(conn: sqlite3.Connection, e: EpisodeEvent) -> int | None:
 
 
 def _row_id(conn: sqlite3.Connection, e: EpisodeEvent) -> int:
-    return int(conn.execute(_FIND, (e.site, e.channel, e.rule, e.event, e.time)).fetchone()[0])
+    return int(conn.execute(_FIND, _key(e)).fetchone()[0])
 
 
 def _filters(

@@ -23,8 +23,8 @@ every query, the schema ``record`` presents the hub's tables under the SQLite na
   (``record.episode_withdrawn``; one that withdraws and re-adds a transition leaves it standing, as the edge's
   store does). ``record.episode_withdrawn_ids`` lists the withdrawn rows' ids from the revisions alone (few),
   which `monitor.read.revisions.withdrawn_ids` reads rather than filtering every episode event by the flag.
-  A row's key (site, channel, rule, event, time) never changes, so it is read from the episode event itself
-  and the ``events_episode_key`` index finds a rule's rows; PostgreSQL leaves the revision joins out of a
+  A row's key (site, channel, rule, event, time, end reason) never changes, so it is read from the episode event
+  itself and the ``events_episode_key`` index finds a rule's rows; PostgreSQL leaves the revision joins out of a
   query that reads no figure (they are unique per row). ``withdrawn`` and ``maintenance`` come last: a hub
   created before them replaces the view in place;
 - ``record.episode_revisions``: the revision history as the edge's ``episode_revisions`` table, ``id`` made

@@ -261,7 +261,9 @@ def _check_episodes(conn: sqlite3.Connection, report: SealReport) -> None:
 
 
 def _identity(p: dict[str, Any]) -> tuple[Any, ...]:
-    """Which event an episode record is of: the store's unique key (site, channel, rule, event, time)."""
+    """Which event an episode record is of: (site, channel, rule, event, time). The store's key also has the end
+    reason since schema 6, but before it a revision could change an end's reason in place (a cleared end at
+    one time found to be a gap end), so a file's older records may differ in it under one id."""
     return p["site"], p["channel"], p["rule"], p["event"], p["time"]
 
 

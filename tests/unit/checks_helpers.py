@@ -262,16 +262,16 @@ def sample_of(site: str, r: Reading) -> Sample:
 
 
 class Record:
-    """The episode store's semantics: events keyed by (site, channel, rule, event, time); a revision
+    """The episode store's semantics: events keyed by (site, channel, rule, event, time, end reason); a revision
     withdraws, then adds; a recorded event already stored is kept, one that was withdrawn is restored with the
     figures it is recorded with (`EpisodeStore.record_events`)."""
 
     def __init__(self) -> None:
-        self.rows: dict[tuple[str, str, str, str, float], tuple[EpisodeEvent, bool]] = {}
+        self.rows: dict[tuple[str, str, str, str, float, str], tuple[EpisodeEvent, bool]] = {}
 
     @staticmethod
-    def key(e: EpisodeEvent) -> tuple[str, str, str, str, float]:
-        return e.site, e.channel, e.rule, e.event, e.time
+    def key(e: EpisodeEvent) -> tuple[str, str, str, str, float, str]:
+        return e.site, e.channel, e.rule, e.event, e.time, e.end_reason or ""
 
     def record(self, events: Iterable[EpisodeEvent]) -> None:
         for e in events:

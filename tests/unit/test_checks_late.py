@@ -418,3 +418,37 @@ def test_a_withdrawn_start_found_again_stands_with_its_new_figures_in_the_store_
     assert sent["type"] == "revision" and sent["updated"][0]["confirmed"] == start.confirmed
     with sqlite3.connect(path) as conn:
         assert verify_seals(conn).findings == []
+
+
+def test_a_cleared_end_and_a_gap_end_at_one_instant_are_both_recorded_and_no_episode_is_left_open(
+        tmp_path: Path) -> None:
+    """The sampler's count rises at 3670 s (a sample: the overdue interval since 600 s ends, cleared) and then
+    falls silent past its max_gap while the flow goes on: the next interval, onset 3670 s, is confirmed on the
+    flow at 9740 s and ended by the count's gap at its last reading, 3670 s. Two ends of one rule at one time:
+    the record keeps both (the end reason is in the store's key), as the replay finds them, and the exceedance
+    history shows two closed episodes, none ongoing."""
+    from monitor.read.episodes import find_episodes
+    from monitor.stores.episodes import EpisodeStore
+    from tests.unit.checks_helpers import sample_of
+
+    config, rows = golden_case("sampler_pawling_fridge_and_interval")
+    t0 = rows[0][0]
+    trace = [(t0 + dt, ch, v, "good") for dt, ch, v in (
+        (600, "flow", 12.0), (600, "sampler_count", 100.0), (3600, "flow", 0.0), (3600, "sampler_count", 100.0),
+        (3670, "sampler_count", 101.0), (6680, "flow", 12.5), (9740, "flow", 12.0),
+        (9740, "sampler_count", 101.0))]
+    want = replayed(config, trace)
+    ends = [(e.time - t0, e.end_reason) for e in want if e.rule == "sampler_interval" and e.event == "end"]
+    assert ends == [(3670.0, "cleared"), (3670.0, "gap")]
+    engine = CheckEngine.for_config(config, live=True)
+    path = tmp_path / "pretreat.sqlite"
+    store = EpisodeStore(path=path)
+    try:
+        store.record(engine.process_many(sample_of("acme", r) for r in trace))
+        got = store.events()
+    finally:
+        store.close()
+    assert sorted(got, key=Record.key) == sorted(want, key=Record.key)
+    with sqlite3.connect(path) as conn:
+        found = [f for f in find_episodes(conn, now=t0 + 10_000, data_quality=True) if f[3] == "sampler_interval"]
+    assert [(f[4], f[7] - t0, f[8] - t0) for f in found] == [("closed", 600.0, 3670.0), ("closed", 3670.0, 3670.0)]

@@ -177,7 +177,7 @@ def test_revisions_are_journaled_so_the_seals_still_verify_and_a_flipped_flag_do
     store = EpisodeStore(path=path)
     start = EpisodeEvent(10.0, "acme", "ph", "ph_low", "start", 4.0, 5.0, "c")
     end = EpisodeEvent(20.0, "acme", "ph", "ph_low", "end", 4.5, 5.0, "c", 4.0, "cleared", 10.0, 0.0)
-    moved = EpisodeEvent(20.0, "acme", "ph", "ph_low", "end", 4.4, 5.0, "c", 3.9, "gap", 8.0, 2.0)
+    moved = EpisodeEvent(20.0, "acme", "ph", "ph_low", "end", 4.4, 5.0, "c", 3.9, "cleared", 8.0, 2.0)
     try:
         store.record([start, end])
         store.revise([Revision("acme", "ph", "ph_low", (end,), (moved,), 15.0, False)], recorded=30.0)
@@ -277,3 +277,61 @@ def test_revise_returns_what_it_withdrew_added_and_updated_with_row_ids(tmp_path
         assert store.events() == [refigured, moved]
     finally:
         store.close()
+
+
+# The schema-5 table: the unique key without the end reason (tests the rebuild to schema 6)
+_SCHEMA_5_TABLE = """CREATE TABLE episode_events (
+    id INTEGER PRIMARY KEY, time REAL NOT NULL, site TEXT NOT NULL, channel TEXT NOT NULL, rule TEXT NOT NULL,
+    event TEXT NOT NULL CHECK (event IN ('start', 'end')), value REAL, limit_value REAL, peak REAL,
+    citation TEXT NOT NULL, data_quality INTEGER NOT NULL, end_reason TEXT, measured REAL, unmeasured REAL,
+    censored INTEGER NOT NULL DEFAULT 0, maintenance REAL, withdrawn INTEGER NOT NULL DEFAULT 0, confirmed REAL,
+    UNIQUE (site, channel, rule, event, time)) STRICT"""
+
+
+def test_two_ends_of_one_rule_at_one_instant_both_stand_and_a_schema_5_file_is_rebuilt_with_its_seals(
+        tmp_path: Path) -> None:
+    """A cleared end and a gap end of one rule at one time (a sample clears an overdue interval; the next
+    interval's onset is that sample and it ends by a gap in the count there too) are two transitions. Keyed by
+    (site, channel, rule, event, time) the second overwrote the first, and the record showed the second episode
+    open for ever. A file written with that key is rebuilt when opened: ids, values and seals kept."""
+    from monitor.stores.seal_verify import verify_seals
+
+    path = tmp_path / "e.sqlite"
+    s1 = EpisodeEvent(600.0, "acme", "count", "sampler_interval", "start", 100.0, 900.0, "c", confirmed=1500.0)
+    cleared = EpisodeEvent(3670.0, "acme", "count", "sampler_interval", "end", 101.0, 900.0, "c", None,
+                           "cleared", 3070.0, 0.0)
+    s2 = EpisodeEvent(3670.0, "acme", "count", "sampler_interval", "start", 101.0, 900.0, "c", confirmed=9740.0)
+    gap = EpisodeEvent(3670.0, "acme", "count", "sampler_interval", "end", 101.0, 900.0, "c", None, "gap", 0.0,
+                       0.0)
+    store = EpisodeStore(path=path)
+    try:
+        store.record([s1, cleared])
+    finally:
+        store.close()
+    with sqlite3.connect(path) as conn:  # the file as schema 5 wrote it
+        columns = ", ".join(r[1] for r in conn.execute("PRAGMA table_info(episode_events)"))
+        conn.execute("ALTER TABLE episode_events RENAME TO e6")
+        conn.execute(_SCHEMA_5_TABLE)
+        conn.execute(f"INSERT INTO episode_events ({columns}) SELECT {columns} FROM e6")
+        conn.execute("DROP TABLE e6")
+        conn.execute("UPDATE episode_meta SET value = 5 WHERE key = 'schema_version'")
+        ids = conn.execute("SELECT id, time, event FROM episode_events ORDER BY id").fetchall()
+        with pytest.raises(sqlite3.IntegrityError):  # what the old key did to the second end
+            conn.execute("INSERT INTO episode_events (time, site, channel, rule, event, citation, data_quality, "
+                         "end_reason) VALUES (3670.0, 'acme', 'count', 'sampler_interval', 'end', 'c', 0, 'gap')")
+    store = EpisodeStore(path=path)
+    try:
+        assert store.record([s2, gap])[1] is not None  # stored, not taken for the cleared end
+        assert store.record([gap, cleared]) == [None, None]  # still idempotent
+        assert store.events() == [s1, cleared, s2, gap]
+        assert [(e.start, e.end, e.end_reason) for e in store.episodes()] == [(600.0, 3670.0, "cleared"),
+                                                                             (3670.0, 3670.0, "gap")]
+    finally:
+        store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT id, time, event FROM episode_events WHERE id <= ? ORDER BY id",
+                            (ids[-1][0],)).fetchall() == ids
+        assert conn.execute("SELECT value FROM episode_meta WHERE key = 'schema_version'").fetchone() == (6,)
+        assert verify_seals(conn).findings == []
+        names = {r[1] for r in conn.execute("PRAGMA index_list(episode_events)")}
+        assert "episode_events_key" in names and not any(n.startswith("sqlite_autoindex") for n in names)

@@ -220,3 +220,19 @@ def test_a_channel_whose_unit_its_kind_cannot_be_judged_in_is_refused(
         assert "'probe'" in unit_errors[0] and f"kind = '{kind}'" in unit_errors[0]
     if kind == "ph" and not accepted:
         assert "an ORP (mV) reading cannot be judged as pH" in unit_errors[0]
+
+
+def test_a_setting_several_rules_read_is_named_once(tmp_path: Path) -> None:
+    """Two flow meters and a sampler: the sampling interval and its data-quality twin both need to know which
+    flow paces the sampler. check-config named the same missing setting once per rule; now once, saying why."""
+    src = (Path(__file__).resolve().parents[1] / "cases" / "sampler_pawling_fridge_and_interval" / "site.toml")
+    text = src.read_text(encoding="utf-8")
+    second = ('[[site.channel]]\nid = "flow2"\ninstrument = "m"\ntopic = "mh1/flow2"\npayload = "number"\n'
+              'kind = "flow"\nunit = "gpm"\nvalid_min = 0\nvalid_max = 5000\n\n')
+    path = tmp_path / "site.toml"
+    path.write_text(text.replace("[site.permit]", second + "[site.permit]", 1), encoding="utf-8")
+    with pytest.raises(ConfigErrors) as info:
+        load_config(path)
+    (error,) = [e for e in info.value.errors if "sampler_interval" in e.path]
+    assert error.path == "site[0].rules.sampler_interval.flow" and error.found == ["flow", "flow2"]
+    assert "several, name one" in error.expected
