@@ -132,13 +132,13 @@ async def test_episode_store_write_failing_is_retried_not_fatal(tmp_path: Path) 
     full = sqlite3.OperationalError("database or disk is full")
     failures = {"episodes": 2, "journal": 2}
     async with SiteSimulator(config=config) as sim, InProcessDaemon(config) as daemon:
-        record, apply_many = daemon.episodes.record, daemon.alarming.engine.apply_many
+        record, apply_many = daemon.episodes.record_events, daemon.alarming.engine.apply_many
 
-        def failing_record(events):  # type: ignore[no-untyped-def]
+        def failing_record(events, *, recorded):  # type: ignore[no-untyped-def]
             if failures["episodes"]:
                 failures["episodes"] -= 1
                 raise full
-            return record(events)
+            return record(events, recorded=recorded)
 
         def failing_apply(inputs, now):  # type: ignore[no-untyped-def]
             if failures["journal"] and any(i.rule == "ph_low" for i in inputs):  # the episode's alarm write
@@ -146,7 +146,7 @@ async def test_episode_store_write_failing_is_retried_not_fatal(tmp_path: Path) 
                 raise full
             return apply_many(inputs, now)
 
-        daemon.episodes.record = failing_record  # type: ignore[method-assign]
+        daemon.episodes.record_events = failing_record  # type: ignore[method-assign]
         daemon.alarming.engine.apply_many = failing_apply  # type: ignore[method-assign]
         sim.playback.overrides.setdefault(SITE, {})["ph"] = Hold(4.1)
         alarm = daemon.alarming.engine
