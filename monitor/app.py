@@ -304,7 +304,19 @@ class Daemon:
         now = self.clock()
         events = warm_up(self.engine, self.config, now)
         if events:
-            self.episodes.record(events)
+            recorded = self.episodes.record_events(events, recorded=now)
+            # those not recorded before (the daemon stopped after committing their readings, before recording
+            # them: evidence before verdict) go where live ones go, or the dashboards and the hub never see them
+            found = [(e, i) for e, i in zip(events, recorded.ids, strict=True) if i is not None]
+            if found:
+                log.warning("%d episode event(s) found in the recorded readings that were not recorded; recorded "
+                            "now", len(found), extra={"episode_events": len(found)})
+                if self.influx is not None:
+                    self.influx.submit_events([episode_record(e) for e, _i in found])
+            if self.uplink is not None:
+                self.uplink.submit_events(episode_event(e, i) for e, i in found)
+                if recorded.restored:
+                    self.uplink.submit_events(revision_events(recorded.restored))
         inputs = reconcile(self.alarming.engine, self.engine, events, now)
         if inputs:
             log.info("reconciling %d alarm(s) with the recorded episodes", len(inputs))

@@ -272,3 +272,48 @@ async def test_seal_events_queue_through_an_outage_and_arrive_once_in_order(tmp_
     assert [e["seq"] for e in events if e is not None] == [1, 2, 3, 4, 5]
     assert events[0] == {"type": "seal", "seq": 1, "site": SITE, "sites": [SITE], "hash": f"{1:064x}",
                          "time": 1_700_000_001.0}
+
+
+def test_an_episode_found_at_warm_up_reaches_the_hub(tmp_path: Path, mosquitto: Mosquitto) -> None:
+    """The daemon stopped after committing an excursion's readings and before recording its episode (evidence
+    before verdict: readings first). At the next start the warm-up finds the episode and records it; it must then
+    go to the hub as a live one does. Before, only the edge's file had it: the warm-up's new rows were never sent."""
+    import asyncio
+
+    from monitor.sample import Sample
+    from monitor.stores.historian import Historian
+
+    path, _sim = uplink_site(tmp_path, mosquitto.port, dead_meter=False)
+    config = load_config(path)
+    t0 = time.time() - 60
+
+    async def commit_readings() -> None:  # what the killed daemon left: the readings, no episode
+        historian = Historian(path=config.daemon.historian, commit_interval=0.05)
+        await historian.start()
+        historian.submit([Sample(t0 + k, SITE, "ph", 3.0 if 10 <= k < 20 else 7.0, "pH") for k in range(40)])
+        await historian.flush()
+        await historian.close()
+
+    asyncio.run(commit_readings())
+    daemon = DaemonProcess(path, tmp_path / "daemon.log")
+    try:
+        with Capture(mosquitto.port) as cap:
+            daemon.start()
+            daemon.wait_ready()
+
+            def found() -> list[dict[str, object]]:
+                return [m.event for m in cap.of("events") if m.event is not None and m.event["type"] == "episode"
+                        and m.event["rule"] == "ph_low"]
+
+            assert cap.wait_for(lambda: len(found()) == 2, 30), daemon.output()[-2000:]
+            assert daemon.stop() == 0
+    finally:
+        daemon.kill()
+    conn = connect_readonly(config.daemon.historian)
+    try:
+        stored = conn.execute("SELECT id, event, time FROM episode_events WHERE rule = 'ph_low' ORDER BY id").fetchall()
+    finally:
+        conn.close()
+    assert [(e["seq"], e["event"], e["time"]) for e in found()] == [tuple(r) for r in stored]
+    assert [r[1:] for r in stored] == [("start", t0 + 10), ("end", t0 + 20)]
+    assert "not recorded; recorded now" in daemon.output()
