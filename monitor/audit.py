@@ -52,6 +52,7 @@ from typing import TextIO
 from config.loader import load_config_or_report
 from config.schema import SiteConfig
 from monitor import audit_scan
+from monitor.checks.coverage import end_order
 from monitor.checks.engine import CheckEngine, Processor
 from monitor.checks.events import END, START, EpisodeEvent, iso_utc
 from monitor.progress import Progress
@@ -351,7 +352,8 @@ def episodes(events: Iterable[EpisodeEvent]) -> list[Episode]:
     out: list[Episode] = []
     opened: dict[Key, EpisodeEvent] = {}
     by_key: dict[Key, list[EpisodeEvent]] = {}
-    for e in sorted(events, key=lambda e: e.time):
+    # ends at one instant in `end_order` (the recorded ones come in row order, which a correction can invert)
+    for e in sorted(events, key=lambda e: (e.time, end_order(e.end_reason) if e.event == END else 0)):
         by_key.setdefault((e.site, e.channel, e.rule), []).append(e)
     for k, evs in by_key.items():
         for _t, group in groupby(evs, key=lambda e: e.time):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import time
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -26,6 +27,7 @@ from config.obligations import is_monitoring_requirement
 from config.rule_catalogue import DURATION_RULES, label
 from config.rules import RuleBinding, is_data_quality
 from config.schema import Channel, Site, SiteConfig
+from monitor.read.episodes import find_episodes
 from monitor.reports.annotations import Annotation, AnnotationError, episode_annotations, episode_id, parse_episode_id
 from monitor.reports.compliance import describe
 from monitor.reports.days import zone
@@ -163,11 +165,14 @@ def _find(db: Path, ident: str) -> Episode:
                 raise NoticeError(f"episode {ident} was retracted after late readings (it never happened: "
                                   "`pretreat exceedances` shows it RETRACTED); no notice is drafted for it")
             raise missing
-        later = conn.execute(f"SELECT MIN(time) FROM episode_events WHERE {key} AND event = 'start' AND time > ?",
-                             (site, channel, rule, s[0])).fetchone()[0]
-        e = conn.execute(f"SELECT time, value, peak, censored, {coverage} FROM episode_events WHERE {key} "
-                         "AND event = 'end' AND time >= ? AND time <= ? ORDER BY time, id LIMIT 1",
-                         (site, channel, rule, s[0], later if later is not None else float("inf"))).fetchone()
+        # its end as the exceedance history pairs them: at one instant two ends can stand (the episode before,
+        # cleared there, and this one, begun there and ended by a gap), so "the first end from its start" is not it
+        paired = [f for f in find_episodes(conn, now=time.time(), site=site, rule=rule, channel=channel,
+                                           data_quality=True)
+                  if f[5] is not None and f[7] is not None and abs(f[7] - s[0]) < 0.0005]
+        end_id = paired[0][6] if paired else None
+        e = None if end_id is None else conn.execute(
+            f"SELECT time, value, peak, censored, {coverage} FROM episode_events WHERE id = ?", (end_id,)).fetchone()
     finally:
         conn.close()
     return Episode(site=site, channel=channel, rule=rule, start=s[0], end=e[0] if e else None, start_value=s[1],

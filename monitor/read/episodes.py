@@ -56,6 +56,7 @@ from typing import Any
 
 from config.rule_catalogue import DATA_QUALITY_RULES, NO_READING_PEAK
 from config.schema import SiteConfig
+from monitor.checks.coverage import end_order
 from monitor.checks.events import iso_utc
 from monitor.permitted_excursions import ALLOWANCE_VIOLATIONS, Span, beyond_allowance
 from monitor.read.revisions import revision_lines, withdrawn_ids
@@ -153,7 +154,7 @@ def find_episodes(conn: sqlite3.Connection, *, now: float, site: str | None = No
             continue
         rows = conn.execute("SELECT event = 'end', time, id FROM episode_events "
                             "WHERE site = ? AND channel = ? AND rule = ? ORDER BY event, time, id", k).fetchall()
-        ends = [(t, i, True) for is_end, t, i in rows if is_end and i not in withdrawn]
+        ends = _in_end_order(conn, [(t, i, True) for is_end, t, i in rows if is_end and i not in withdrawn])
         starts = [(t, i, False) for is_end, t, i in rows if not is_end and i not in withdrawn]
         out += _pair(k, heapq.merge(ends, starts), now)
         if withdrawn:  # an announced start a revision withdrew with none at its time now: retracted
@@ -163,6 +164,19 @@ def find_episodes(conn: sqlite3.Connection, *, now: float, site: str | None = No
     keep = [f for f in out if (start is None or f[9] >= start) and (end is None or f[0] < end)]
     keep.sort()
     return keep
+
+
+def _in_end_order(conn: sqlite3.Connection, ends: list[tuple[float, int, bool]]) -> list[tuple[float, int, bool]]:
+    """``ends`` (in time, then id order) with those at one instant in `end_order` of their reasons: a correction
+    after late readings can store an instant's second end first. Rare, so their reasons are read by id then, and
+    the covering scan stays the rule."""
+    tied = {i for k, (t, i, _e) in enumerate(ends)
+            if (k and ends[k - 1][0] == t) or (k + 1 < len(ends) and ends[k + 1][0] == t)}
+    if not tied:
+        return ends
+    marks = ", ".join("?" * len(tied))
+    reasons = dict(conn.execute(f"SELECT id, end_reason FROM episode_events WHERE id IN ({marks})", sorted(tied)))
+    return sorted(ends, key=lambda e: (e[0], end_order(reasons.get(e[1])), e[1]))
 
 
 def _pair(key: tuple[str, str, str], events: Iterable[tuple[float, int, bool]], now: float) -> list[Found]:

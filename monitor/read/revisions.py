@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from monitor.checks.events import iso_utc, parse_iso
+from monitor.checks.revisions import LATE_READING
 from monitor.number_text import duration
 from monitor.stores.readonly import dialect, has_table, standing
 
@@ -50,7 +51,7 @@ def revision_lines(conn: sqlite3.Connection, episodes: Sequence[Episode]) -> Non
             "ORDER BY id"):
         if (s, c, r) in keys:
             times = [parse_iso(d["time"]) for d in (*json.loads(w), *json.loads(a))]
-            if late is not None:
+            if late is not None and why == LATE_READING:  # (a restoration, `JUDGED_AGAIN`, had no late reading)
                 why = f"{why} of {iso_utc(late)}, {duration(max(0.0, rec - late))} old when judged"
             by_key.setdefault((s, c, r), []).append((rec, why, json.loads(changes), times))
     for e in episodes:

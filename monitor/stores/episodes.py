@@ -58,6 +58,7 @@ from typing import Any
 
 from alarms.journal import ensure_schema as ensure_journal
 from config.rules import is_data_quality
+from monitor.checks.coverage import end_order
 from monitor.checks.events import END, START, EpisodeEvent
 from monitor.checks.revisions import JUDGED_AGAIN, Revision
 from monitor.stores.seals import (
@@ -378,10 +379,11 @@ class EpisodeStore:
         for (site_, channel, rule_, _t), group in groupby((_event(r) for r in rows),
                                                           key=lambda e: (e.site, e.channel, e.rule, e.time)):
             key = (site_, channel, rule_)
-            same = list(group)
+            same = sorted(group, key=lambda x: end_order(x.end_reason) if x.event == END else 0)
             while same:  # at one instant: an end first while an episode is open, a start first while none is
                 # (as `monitor.read.episodes` pairs them: a cleared end, the next onset and its gap end at one
-                # reading; an episode of one reading whose end a correction stored before its start)
+                # reading; an episode of one reading whose end a correction stored before its start); ends in
+                # `end_order`, not in row order
                 e = next((x for x in same if (x.event == END) == (key in open_)), same[0])
                 same.remove(e)
                 if e.event == START:
@@ -492,6 +494,8 @@ _MAX_ID = 2**63 - 1  # SQLite's largest integer
 # The unique key (`episode_events_key`): an event's row is found by these, the end reason as `_key` gives it
 _KEY = "site = ? AND channel = ? AND rule = ? AND event = ? AND time = ? AND coalesce(end_reason, '') = ?"
 _FIND = f"SELECT id, withdrawn FROM episode_events WHERE {_KEY}"
+_FIND_NO_REASON = ("SELECT id, withdrawn FROM episode_events WHERE site = ? AND channel = ? AND rule = ? "
+                   "AND event = 'end' AND time = ? AND end_reason IS NULL")
 _UPDATE = ("UPDATE episode_events SET withdrawn = 0, value = ?, limit_value = ?, citation = ?, peak = ?, "
            "end_reason = ?, measured = ?, unmeasured = ?, censored = ?, confirmed = ?, maintenance = ? WHERE id = ?")
 
@@ -507,8 +511,12 @@ def _key(e: EpisodeEvent) -> tuple[str, str, str, str, float, str]:
 
 
 def _find(conn: sqlite3.Connection, e: EpisodeEvent) -> tuple[int, int] | None:
-    """``e``'s row as (id, withdrawn), None when it is not stored (the store's unique key)."""
+    """``e``'s row as (id, withdrawn), None when it is not stored (the store's unique key). An end recorded before
+    schema 2 has no reason; it is the end at its instant (the key then held one), so an end judged again there
+    (a warm-up after the upgrade) is that row, not a second end."""
     row = conn.execute(_FIND, _key(e)).fetchone()
+    if row is None and e.event == END and e.end_reason is not None:
+        row = conn.execute(_FIND_NO_REASON, (e.site, e.channel, e.rule, e.time)).fetchone()
     return None if row is None else (int(row[0]), int(row[1]))
 
 

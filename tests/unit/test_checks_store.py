@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from monitor.checks.events import EpisodeEvent
+from monitor.checks.events import EpisodeEvent, iso_utc
 from monitor.stores.episodes import SCHEMA_VERSION, EpisodeStore, EpisodeStoreError
 from tests.unit.checks_helpers import SCHEMA_1
 
@@ -335,3 +335,59 @@ def test_two_ends_of_one_rule_at_one_instant_both_stand_and_a_schema_5_file_is_r
         assert verify_seals(conn).findings == []
         names = {r[1] for r in conn.execute("PRAGMA index_list(episode_events)")}
         assert "episode_events_key" in names and not any(n.startswith("sqlite_autoindex") for n in names)
+
+
+def test_two_ends_at_one_instant_pair_by_reason_whatever_order_they_were_stored_in(tmp_path: Path) -> None:
+    """A correction after late readings can store an instant's second end (the gap that ended the episode begun
+    there) before its first (the sample that cleared the episode before). Pairing by row id then gave each
+    episode the other's end: the history, the audit, the hub's copy and a notice's facts all read them. Ends at
+    one instant pair in `end_order`; every reader of the record agrees."""
+    from monitor.audit import episodes as audit_episodes
+    from monitor.notices.facts import _find as notice_episode
+    from monitor.read.episodes import find_episodes
+
+    path = tmp_path / "e.sqlite"
+    t0 = 1_741_000_000.0
+    s1 = EpisodeEvent(t0 + 600, "acme", "count", "sampler_interval", "start", 100.0, 900.0, "c", confirmed=t0 + 1500)
+    cleared = EpisodeEvent(t0 + 3670, "acme", "count", "sampler_interval", "end", 101.0, 900.0, "c", 3070.0,
+                           "cleared", 3070.0, 0.0)
+    s2 = EpisodeEvent(t0 + 3670, "acme", "count", "sampler_interval", "start", 101.0, 900.0, "c",
+                      confirmed=t0 + 9740)
+    gap = EpisodeEvent(t0 + 3670, "acme", "count", "sampler_interval", "end", 101.0, 900.0, "c", 0.0, "gap", 0.0,
+                       0.0)
+    store = EpisodeStore(path=path)
+    try:
+        store.record([s1, gap])  # the gap end first: a lower id than the end it follows
+        store.record([cleared, s2])
+        want = [(t0 + 600, t0 + 3670, "cleared", 3070.0), (t0 + 3670, t0 + 3670, "gap", 0.0)]
+        assert [(e.start, e.end, e.end_reason, e.peak) for e in store.episodes()] == want
+        assert [(e.start, e.end, e.values[2]) for e in audit_episodes(store.events())] == [w[:2] + w[3:]
+                                                                                          for w in want]
+    finally:
+        store.close()
+    with sqlite3.connect(path) as conn:
+        ids = dict(conn.execute("SELECT end_reason, id FROM episode_events WHERE event = 'end'").fetchall())
+        found = find_episodes(conn, now=t0 + 10_000, data_quality=True)
+    assert ids["gap"] < ids["cleared"]
+    assert [(f[4], f[6]) for f in found] == [("closed", ids["cleared"]), ("closed", ids["gap"])]
+    for start, reason in ((t0 + 600, "cleared"), (t0 + 3670, "gap")):
+        ident = f"acme/count/sampler_interval@{iso_utc(start)}"
+        assert notice_episode(path, ident).end_reason == reason
+
+
+def test_an_end_recorded_before_reasons_were_kept_is_the_end_judged_again_at_its_instant(tmp_path: Path) -> None:
+    """A schema-1 file's ends have no reason. A warm-up after the upgrade judges the recent readings again and
+    emits the end with its reason: that is the stored end, not a second one (which the history showed as an
+    episode whose start was not recorded)."""
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(SCHEMA_1)
+    store = EpisodeStore(path=path)
+    try:
+        again = [EpisodeEvent(10.0, "acme", "ph", "ph_low", "start", 4.0, 5.0, "cite"),
+                 EpisodeEvent(20.0, "acme", "ph", "ph_low", "end", 7.0, 5.0, "cite", 3.5, "cleared", 10.0, 0.0)]
+        assert store.record_events(again, recorded=30.0).ids == [None, None]
+        assert [(e.event, e.end_reason) for e in store.events()] == [("start", None), ("end", None)]
+        assert [(e.start, e.end) for e in store.episodes()] == [(10.0, 20.0)]
+    finally:
+        store.close()
