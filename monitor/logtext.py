@@ -83,6 +83,10 @@ def limit(value: float | None, *, site: str, channel: str, rule: str) -> str:
     return f"{text} {unit}" if unit else text
 
 
+# Notices whose start carries no value although readings came in: "no reading" would say the meter was silent.
+_NO_VALUE = {"slug_no_baseline": "no baseline yet"}
+
+
 def episode_message(e: EpisodeEvent) -> str:
     """``episode started: acme-plating ph ph_low at 2026-12-01 16:04:03 EST, 4.82 pH (limit 5.00 pH;
     Town of Southeast § 112-5A(1)(c))``; an end adds the peak. A data-quality rule (``stale``) has no limit:
@@ -92,8 +96,9 @@ def episode_message(e: EpisodeEvent) -> str:
 
     what = "started" if e.event == START else "ended"
     bound = "" if e.limit is None else f"limit {limit(e.limit, site=e.site, channel=e.channel, rule=e.rule)}; "
+    value = _NO_VALUE.get(e.rule) if e.value is None else None
     text = (f"episode {what}: {e.site} {e.channel} {e.rule} at {local_time(e.time)}, "
-            f"{reading(e.value, site=e.site, channel=e.channel)} ({bound}{e.citation})")
+            f"{value or reading(e.value, site=e.site, channel=e.channel)} ({bound}{e.citation})")
     if e.confirmed is not None:  # a duration rule: started at its onset, confirmed (alarmed) now
         text += f", confirmed at {local_time(e.confirmed)}"
     if e.event != START and e.peak is not None:
@@ -112,6 +117,8 @@ def transition_message(t: Transition, words: str) -> str:
 
     if rule == CALIBRATION_OVERDUE and t.value is None:  # no reading: the status is what to say
         what = t.citation.split("; ", 1)[-1]
+    elif t.value is None and rule in _NO_VALUE:
+        what = _NO_VALUE[rule]
     elif rule == OBLIGATION_OVERDUE:  # no instrument: the obligation, its due time and citation
         what = t.citation
     text = f"{words} [{t.priority.value}] {site} {channel} {rule}: {what}"

@@ -166,6 +166,14 @@ def test_none_is_never_printed(site: None) -> None:
                    from_state=State.NORMAL, to_state=State.ACTIVE_UNACKED, priority=Priority.LOW, who="system",
                    why="", value=None, limit=None, citation="")
     assert transition_message(t, "ALARM") == "ALARM [low] acme ph stale: no reading"
+    # the slug rule's notice has no value because there is no baseline, not because the meter is silent
+    notice = EpisodeEvent(time=utc(2026, 12, 1, 21, 4, 5), site="acme", channel="ph", rule="slug_no_baseline",
+                          event=START, value=None, limit=None, citation="data quality")
+    assert episode_message(notice).endswith(", no baseline yet (data quality)")
+    raised = Transition(time=t.time, alarm_id="acme/ph/slug_no_baseline", kind=Kind.RAISE,
+                        from_state=State.NORMAL, to_state=State.ACTIVE_UNACKED, priority=Priority.LOW,
+                        who="system", why="", value=None, limit=None, citation="")
+    assert transition_message(raised, "ALARM") == "ALARM [low] acme ph slug_no_baseline: no baseline yet"
 
 
 @pytest.mark.parametrize(("seconds", "shown"), [
