@@ -336,8 +336,11 @@ def recorded_events(db: Path | str) -> list[EpisodeEvent]:
     try:
         if not has_table(conn, "episode_events"):
             return []
-        rows = conn.execute("SELECT time, site, channel, rule, event, value, limit_value, citation, peak "
-                            f"FROM episode_events WHERE 1 = 1{standing(conn)} ORDER BY time, id").fetchall()
+        # the end reason orders two ends at one instant (`episodes`); a file from before it was kept has none
+        reason = "end_reason" if dialect(conn) == "postgresql" or "end_reason" in {
+            r[1] for r in conn.execute("PRAGMA table_info(episode_events)")} else "NULL"
+        rows = conn.execute("SELECT time, site, channel, rule, event, value, limit_value, citation, peak, "
+                            f"{reason} FROM episode_events WHERE 1 = 1{standing(conn)} ORDER BY time, id").fetchall()
         if dialect(conn) == "postgresql":
             rows = [(round(r[0] * 1000) / 1000, *r[1:]) for r in rows]
     finally:

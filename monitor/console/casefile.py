@@ -36,6 +36,7 @@ from monitor.console.app import Console
 from monitor.console.auth import Session
 from monitor.console.requests import writable_record
 from monitor.console.users import Role
+from monitor.read.episodes import episode_start
 from monitor.reports.annotations import AnnotationError, annotate, episode_annotations
 from monitor.stores import casefile as store
 from monitor.stores.casefile import CaseFile, CaseFileError
@@ -62,19 +63,11 @@ def _need(s: Session, role: Role, what: str) -> None:
 
 def _episode_of(c: Console, s: Session, conn: sqlite3.Connection, event_id: int) -> tuple[str, str]:
     """(episode id, site) of the episode whose start or end record is ``event_id``; 403/404 as the API does."""
-    row = None
-    if has_table(conn, "episode_events"):
-        row = conn.execute("SELECT site, channel, rule, event, time FROM episode_events WHERE id = ?",
-                           (event_id,)).fetchone()
+    row = episode_start(conn, event_id, now=clock.wall())  # paired as the history pairs it
     if row is None:
         raise HTTPException(403 if s.user.role is Role.INDUSTRY else 404, f"no episode record {event_id}")
     site = site_for(c, s, row[0]).id
-    start = row[4]
-    if row[3] == "end":
-        found = conn.execute("SELECT max(time) FROM episode_events WHERE site = ? AND channel = ? AND rule = ? "
-                             "AND event = 'start' AND time <= ?", (*row[:3], row[4])).fetchone()
-        start = found[0] if found and found[0] is not None else start
-    return store.episode_key(row[0], row[1], row[2], start), site
+    return store.episode_key(*row), site
 
 
 @router.get("/episodes/{event_id}/casefile")

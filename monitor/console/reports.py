@@ -125,20 +125,16 @@ NOV_TYPES = {"pdf": "application/pdf",  # Markdown drafts carry their chart as a
 
 def _episode_id(c: Console, event_id: int) -> str:
     """The episode id (site/channel/rule@start) of any event row of the episode (its start, or its end: the
-    start it closes, the latest start at or before it), as the episode page names it."""
+    start it closes, as the history pairs them), as the episode page names it."""
     from monitor.checks.events import iso_utc
+    from monitor.read.episodes import episode_start
 
     try:
         conn = queries.connect(c.db)
         if conn is None:
             raise sqlite3.OperationalError("no database yet")
         try:
-            row = conn.execute("SELECT site, channel, rule, time, event FROM episode_events WHERE id = ?",
-                               (event_id,)).fetchone()
-            if row is not None and row[4] != "start":
-                start = conn.execute("SELECT max(time) FROM episode_events WHERE site = ? AND channel = ? AND "
-                                     "rule = ? AND event = 'start' AND time <= ?", row[:4]).fetchone()
-                row = None if start is None or start[0] is None else (*row[:3], start[0])
+            row = episode_start(conn, event_id, now=time.time())  # paired as the history pairs it
         finally:
             conn.close()
     except sqlite3.Error as exc:

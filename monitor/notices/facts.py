@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import sqlite3
-import time
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -27,12 +26,12 @@ from config.obligations import is_monitoring_requirement
 from config.rule_catalogue import DURATION_RULES, label
 from config.rules import RuleBinding, is_data_quality
 from config.schema import Channel, Site, SiteConfig
-from monitor.read.episodes import find_episodes
+from monitor.checks.events import EpisodeEvent
 from monitor.reports.annotations import Annotation, AnnotationError, episode_annotations, episode_id, parse_episode_id
 from monitor.reports.compliance import describe
 from monitor.reports.days import zone
 from monitor.reports.enforcement import InvalidationLine, ObligationLine, open_record
-from monitor.stores.episodes import Episode
+from monitor.stores.episodes import Episode, pair_transitions
 from monitor.stores.historian import Historian
 from monitor.stores.readonly import connect_readonly, has_table, standing
 
@@ -154,7 +153,6 @@ def _find(db: Path, ident: str) -> Episode:
         if not has_table(conn, "episode_events"):
             raise missing
         have = {r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}
-        coverage = ", ".join(c if c in have else "NULL" for c in _COVERAGE)
         # a transition a correction after late readings withdrew is not the episode's (a moved end, a retraction)
         key = f"site = ? AND channel = ? AND rule = ?{standing(conn)}"
         s = conn.execute(f"SELECT time, value, limit_value, citation, censored FROM episode_events WHERE {key} "
@@ -165,14 +163,17 @@ def _find(db: Path, ident: str) -> Episode:
                 raise NoticeError(f"episode {ident} was retracted after late readings (it never happened: "
                                   "`pretreat exceedances` shows it RETRACTED); no notice is drafted for it")
             raise missing
-        # its end as the exceedance history pairs them: at one instant two ends can stand (the episode before,
-        # cleared there, and this one, begun there and ended by a gap), so "the first end from its start" is not it
-        paired = [f for f in find_episodes(conn, now=time.time(), site=site, rule=rule, channel=channel,
-                                           data_quality=True)
-                  if f[5] is not None and f[7] is not None and abs(f[7] - s[0]) < 0.0005]
-        end_id = paired[0][6] if paired else None
-        e = None if end_id is None else conn.execute(
-            f"SELECT time, value, peak, censored, {coverage} FROM episode_events WHERE id = ?", (end_id,)).fetchone()
+        # its end as the episode store pairs them: at one instant two ends can stand (the episode before, cleared
+        # there, and this one, begun there and ended by a gap), so "the first end from its start" is not it
+        cols = ("time", "value", "limit_value", "citation", "peak", *_COVERAGE[:3], "censored", "maintenance")
+        rows = conn.execute(f"SELECT event, {', '.join(c if c in have else 'NULL' for c in cols)} "
+                            f"FROM episode_events WHERE {key} ORDER BY time, id", (site, channel, rule)).fetchall()
+        events = (EpisodeEvent(t, site, channel, rule, ev, v, lim, cite or "", pk, why, meas, unmeas,
+                               bool(cens), maintenance=maint)
+                  for ev, t, v, lim, cite, pk, why, meas, unmeas, cens, maint in rows)
+        end = next((e for st, e in pair_transitions(events) if abs(st.time - s[0]) < 0.0005), None)
+        e = None if end is None else (end.time, end.value, end.peak, end.censored, end.end_reason, end.measured,
+                                      end.unmeasured, end.maintenance)
     finally:
         conn.close()
     return Episode(site=site, channel=channel, rule=rule, start=s[0], end=e[0] if e else None, start_value=s[1],

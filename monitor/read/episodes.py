@@ -465,6 +465,21 @@ def episode_key(conn: sqlite3.Connection, record_id: int) -> tuple[str, str, str
     return None if row is None else (str(row[0]), str(row[1]), str(row[2]))
 
 
+def episode_start(conn: sqlite3.Connection, record_id: int, *, now: float) -> tuple[str, str, str, float] | None:
+    """(site, channel, rule, start) of the episode whose start or end record is ``record_id``, paired as the history
+    pairs them (an end that shares its instant with the next episode's start closes the one before, and two ends
+    at one instant go by `end_order`); an end whose start is not recorded gives its own time. None if none is."""
+    key = episode_key(conn, record_id)
+    if key is None:
+        return None
+    site, channel, rule = key
+    for f in find_episodes(conn, now=now, site=site, channel=channel, rule=rule, data_quality=True):
+        if record_id in (f[5], f[6]):
+            start = f[7] if f[7] is not None else f[8]
+            return None if start is None else (site, channel, rule, start)
+    return None  # a withdrawn transition: no episode stands on it
+
+
 def episode_by_record(conn: sqlite3.Connection, record_id: int, *, config: SiteConfig | None, now: float
                       ) -> Episode | None:
     """The episode (data-quality ones included) whose start or end record is ``record_id``, annotated."""

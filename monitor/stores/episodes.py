@@ -50,7 +50,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
@@ -58,7 +58,7 @@ from typing import Any
 
 from alarms.journal import ensure_schema as ensure_journal
 from config.rules import is_data_quality
-from monitor.checks.coverage import end_order
+from monitor.checks.coverage import END_GAP, end_order
 from monitor.checks.events import END, START, EpisodeEvent
 from monitor.checks.revisions import JUDGED_AGAIN, Revision
 from monitor.stores.seals import (
@@ -374,23 +374,7 @@ class EpisodeStore:
                 )
                 .fetchall()
             )
-        out: list[Episode] = []
-        open_: dict[tuple[str, str, str], EpisodeEvent] = {}
-        for (site_, channel, rule_, _t), group in groupby((_event(r) for r in rows),
-                                                          key=lambda e: (e.site, e.channel, e.rule, e.time)):
-            key = (site_, channel, rule_)
-            same = sorted(group, key=lambda x: end_order(x.end_reason) if x.event == END else 0)
-            while same:  # at one instant: an end first while an episode is open, a start first while none is
-                # (as `monitor.read.episodes` pairs them: a cleared end, the next onset and its gap end at one
-                # reading; an episode of one reading whose end a correction stored before its start); ends in
-                # `end_order`, not in row order
-                e = next((x for x in same if (x.event == END) == (key in open_)), same[0])
-                same.remove(e)
-                if e.event == START:
-                    open_[key] = e
-                elif key in open_:
-                    out.append(_episode(open_.pop(key), e))
-        out.extend(_episode(s, None) for s in open_.values())
+        out = [_episode(s, e) for s, e in pair_transitions(_event(r) for r in rows)]
         out = [ep for ep in out if (start is None or ep.start >= start) and (end is None or ep.start < end)]
         return sorted(out, key=lambda ep: (ep.start, ep.site, ep.channel, ep.rule))
 
@@ -399,6 +383,29 @@ class EpisodeStore:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def pair_transitions(events: Iterable[EpisodeEvent]) -> list[tuple[EpisodeEvent, EpisodeEvent | None]]:
+    """Each start with the end that follows it (None while open), from transitions in (site, channel, rule,
+    time) order. At one instant an end is taken first while an episode is open and a start first while none is
+    (as `monitor.read.episodes` pairs them: a cleared end, the next onset and its gap end at one reading; an
+    episode of one reading whose end a correction stored before its start), and ends in `end_order`, not in row
+    order. An end with no start before it, and a start followed by another before any end, are left out (the
+    exceedance history lists both)."""
+    out: list[tuple[EpisodeEvent, EpisodeEvent | None]] = []
+    open_: dict[tuple[str, str, str], EpisodeEvent] = {}
+    for (site, channel, rule, _t), group in groupby(events, key=lambda e: (e.site, e.channel, e.rule, e.time)):
+        key = (site, channel, rule)
+        same = sorted(group, key=lambda x: end_order(x.end_reason) if x.event == END else 0)
+        while same:
+            e = next((x for x in same if (x.event == END) == (key in open_)), same[0])
+            same.remove(e)
+            if e.event == START:
+                open_[key] = e  # (a start after a start whose end was not recorded: the later one is kept)
+            elif key in open_:
+                out.append((open_.pop(key), e))
+    out.extend((s, None) for s in open_.values())
+    return out
 
 
 def _rows_by_id(conn: sqlite3.Connection, ids: list[int | None]) -> list[tuple[object, ...]]:
@@ -494,6 +501,12 @@ _MAX_ID = 2**63 - 1  # SQLite's largest integer
 # The unique key (`episode_events_key`): an event's row is found by these, the end reason as `_key` gives it
 _KEY = "site = ? AND channel = ? AND rule = ? AND event = ? AND time = ? AND coalesce(end_reason, '') = ?"
 _FIND = f"SELECT id, withdrawn FROM episode_events WHERE {_KEY}"
+_LAST_START_BEFORE = ("SELECT max(time) FROM episode_events WHERE site = ? AND channel = ? AND rule = ? "
+                      "AND event = 'start' AND time < ? AND withdrawn = 0")
+_END_BETWEEN = ("SELECT 1 FROM episode_events WHERE site = ? AND channel = ? AND rule = ? AND event = 'end' "
+                "AND time >= ? AND time < ? AND withdrawn = 0 LIMIT 1")
+_FIND_START = ("SELECT 1 FROM episode_events WHERE site = ? AND channel = ? AND rule = ? AND event = 'start' "
+               "AND time = ? AND withdrawn = 0")
 _FIND_NO_REASON = ("SELECT id, withdrawn FROM episode_events WHERE site = ? AND channel = ? AND rule = ? "
                    "AND event = 'end' AND time = ? AND end_reason IS NULL")
 _UPDATE = ("UPDATE episode_events SET withdrawn = 0, value = ?, limit_value = ?, citation = ?, peak = ?, "
@@ -516,8 +529,22 @@ def _find(conn: sqlite3.Connection, e: EpisodeEvent) -> tuple[int, int] | None:
     (a warm-up after the upgrade) is that row, not a second end."""
     row = conn.execute(_FIND, _key(e)).fetchone()
     if row is None and e.event == END and e.end_reason is not None:
-        row = conn.execute(_FIND_NO_REASON, (e.site, e.channel, e.rule, e.time)).fetchone()
+        row = _no_reason_end(conn, e)
     return None if row is None else (int(row[0]), int(row[1]))
+
+
+def _no_reason_end(conn: sqlite3.Connection, e: EpisodeEvent) -> tuple[int, int] | None:
+    """The reasonless end at ``e``'s instant if it is ``e``: the old key held one end an instant, so it is, unless
+    an episode was open before the instant and another began at it, where the old row closed the one before and
+    an end known later (a gap, `end_order`) is the new episode's own."""
+    k = (e.site, e.channel, e.rule)
+    row = conn.execute(_FIND_NO_REASON, (*k, e.time)).fetchone()
+    if row is None or end_order(e.end_reason) < end_order(END_GAP):
+        return row
+    before = conn.execute(_LAST_START_BEFORE, (*k, e.time)).fetchone()[0]
+    open_before = before is not None and conn.execute(_END_BETWEEN, (*k, before, e.time)).fetchone() is None
+    began_here = conn.execute(_FIND_START, (*k, e.time)).fetchone() is not None
+    return None if open_before and began_here else row
 
 
 def _put(conn: sqlite3.Connection, e: EpisodeEvent, found: tuple[int, int] | None, *, update: bool) -> int | None:

@@ -343,8 +343,9 @@ def test_two_ends_at_one_instant_pair_by_reason_whatever_order_they_were_stored_
     episode the other's end: the history, the audit, the hub's copy and a notice's facts all read them. Ends at
     one instant pair in `end_order`; every reader of the record agrees."""
     from monitor.audit import episodes as audit_episodes
+    from monitor.audit import recorded_events
     from monitor.notices.facts import _find as notice_episode
-    from monitor.read.episodes import find_episodes
+    from monitor.read.episodes import episode_start, find_episodes
 
     path = tmp_path / "e.sqlite"
     t0 = 1_741_000_000.0
@@ -368,8 +369,15 @@ def test_two_ends_at_one_instant_pair_by_reason_whatever_order_they_were_stored_
     with sqlite3.connect(path) as conn:
         ids = dict(conn.execute("SELECT end_reason, id FROM episode_events WHERE event = 'end'").fetchall())
         found = find_episodes(conn, now=t0 + 10_000, data_quality=True)
+        # the console's links from an end to its episode (casefile, notice): by the history's pairing
+        starts = {r: episode_start(conn, i, now=t0 + 10_000) for r, i in ids.items()}
     assert ids["gap"] < ids["cleared"]
     assert [(f[4], f[6]) for f in found] == [("closed", ids["cleared"]), ("closed", ids["gap"])]
+    assert starts == {"cleared": ("acme", "count", "sampler_interval", t0 + 600),
+                      "gap": ("acme", "count", "sampler_interval", t0 + 3670)}
+    # `pretreat audit` reads the record itself (the reasons too) before pairing it
+    assert [(e.start, e.end, e.values[2]) for e in audit_episodes(recorded_events(path))] == [w[:2] + w[3:]
+                                                                                            for w in want]
     for start, reason in ((t0 + 600, "cleared"), (t0 + 3670, "gap")):
         ident = f"acme/count/sampler_interval@{iso_utc(start)}"
         assert notice_episode(path, ident).end_reason == reason
@@ -389,5 +397,28 @@ def test_an_end_recorded_before_reasons_were_kept_is_the_end_judged_again_at_its
         assert store.record_events(again, recorded=30.0).ids == [None, None]
         assert [(e.event, e.end_reason) for e in store.events()] == [("start", None), ("end", None)]
         assert [(e.start, e.end) for e in store.episodes()] == [(10.0, 20.0)]
+    finally:
+        store.close()
+
+
+def test_a_reasonless_old_end_is_not_taken_for_the_gap_end_of_an_episode_begun_at_its_instant(
+        tmp_path: Path) -> None:
+    """A schema-1 file: an episode cleared at 20 s and the next begun there, still open. After the upgrade the new
+    episode's gap end at 20 s is its own end, not the old reasonless row (which closed the one before); the
+    cleared end judged again at 20 s is that old row."""
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(SCHEMA_1)
+        conn.execute("INSERT INTO episode_events (time, site, channel, rule, event, value, limit_value, peak, "
+                     "citation, data_quality) "
+                     "VALUES (20.0, 'acme', 'ph', 'ph_low', 'start', 4.0, 5.0, NULL, 'cite', 0)")
+    store = EpisodeStore(path=path)
+    try:
+        cleared = EpisodeEvent(20.0, "acme", "ph", "ph_low", "end", 7.0, 5.0, "cite", 3.5, "cleared", 10.0, 0.0)
+        gap = EpisodeEvent(20.0, "acme", "ph", "ph_low", "end", 4.0, 5.0, "cite", 4.0, "gap", 0.0, 0.0)
+        assert store.record_events([cleared], recorded=30.0).ids == [None]
+        assert store.record_events([gap], recorded=30.0).ids[0] is not None
+        assert [(e.start, e.end, e.end_reason) for e in store.episodes()] == [(10.0, 20.0, None),
+                                                                             (20.0, 20.0, "gap")]
     finally:
         store.close()
