@@ -28,8 +28,10 @@ from zoneinfo import ZoneInfo
 from alarms.model import State
 from config.rule_catalogue import DURATION_RULES, NO_READING_PEAK, spec
 from config.schema import Channel, Site, SiteConfig
+from monitor.checks.events import EpisodeEvent
 from monitor.logtext import duration, local_time, number
-from monitor.stores.readonly import standing
+from monitor.stores.episodes import pair_transitions
+from monitor.stores.readonly import dialect, standing
 
 UNACKED = frozenset({State.ACTIVE_UNACKED.value, State.LATCHED_UNACKED.value, State.RTN_UNACKED.value})
 ACKED_STANDING = frozenset({State.ACTIVE_ACKED.value, State.LATCHED_ACKED.value})
@@ -142,20 +144,34 @@ def _limit(value: float | None, unit: str, rule: str) -> str:
 
 def _episode(conn: sqlite3.Connection, site: str, channel: str,
              rule: str) -> tuple[float, float | None, float | None, float | None] | None:
-    """(onset, end or None while it lasts, value at onset, limit) of the rule's latest episode."""
+    """(onset, end or None while it lasts, value at onset, limit) of the rule's latest episode. Its end as the
+    store pairs them (`pair_transitions`), from the start before it on: an end at the instant the latest episode
+    began may be the one before's (a sample clears an overdue interval and is the next one's onset)."""
+    k = (site, channel, rule)
     try:
         live = standing(conn)  # a transition a correction after late readings withdrew is not the episode's
-        start = conn.execute("SELECT time, value, limit_value FROM episode_events WHERE site = ? AND channel = ? "
-                             f"AND rule = ? AND event = 'start'{live} ORDER BY time DESC LIMIT 1",
-                             (site, channel, rule)).fetchone()
-        if start is None:
+        starts = conn.execute("SELECT time FROM episode_events WHERE site = ? AND channel = ? AND rule = ? "
+                              f"AND event = 'start'{live} ORDER BY time DESC LIMIT 2", k).fetchall()
+        if not starts:
             return None
-        end = conn.execute("SELECT time FROM episode_events WHERE site = ? AND channel = ? AND rule = ? "
-                           f"AND event = 'end' AND time >= ?{live} ORDER BY time LIMIT 1",
-                           (site, channel, rule, start[0])).fetchone()
+        reason = "end_reason" if _has_reasons(conn) else "NULL"
+        rows = conn.execute(f"SELECT time, event, value, limit_value, {reason} FROM episode_events WHERE site = ? "
+                            f"AND channel = ? AND rule = ?{live} AND time >= ? ORDER BY time, id",
+                            (*k, starts[-1][0])).fetchall()
     except sqlite3.OperationalError:  # no episode store yet
         return None
-    return float(start[0]), None if end is None else float(end[0]), start[1], start[2]
+    events = (EpisodeEvent(t, site, channel, rule, ev, v, lim, "", None, why) for t, ev, v, lim, why in rows)
+    latest = starts[0][0]
+    for st, end in pair_transitions(events):
+        if st.time == latest:
+            return float(st.time), None if end is None else float(end.time), st.value, st.limit
+    return None
+
+
+def _has_reasons(conn: sqlite3.Connection) -> bool:
+    """Whether the record keeps why an episode ended (the hub's view does; a daemon's file since its schema 2)."""
+    return dialect(conn) == "postgresql" or "end_reason" in {
+        r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}
 
 
 # Peaks already found, per episode (site, channel, rule, onset): (read up to, peak or None). The console

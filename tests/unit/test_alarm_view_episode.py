@@ -38,3 +38,25 @@ def test_the_alarm_row_shows_the_corrected_episode(tmp_path: Path) -> None:
             conn.close()
     finally:
         store.close()
+
+
+def test_an_end_at_the_instant_the_latest_episode_began_is_the_one_befores(tmp_path: Path) -> None:
+    """A sample clears an overdue sampling interval and is the next one's onset: the cleared end and the new
+    start share an instant. While the new episode lasts, its row shows no end (it took the one before's)."""
+    db = tmp_path / "pretreat.sqlite"
+    store = EpisodeStore(path=db)
+
+    def iv(t: float, event: str, reason: str | None = None) -> EpisodeEvent:
+        return EpisodeEvent(t, "acme", "count", "sampler_interval", event, 101.0, 900.0, "c", None, reason)
+
+    try:
+        store.record([iv(T0, "start"), iv(T0 + 3070, "end", "cleared"), iv(T0 + 3070, "start")])
+        conn = sqlite3.connect(db)
+        try:
+            assert _episode(conn, "acme", "count", "sampler_interval") == (T0 + 3070, None, 101.0, 900.0)
+            store.record([iv(T0 + 3070, "end", "gap")])  # then the count fell silent: ended by the gap there
+            assert _episode(conn, "acme", "count", "sampler_interval") == (T0 + 3070, T0 + 3070, 101.0, 900.0)
+        finally:
+            conn.close()
+    finally:
+        store.close()
