@@ -196,11 +196,13 @@ def _peak(conn: sqlite3.Connection, key: tuple[str, str, str, float], end: float
         marks = ",".join("?" * len(ids))
         order = "ASC" if low else "DESC"
         upper = end if end is not None else float("inf")
-        row = conn.execute(f"SELECT time, value FROM readings WHERE channel_id IN ({marks}) AND time >= ? "
-                           f"AND time <= ? AND quality = 0 AND value IS NOT NULL ORDER BY value {order}, time "
-                           "LIMIT 1", (*ids, read_to, upper)).fetchone() if ids else None
+        # the newest first, and the peak only up to it: each query is its own read, and the historian may commit
+        # between them; read the other way round, readings committed in between were counted as read, unseen
         newest = conn.execute(f"SELECT MAX(time) FROM readings WHERE channel_id IN ({marks}) AND time <= ?",
                               (*ids, upper)).fetchone()[0] if ids else None
+        row = conn.execute(f"SELECT time, value FROM readings WHERE channel_id IN ({marks}) AND time >= ? "
+                           f"AND time <= ? AND quality = 0 AND value IS NOT NULL ORDER BY value {order}, time "
+                           "LIMIT 1", (*ids, read_to, newest)).fetchone() if newest is not None else None
     except sqlite3.OperationalError:  # no historian tables yet
         return None
     found = None if row is None else (float(row[0]), float(row[1]))

@@ -60,3 +60,44 @@ def test_an_end_at_the_instant_the_latest_episode_began_is_the_one_befores(tmp_p
             conn.close()
     finally:
         store.close()
+
+
+def test_a_reading_committed_while_the_peak_is_read_is_seen_at_the_next_read(tmp_path: Path) -> None:
+    """The peak of an ongoing episode is read incrementally: each read remembers how far it read. The peak and
+    the newest reading's time were two reads, and the historian commits between them on a busy machine: a
+    reading committed in between was counted as read without being seen, and the row kept the lower peak for
+    as long as the console ran (seen once under `make test-loaded`). Now the newest is read first and the peak
+    only up to it, so what is committed in between is read next time."""
+    from typing import Any
+
+    from monitor.console.alarm_view import _peak
+
+    db = tmp_path / "h.sqlite"
+    setup = sqlite3.connect(db, isolation_level=None)
+    setup.executescript("PRAGMA journal_mode=WAL; CREATE TABLE channels (id INTEGER PRIMARY KEY, site TEXT, "
+                        "channel TEXT); CREATE TABLE readings (channel_id INT, time REAL, value REAL, quality INT);"
+                        "INSERT INTO channels VALUES (1, 'acme', 'ph');")
+    setup.execute("INSERT INTO readings VALUES (1, ?, 9.7, 0)", (T0,))
+    reader = sqlite3.connect(db, isolation_level=None)
+
+    class Interleaved:
+        """The reader's connection, with the historian's next commit landing after its second query."""
+
+        def __init__(self) -> None:
+            self.queries = 0
+
+        def execute(self, sql: str, args: Any = ()) -> Any:
+            cur = reader.execute(sql, args)
+            self.queries += 1
+            if self.queries == 2:
+                setup.execute("INSERT INTO readings VALUES (1, ?, 9.9, 0), (1, ?, 9.6, 0)", (T0 + 0.5, T0 + 1.0))
+            return cur
+
+    key = ("acme", "ph", "ph_high", T0 - 1.0)
+    try:
+        first = _peak(Interleaved(), key, None, low=False)  # type: ignore[arg-type]
+        assert first == (T0, 9.7)
+        assert _peak(reader, key, None, low=False) == (T0 + 0.5, 9.9)
+    finally:
+        reader.close()
+        setup.close()
