@@ -45,21 +45,20 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import groupby
 from pathlib import Path
 from typing import TextIO
 
 from config.loader import load_config_or_report
 from config.schema import SiteConfig
 from monitor import audit_scan
-from monitor.checks.coverage import end_order
 from monitor.checks.engine import CheckEngine, Processor
-from monitor.checks.events import END, START, EpisodeEvent, iso_utc
+from monitor.checks.events import EpisodeEvent, iso_utc
 from monitor.progress import Progress
 from monitor.read.times import UsageError, parse_time
+from monitor.stores.episodes import pair_transitions
 from monitor.stores.historian_db import QUALITY_BY_CODE, HistorianError, open_for_reading
 from monitor.stores.hub_record import is_database_url
-from monitor.stores.readonly import connect_record, dialect, has_table, record_errors, standing
+from monitor.stores.readonly import connect_record, dialect, has_column, has_table, record_errors, standing
 from monitor.warmup import window_start
 
 _EXIT_MISMATCH, _EXIT_USAGE = 1, 2
@@ -337,8 +336,7 @@ def recorded_events(db: Path | str) -> list[EpisodeEvent]:
         if not has_table(conn, "episode_events"):
             return []
         # the end reason orders two ends at one instant (`episodes`); a file from before it was kept has none
-        reason = "end_reason" if dialect(conn) == "postgresql" or "end_reason" in {
-            r[1] for r in conn.execute("PRAGMA table_info(episode_events)")} else "NULL"
+        reason = "end_reason" if has_column(conn, "episode_events", "end_reason") else "NULL"
         rows = conn.execute("SELECT time, site, channel, rule, event, value, limit_value, citation, peak, "
                             f"{reason} FROM episode_events WHERE 1 = 1{standing(conn)} ORDER BY time, id").fetchall()
         if dialect(conn) == "postgresql":
@@ -349,28 +347,11 @@ def recorded_events(db: Path | str) -> list[EpisodeEvent]:
 
 
 def episodes(events: Iterable[EpisodeEvent]) -> list[Episode]:
-    """Pair each rule's transitions in time order into episodes. At one time, an end is taken first while an
-    episode is open (a month's end and the next start at one reading) and a start first while none is (an
-    episode of one reading), as `monitor.read.episodes` pairs them."""
-    out: list[Episode] = []
-    opened: dict[Key, EpisodeEvent] = {}
-    by_key: dict[Key, list[EpisodeEvent]] = {}
-    # ends at one instant in `end_order` (the recorded ones come in row order, which a correction can invert)
-    for e in sorted(events, key=lambda e: (e.time, end_order(e.end_reason) if e.event == END else 0)):
-        by_key.setdefault((e.site, e.channel, e.rule), []).append(e)
-    for k, evs in by_key.items():
-        for _t, group in groupby(evs, key=lambda e: e.time):
-            same = list(group)
-            while same:
-                e = next((x for x in same if (x.event == END) == (k in opened)), same[0])
-                same.remove(e)
-                if e.event == START:
-                    if k in opened:
-                        out.append(_episode(k, opened[k], None))
-                    opened[k] = e
-                elif k in opened:
-                    out.append(_episode(k, opened.pop(k), e))
-    out += [_episode(k, s, None) for k, s in opened.items()]
+    """Pair each rule's transitions in time order into episodes, as the episode store pairs them
+    (`pair_transitions`: ends at one instant by `end_order`, whatever order they were recorded in); a start
+    followed by another before any end is an episode without an end here, so a missing end is a mismatch."""
+    ordered = sorted(events, key=lambda e: (e.site, e.channel, e.rule, e.time))
+    out = [_episode((s.site, s.channel, s.rule), s, e) for s, e in pair_transitions(ordered, unended=True)]
     return sorted(out, key=lambda e: (e.start, e.key))
 
 

@@ -31,7 +31,7 @@ from config.schema import Channel, Site, SiteConfig
 from monitor.checks.events import EpisodeEvent
 from monitor.logtext import duration, local_time, number
 from monitor.stores.episodes import pair_transitions
-from monitor.stores.readonly import dialect, standing
+from monitor.stores.readonly import has_column, standing
 
 UNACKED = frozenset({State.ACTIVE_UNACKED.value, State.LATCHED_UNACKED.value, State.RTN_UNACKED.value})
 ACKED_STANDING = frozenset({State.ACTIVE_ACKED.value, State.LATCHED_ACKED.value})
@@ -154,7 +154,7 @@ def _episode(conn: sqlite3.Connection, site: str, channel: str,
                               f"AND event = 'start'{live} ORDER BY time DESC LIMIT 2", k).fetchall()
         if not starts:
             return None
-        reason = "end_reason" if _has_reasons(conn) else "NULL"
+        reason = "end_reason" if has_column(conn, "episode_events", "end_reason") else "NULL"
         rows = conn.execute(f"SELECT time, event, value, limit_value, {reason} FROM episode_events WHERE site = ? "
                             f"AND channel = ? AND rule = ?{live} AND time >= ? ORDER BY time, id",
                             (*k, starts[-1][0])).fetchall()
@@ -166,12 +166,6 @@ def _episode(conn: sqlite3.Connection, site: str, channel: str,
         if st.time == latest:
             return float(st.time), None if end is None else float(end.time), st.value, st.limit
     return None
-
-
-def _has_reasons(conn: sqlite3.Connection) -> bool:
-    """Whether the record keeps why an episode ended (the hub's view does; a daemon's file since its schema 2)."""
-    return dialect(conn) == "postgresql" or "end_reason" in {
-        r[1] for r in conn.execute("PRAGMA table_info(episode_events)")}
 
 
 # Peaks already found, per episode (site, channel, rule, onset): (read up to, peak or None). The console

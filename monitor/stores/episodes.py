@@ -385,13 +385,14 @@ class EpisodeStore:
                 self._conn = None
 
 
-def pair_transitions(events: Iterable[EpisodeEvent]) -> list[tuple[EpisodeEvent, EpisodeEvent | None]]:
+def pair_transitions(events: Iterable[EpisodeEvent], *,
+                     unended: bool = False) -> list[tuple[EpisodeEvent, EpisodeEvent | None]]:
     """Each start with the end that follows it (None while open), from transitions in (site, channel, rule,
     time) order. At one instant an end is taken first while an episode is open and a start first while none is
     (as `monitor.read.episodes` pairs them: a cleared end, the next onset and its gap end at one reading; an
     episode of one reading whose end a correction stored before its start), and ends in `end_order`, not in row
-    order. An end with no start before it, and a start followed by another before any end, are left out (the
-    exceedance history lists both)."""
+    order. An end with no start before it is left out, and so is a start followed by another before any end unless
+    ``unended`` (the audit compares it); the exceedance history lists both."""
     out: list[tuple[EpisodeEvent, EpisodeEvent | None]] = []
     open_: dict[tuple[str, str, str], EpisodeEvent] = {}
     for (site, channel, rule, _t), group in groupby(events, key=lambda e: (e.site, e.channel, e.rule, e.time)):
@@ -401,7 +402,9 @@ def pair_transitions(events: Iterable[EpisodeEvent]) -> list[tuple[EpisodeEvent,
             e = next((x for x in same if (x.event == END) == (key in open_)), same[0])
             same.remove(e)
             if e.event == START:
-                open_[key] = e  # (a start after a start whose end was not recorded: the later one is kept)
+                if unended and key in open_:
+                    out.append((open_[key], None))
+                open_[key] = e
             elif key in open_:
                 out.append((open_.pop(key), e))
     out.extend((s, None) for s in open_.values())

@@ -61,6 +61,12 @@ def has_table(conn: Any, name: str) -> bool:
                         (name,)).fetchone() is not None
 
 
+def has_column(conn: Any, table: str, column: str) -> bool:
+    """Whether the record's ``table`` has ``column``: the hub's views always present the current shape; a daemon's
+    file has what its schema version gave it (an older one, read without the daemon, may lack a later column)."""
+    return dialect(conn) == "postgresql" or column in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+
+
 _STANDING: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
