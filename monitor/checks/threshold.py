@@ -131,20 +131,29 @@ class SamplerInterval(Rule):
     Port 0 is the sample count, port 1 the flow rate. The interval counts only time during which the latest
     flow reading is good and above zero: a flow-paced sampler legitimately waits while nothing flows, and
     while the flow reading is bad, flow > 0 cannot be shown (that time is not counted; the stale/sensor_fault
-    rules cover the meter). The episode starts at its onset, the last sample (when the count last rose), and is
-    confirmed at the first reading of either channel once more than the limit has been counted (``confirmed``:
-    the live alarm fires then), its value being the sampler's count; the next increase of the count (a new
-    sample) ends it. A count that goes down is a counter reset, not a sample.
+    rules cover the meter). The limit is strict: exactly 15 minutes complies.
+
+    Lateness rests on a count reading, never on the flow alone: the interval is shown overdue at a reading
+    once more than the limit is counted *and* the count has been read unchanged with at least the limit
+    counted (``seen``: the counted time at the latest count reading this rule saw). Any sample after that
+    reading comes after the limit, so the sampler was late whenever it takes one. Flow time during which the
+    count was not read (bad samples, silence) then counts only when a later count reading shows it unchanged
+    (no sample was taken meanwhile), and an interval is never confirmed on time after the count's last reading.
+    The episode starts at its onset, the last sample (when the count last rose), and is confirmed at that
+    reading (``confirmed``: the live alarm fires then), its value being the sampler's count; the next increase
+    of the count (a new sample) ends it. A count that goes down is a counter reset, not a sample.
 
     Gaps (`monitor.checks.coverage`): a gap in the flow readings is not counted (flow above zero was not
     measured) once it is known, i.e. at the next flow reading; until then the flow's STALE sample (recorded by
     the daemon three polls after the last reading, and present in exported readings) stops the count, so at
     most the staleness window after the last flow reading is counted. A gap in the count ends an open episode
-    at the count's last reading before it (a sample may have been taken unseen) and the count starts afresh at
-    its first reading after it (the onset of a later overdue interval is then that first reading).
+    at the count's last reading before it (a sample may have been taken unseen), its peak the time counted at
+    that reading (while an episode is open every count reading reaches the rule, so ``seen`` is exactly that),
+    and the count starts afresh at its first reading after it (the onset of a later overdue interval is then
+    that first reading).
     """
 
-    __slots__ = ("acc", "count", "flow_since", "flowing", "last_sample", "limit")
+    __slots__ = ("acc", "count", "flow_since", "flowing", "last_sample", "limit", "seen")
     runs = (RuleName.SAMPLER_INTERVAL,)
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
@@ -155,22 +164,38 @@ class SamplerInterval(Rule):
         self.flow_since = 0.0
         self.acc = 0.0  # counted seconds before `flow_since`, since the last sample
         self.last_sample = 0.0  # when the count last rose (or was first read): the onset of an overdue interval
+        self.seen = 0.0  # `_total` at the latest count reading this rule saw, since the last sample
         self.is_open = False
 
     def _counted(self, t: float) -> float:
         return self.acc + (t - self.flow_since if self.flowing else 0.0)
+
+    def _total(self, t: float) -> float:
+        """The interval's length at ``t`` as this rule measures it (s): the peak of its episodes."""
+        return self._counted(t)
+
+    def _overdue(self, t: float) -> bool:
+        return self._counted(t) > self.limit
 
     def good(self, t: float, v: float, port: int) -> None:
         if port == 0:
             if self.count is None or v > self.count:
                 if self.is_open:
                     self.is_open = False
-                    self.end(t, v, self.limit, self._counted(t))
+                    self.end(t, v, self.limit, self._total(t))
                 self.acc, self.flow_since, self.last_sample = 0.0, t, t
+                self._sampled()
             self.count = v
+            self.seen = self._total(t)
         else:
             self._set_flowing(t, v > 0.0)
-        if not self.is_open and self.count is not None and self._counted(t) > self.limit:
+        self._check(t)
+
+    def _sampled(self) -> None:
+        """A new interval begins (a sample, or the count's first reading)."""
+
+    def _check(self, t: float) -> None:
+        if not self.is_open and self.count is not None and self.seen >= self.limit and self._overdue(t):
             self.is_open = True
             self.start(self.last_sample, self.count, self.limit, confirmed=t)
 
@@ -184,9 +209,10 @@ class SamplerInterval(Rule):
             return
         if self.is_open:
             self.is_open = False
-            self.end_at_gap(t0, v0, self.limit, self._counted(t0))
+            self.end_at_gap(t0, v0, self.limit, self.seen)  # `seen`: counted at t0, the count's last reading
         self.count = None
-        self.acc, self.flow_since, self.last_sample = 0.0, t1, t1
+        self.acc, self.flow_since, self.last_sample, self.seen = 0.0, t1, t1, 0.0
+        self._sampled()
 
     def _set_flowing(self, t: float, flowing: bool | None) -> None:
         if flowing == self.flowing:
@@ -196,15 +222,28 @@ class SamplerInterval(Rule):
         self.flowing = flowing
         self.flow_since = t
 
+    def _due(self) -> float:
+        """When `_total` passes the limit (s, pulled in by ``MARGIN``; -inf: already past, inf: not growing)."""
+        if self.flowing:
+            return self.flow_since + (self.limit - self.acc) - MARGIN
+        return -INF if self.acc >= self.limit else INF
+
     def band(self, port: int) -> Band:
-        until = INF
-        if not self.is_open and self.count is not None:
-            if self.flowing:
-                until = self.flow_since + (self.limit - self.acc) - MARGIN
-            elif self.acc > self.limit:  # already overdue (flow then went bad or zero): due at any reading
-                until = -INF
+        """The count's readings reach the rule from the moment the limit may be passed (a confirmation needs
+        one) and, while an episode is open, every one of them (its gap end's peak is the time counted at the
+        last); the flow's once a count reading has shown the limit reached."""
+        if self.count is None:
+            return EMPTY
+        if self.is_open:
+            until = -INF if port == 0 else INF
+        elif port == 0:
+            until = self._due()
+        else:
+            until = self._flow_until()
         return self._port_band(port, until)
 
+    def _flow_until(self) -> float:
+        return -INF if self.seen >= self.limit else INF
 
     def _port_band(self, port: int, until: float) -> Band:
         """Quiet while the count is unchanged (port 0) or the flow stays on the same side of zero (port 1)."""
@@ -221,9 +260,11 @@ class SamplerIntervalUnverified(SamplerInterval):
     """``sampler_interval_unverified`` (data quality): the sampling-interval clock does not stop because the
     flow reading is bad. Time since the last sample during which the flow is unknown (bad, or not yet read) is
     time in which the sampler may have been late: when it, added to the flowing time counted, passes the limit
-    while the flowing time alone does not, the interval cannot be verified. The episode starts at its onset,
-    the last sample, ``confirmed`` at that reading, and ends at the next sample. It is a data-quality episode
-    (the flow meter's fault, not a discharge exceedance), so that an unverifiable interval is never silence.
+    while the flowing time alone does not, the interval cannot be verified. As for `SamplerInterval`, that is
+    shown at a reading only once the count has been read unchanged with at least the limit (flowing plus
+    unknown) behind it. The episode starts at its onset, the last sample, ``confirmed`` at that reading, and
+    ends at the next sample. It is a data-quality episode (the flow meter's fault, not a discharge exceedance),
+    so that an unverifiable interval is never silence.
     """
 
     __slots__ = ("uacc",)
@@ -236,47 +277,30 @@ class SamplerIntervalUnverified(SamplerInterval):
     def _unknown(self, t: float) -> float:
         return self.uacc + (t - self.flow_since if self.flowing is None else 0.0)
 
-    def good(self, t: float, v: float, port: int) -> None:
-        if port == 0:
-            if self.count is None or v > self.count:
-                if self.is_open:
-                    self.is_open = False
-                    self.end(t, v, self.limit, self._counted(t) + self._unknown(t))
-                self.acc = self.uacc = 0.0
-                self.flow_since = self.last_sample = t
-            self.count = v
-        else:
-            self._set_flowing(t, v > 0.0)
-        self._check(t)
+    def _total(self, t: float) -> float:
+        return self._counted(t) + self._unknown(t)
+
+    def _overdue(self, t: float) -> bool:
+        return self._counted(t) <= self.limit < self._total(t)
+
+    def _sampled(self) -> None:
+        self.uacc = 0.0  # the unknown-flow time starts afresh with the interval
 
     def bad(self, t: float, quality: str, port: int) -> None:
-        if port == 1:
-            self._set_flowing(t, None)
+        super().bad(t, quality, port)
         self._check(t)
-
-    def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
-        if port == 0:
-            self.uacc = 0.0  # the count starts afresh after a gap in it: so does the unknown-flow time
-        super().gap(t0, v0, t1, port)
 
     def _set_flowing(self, t: float, flowing: bool | None) -> None:
         if flowing != self.flowing and self.flowing is None:
             self.uacc += t - self.flow_since
         super()._set_flowing(t, flowing)
 
-    def _check(self, t: float) -> None:
-        if self.is_open or self.count is None:
-            return
-        counted = self._counted(t)
-        if counted <= self.limit < counted + self._unknown(t):
-            self.is_open = True
-            self.start(self.last_sample, self.count, self.limit, confirmed=t)
+    def _due(self) -> float:
+        if self._counted(self.flow_since) > self.limit:
+            return INF  # the flowing time alone is over: `SamplerInterval`'s episode, not this one
+        if self.flowing is not False:  # the total still grows: due when it passes the limit
+            return self.flow_since + (self.limit - self.acc - self.uacc) - MARGIN
+        return -INF if self.acc + self.uacc >= self.limit else INF
 
-    def band(self, port: int) -> Band:
-        until = INF
-        if not self.is_open and self.count is not None and self._counted(self.flow_since) <= self.limit:
-            if self.flowing is not False:  # the total still grows: due when it passes the limit
-                until = self.flow_since + (self.limit - self.acc - self.uacc) - MARGIN
-            elif self.acc + self.uacc > self.limit:
-                until = -INF
-        return self._port_band(port, until)
+    def _flow_until(self) -> float:
+        return INF if self.acc > self.limit else super()._flow_until()

@@ -379,8 +379,9 @@ def test_a_withdrawn_start_found_again_stands_with_its_new_figures_in_the_store_
         tmp_path: Path) -> None:
     """A sampler's overdue interval: its start (onset at the last sample) is announced, withdrawn when a late
     flow reading shows the flow had stopped, then emitted again by the live engine with the same onset but
-    confirmed later. The store restored the row with its *old* confirmation time, so the record differed from
-    the replay of the same readings; now the row takes the figures it is recorded with, and the restoration is a
+    confirmed later (at the next count reading: a confirmation rests on the count read unchanged). The store
+    restored the row with its *old* confirmation time, so the record differed from the replay of the same
+    readings; now the row takes the figures it is recorded with, and the restoration is a
     revision of its own (what the hub's copy follows), journaled so the seals verify."""
     from monitor.checks.revisions import JUDGED_AGAIN
     from monitor.stores.episodes import EpisodeStore
@@ -391,8 +392,9 @@ def test_a_withdrawn_start_found_again_stands_with_its_new_figures_in_the_store_
     config, rows = golden_case("sampler_pawling_fridge_and_interval")
     t0 = rows[0][0]
     arrivals = [(t0 + dt, ch, v, "good") for dt, ch, v in (
-        (10, "sampler_count", 100.0), (2120, "flow", 5.0), (620, "flow", 0.0), (20, "sampler_count", 100.0),
-        (2720, "flow", 0.0), (4220, "flow", 0.0), (5720, "sampler_count", 101.0))]
+        (10, "sampler_count", 100.0), (2120, "flow", 5.0), (2200, "sampler_count", 100.0), (620, "flow", 0.0),
+        (20, "sampler_count", 100.0), (2720, "flow", 0.0), (3000, "sampler_count", 100.0), (4220, "flow", 0.0),
+        (5720, "sampler_count", 101.0))]
     engine = CheckEngine.for_config(config, live=True)
     path = tmp_path / "pretreat.sqlite"
     store = EpisodeStore(path=path)
@@ -420,13 +422,14 @@ def test_a_withdrawn_start_found_again_stands_with_its_new_figures_in_the_store_
         assert verify_seals(conn).findings == []
 
 
-def test_a_cleared_end_and_a_gap_end_at_one_instant_are_both_recorded_and_no_episode_is_left_open(
-        tmp_path: Path) -> None:
+def test_an_interval_is_never_confirmed_on_flow_time_after_the_counts_last_reading(tmp_path: Path) -> None:
     """The sampler's count rises at 3670 s (a sample: the overdue interval since 600 s ends, cleared) and then
-    falls silent past its max_gap while the flow goes on: the next interval, onset 3670 s, is confirmed on the
-    flow at 9740 s and ended by the count's gap at its last reading, 3670 s. Two ends of one rule at one time:
-    the record keeps both (the end reason is in the store's key), as the replay finds them, and the exceedance
-    history shows two closed episodes, none ongoing."""
+    falls silent past its max_gap while the flow goes on. The count was not read after 3670 s, so a sample may
+    have been taken at any time since: the next interval is never shown overdue. The record had an episode
+    [3670 s, 3670 s] confirmed on the flow at 9740 s, ended by the count's gap at its last reading, with a
+    peak of -3010 s (the time counted at 3670 s computed from a flow state that began later). Now the record,
+    the replay and the exceedance history hold the one episode the readings show, its peak the flow time
+    counted in it."""
     from monitor.read.episodes import find_episodes
     from monitor.stores.episodes import EpisodeStore
     from tests.unit.checks_helpers import sample_of
@@ -438,8 +441,8 @@ def test_a_cleared_end_and_a_gap_end_at_one_instant_are_both_recorded_and_no_epi
         (3670, "sampler_count", 101.0), (6680, "flow", 12.5), (9740, "flow", 12.0),
         (9740, "sampler_count", 101.0))]
     want = replayed(config, trace)
-    ends = [(e.time - t0, e.end_reason) for e in want if e.rule == "sampler_interval" and e.event == "end"]
-    assert ends == [(3670.0, "cleared"), (3670.0, "gap")]
+    ends = [(e.time - t0, e.end_reason, e.peak) for e in want if e.rule == "sampler_interval" and e.event == "end"]
+    assert ends == [(3670.0, "cleared", 3000.0)]  # flowing 600–3600 s; not after (flow 0, then the count silent)
     engine = CheckEngine.for_config(config, live=True)
     path = tmp_path / "pretreat.sqlite"
     store = EpisodeStore(path=path)
@@ -451,4 +454,4 @@ def test_a_cleared_end_and_a_gap_end_at_one_instant_are_both_recorded_and_no_epi
     assert sorted(got, key=Record.key) == sorted(want, key=Record.key)
     with sqlite3.connect(path) as conn:
         found = [f for f in find_episodes(conn, now=t0 + 10_000, data_quality=True) if f[3] == "sampler_interval"]
-    assert [(f[4], f[7] - t0, f[8] - t0) for f in found] == [("closed", 600.0, 3670.0), ("closed", 3670.0, 3670.0)]
+    assert [(f[4], f[7] - t0, f[8] - t0) for f in found] == [("closed", 600.0, 3670.0)]

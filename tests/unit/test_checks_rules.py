@@ -188,6 +188,71 @@ def test_sampler_interval_counts_only_flowing_time(tmp_path: Path) -> None:
     assert [e.confirmed for e in events if e.rule == "sampler_interval" and e.event == "start"] == [T0 + 901]
 
 
+def sampler_events(c: SiteConfig, rows: list[Row], rule: str = "sampler_interval") -> list[tuple[object, ...]]:
+    """(event, time, confirmed, peak, end_reason) of ``rule``, times from T0; the same with the band disabled."""
+    got = []
+    for fast in (True, False):
+        got.append([(e.event, e.time - T0, e.confirmed and e.confirmed - T0, e.peak, e.end_reason)
+                    for e in live(c, rows, fast=fast) if e.rule == rule])
+    assert got[0] == got[1]
+    return got[0]
+
+
+def test_sampler_interval_is_confirmed_at_a_count_reading_not_on_the_flow_alone(tmp_path: Path) -> None:
+    """Flow above zero read every minute, the count every ten minutes. The limit (900 s of flow) passes at
+    15 minutes, but the count was last read unchanged at 10 minutes: a sample taken between 10 and 15 minutes
+    was on time, so nothing is shown until the count is read again. At 20 minutes it is unchanged: overdue,
+    confirmed then, and the sample seen at 30 minutes ends it. In the next interval the count is unchanged at 40
+    minutes (600 s counted) and higher at 50 (1200 s): that sample may have been taken before the limit, so
+    there is no episode."""
+    c = config(tmp_path, channel("sampler_count", max_gap=1800), channel("flow"), jurisdiction="pawling")
+    rows: list[Row] = []
+    for m in range(61):
+        rows.append((T0 + 60 * m, "flow", 5.0, "good"))
+        if m % 10 == 0:
+            count = 1.0 if m <= 20 else 2.0 if m <= 40 else 3.0  # samples seen at 30 and 50 minutes
+            rows.append((T0 + 60 * m, "sampler_count", count, "good"))
+    assert sampler_events(c, rows) == [("start", 0.0, 1200.0, None, None), ("end", 1800.0, None, 1800.0, "cleared")]
+
+
+def test_sampler_interval_counts_flow_time_the_count_was_unread_only_once_read_unchanged(tmp_path: Path) -> None:
+    """The count's reads fail for 14 minutes while the flow goes on. Read again unchanged, it shows that no sample
+    was taken meanwhile: the time counts and the interval is overdue at that reading. Read again higher, a sample
+    was taken at some unknown moment: no episode."""
+    c = config(tmp_path, channel("sampler_count", max_gap=1800), channel("flow"), jurisdiction="pawling")
+
+    def rows_with(after: float) -> list[Row]:
+        rows: list[Row] = []
+        for m in range(17):
+            rows.append((T0 + 60 * m, "flow", 5.0, "good"))
+            if m == 0:
+                rows.append((T0, "sampler_count", 1.0, "good"))
+            elif m < 16:
+                rows.append((T0 + 60 * m, "sampler_count", None, "comm_failure"))
+            else:
+                rows.append((T0 + 60 * m, "sampler_count", after, "good"))
+        return rows
+
+    assert sampler_events(c, rows_with(1.0)) == [("start", 0.0, 960.0, None, None)]
+    assert sampler_events(c, rows_with(2.0)) == []
+
+
+def test_a_gap_in_the_count_ends_the_episode_with_the_time_counted_at_its_last_reading(tmp_path: Path) -> None:
+    """An overdue interval (onset 0, confirmed at 16 minutes); the count is read every minute to 20 minutes,
+    then falls silent past its max_gap while the flow stops at 25 minutes and resumes at 40. The episode ends at
+    the count's last reading (20 minutes), its peak the flow time counted then: 1200 s, not a figure computed
+    from the flow's later state (which gave 300 s: the 1500 s counted to 25 minutes less the 20 minutes from
+    the count's last reading to the flow resuming; with other timings it was negative)."""
+    c = config(tmp_path, channel("sampler_count", max_gap=600), channel("flow", max_gap=600),
+               jurisdiction="pawling")
+    rows: list[Row] = []
+    for m in range(61):
+        rows.append((T0 + 60 * m, "flow", 0.0 if 25 <= m < 40 else 5.0, "good"))
+        if m <= 20 or m == 60:
+            rows.append((T0 + 60 * m, "sampler_count", 1.0, "good"))
+    assert sampler_events(c, rows) == [("start", 0.0, 960.0, None, None), ("end", 1200.0, None, 1200.0, "gap")]
+
+
 def test_sampler_interval_needs_a_flow_channel(tmp_path: Path) -> None:
     from config.errors import ConfigErrors
 
