@@ -205,7 +205,9 @@ class SamplerInterval(Rule):
 
     def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
         if port == 1:
-            self._set_flowing(t0, None)  # unknown from the last flow reading until the next one
+            # unknown from the last flow reading until the next one; a sample since then began the interval at
+            # ``flow_since``, after ``t0``: none of this interval's time was measured flowing
+            self._set_flowing(max(t0, self.flow_since), None)
             return
         if self.is_open:
             self.is_open = False
@@ -267,12 +269,15 @@ class SamplerIntervalUnverified(SamplerInterval):
     so that an unverifiable interval is never silence.
     """
 
-    __slots__ = ("uacc",)
+    __slots__ = ("moot", "uacc")
     runs = (RuleName.SAMPLER_INTERVAL_UNVERIFIED,)
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
         super().__init__(binding=binding, out=out)
         self.uacc = 0.0  # unknown-flow seconds before `flow_since`, since the last sample
+        # the flowing time alone passed the limit at a reading of this interval: `SamplerInterval`'s episode,
+        # and never this one before the next sample (the flowing time only grows), so no reading need reach it
+        self.moot = False
 
     def _unknown(self, t: float) -> float:
         return self.uacc + (t - self.flow_since if self.flowing is None else 0.0)
@@ -285,6 +290,12 @@ class SamplerIntervalUnverified(SamplerInterval):
 
     def _sampled(self) -> None:
         self.uacc = 0.0  # the unknown-flow time starts afresh with the interval
+        self.moot = False
+
+    def _check(self, t: float) -> None:
+        if not self.moot and self.count is not None and self._counted(t) > self.limit:
+            self.moot = True
+        super()._check(t)
 
     def bad(self, t: float, quality: str, port: int) -> None:
         super().bad(t, quality, port)
@@ -296,11 +307,11 @@ class SamplerIntervalUnverified(SamplerInterval):
         super()._set_flowing(t, flowing)
 
     def _due(self) -> float:
-        if self._counted(self.flow_since) > self.limit:
+        if self.moot or self.acc > self.limit:
             return INF  # the flowing time alone is over: `SamplerInterval`'s episode, not this one
         if self.flowing is not False:  # the total still grows: due when it passes the limit
             return self.flow_since + (self.limit - self.acc - self.uacc) - MARGIN
         return -INF if self.acc + self.uacc >= self.limit else INF
 
     def _flow_until(self) -> float:
-        return INF if self.acc > self.limit else super()._flow_until()
+        return INF if self.moot or self.acc > self.limit else super()._flow_until()

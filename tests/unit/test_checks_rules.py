@@ -253,6 +253,24 @@ def test_a_gap_in_the_count_ends_the_episode_with_the_time_counted_at_its_last_r
     assert sampler_events(c, rows) == [("start", 0.0, 960.0, None, None), ("end", 1200.0, None, 1200.0, "gap")]
 
 
+def test_a_gap_in_the_flow_found_after_a_sample_takes_no_time_from_the_new_interval(tmp_path: Path) -> None:
+    """The flow is read every minute to 600 s, then not until 1500 s (a gap: max_gap 600 s); the sampler takes a
+    sample at 700 s, inside that silence. The gap's unmeasured time runs from the flow's last reading (600 s),
+    but the new interval begins at the sample: its unknown-flow time is 800 s (700–1500), not 900, and its
+    flowing time is not reduced by the 100 s before it began (which made it -100 s). The flowing time passes
+    900 s at 2400 s, shown at the count's next reading (2440 s). Unverified: the count read unchanged at 1600 s
+    with 800 s unknown plus 100 s flowing behind it, passed at the flow's next reading (1620 s)."""
+    c = config(tmp_path, channel("sampler_count", max_gap=600), channel("flow", max_gap=600),
+               jurisdiction="pawling")
+    rows: list[Row] = [(T0 + t, "flow", 5.0, "good") for t in range(0, 601, 60)]
+    rows += [(T0 + t, "flow", 5.0, "good") for t in range(1500, 2700, 60)]
+    rows += [(T0, "sampler_count", 1.0, "good"), (T0 + 60, "sampler_count", 1.0, "good")]
+    rows += [(T0 + t, "sampler_count", 2.0, "good") for t in range(700, 2700, 60)]  # the sample: 700 s
+    rows.sort(key=lambda r: r[0])
+    assert sampler_events(c, rows) == [("start", 700.0, 2440.0, None, None)]
+    assert sampler_events(c, rows, "sampler_interval_unverified") == [("start", 700.0, 1620.0, None, None)]
+
+
 def test_sampler_interval_needs_a_flow_channel(tmp_path: Path) -> None:
     from config.errors import ConfigErrors
 
