@@ -19,25 +19,34 @@
  * is computed here but ``t - last``, one IEEE subtraction of a float time, as Python makes it (a float minus an
  * int is the float minus the int's double there too).
  *
- * `bind(Sample, LiveProcessor, pend_max)` must be called once first: it reads where the slotted classes keep each
- * field (their member descriptors' offsets), so a field is one pointer load, not an attribute look-up, and how
- * many samples a processor's ``pend`` may hold (`PEND_MAX`): a sample that finds it full is left to Python. A sample or a
- * processor of another type is left to Python. Licence: Apache-2.0, as the rest of pretreat-monitor.
+ * A member of a group of several channels (a flow meter and the sampler count it paces: ``lo``/``hi`` empty,
+ * its band in ``mlo``/``mhi``) is quiet on the same terms and in the group's order (after the group's newest
+ * reading, or at the same time and not before it in the site file: ``rank`` against the group's ``rank``); its
+ * quiet reading moves every member's ``glast`` and the group's ``rank``, as `Group.advance` does. Python's path
+ * for it (`LiveProcessor.good`) appends to the window arrays at once, this one to ``pend``: the same readings
+ * reach the arrays in the same order (every path that adds to the arrays moves ``pend`` there first).
+ *
+ * `bind(Sample, LiveProcessor, Group, pend_max)` must be called once first: it reads where the slotted classes
+ * keep each field (their member descriptors' offsets), so a field is one pointer load, not an attribute look-up,
+ * and how many samples a processor's ``pend`` may hold (`PEND_MAX`): a sample that finds it full is left to
+ * Python. A sample, processor or group of another type is left to Python. Licence: Apache-2.0, as the rest of
+ * pretreat-monitor.
  */
 
 #include "../_slots.h"
 
-static PyTypeObject *sample_type, *proc_type;
+static PyTypeObject *sample_type, *proc_type, *group_type;
 static Py_ssize_t s_time, s_site, s_channel, s_value, s_quality;
-static Py_ssize_t p_glast, p_until, p_last, p_gap, p_lo, p_hi, p_gv, p_acc, p_pend;
+static Py_ssize_t p_glast, p_until, p_last, p_gap, p_lo, p_hi, p_gv, p_acc, p_pend, p_mlo, p_mhi, p_rank, p_g;
+static Py_ssize_t g_members, g_rank;
 static Py_ssize_t pend_max = 64;  /* samples a processor's ``pend`` holds at most: `bind`'s third argument */
 static PyObject *str_add_quiet;
 
 
 static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyTypeObject *st, *pt;
+    PyTypeObject *st, *pt, *gt;
     Py_ssize_t most;
-    if (!PyArg_ParseTuple(args, "O!O!n:bind", &PyType_Type, &st, &PyType_Type, &pt, &most))
+    if (!PyArg_ParseTuple(args, "O!O!O!n:bind", &PyType_Type, &st, &PyType_Type, &pt, &PyType_Type, &gt, &most))
         return NULL;
     if (most < 1) {
         PyErr_SetString(PyExc_ValueError, "bind: the pending list's bound must be at least 1");
@@ -47,12 +56,16 @@ static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
         || offset_of(st, "value", &s_value) || offset_of(st, "quality", &s_quality)
         || offset_of(pt, "glast", &p_glast) || offset_of(pt, "until", &p_until) || offset_of(pt, "last", &p_last)
         || offset_of(pt, "gap", &p_gap) || offset_of(pt, "lo", &p_lo) || offset_of(pt, "hi", &p_hi)
-        || offset_of(pt, "gv", &p_gv) || offset_of(pt, "acc", &p_acc) || offset_of(pt, "pend", &p_pend))
+        || offset_of(pt, "gv", &p_gv) || offset_of(pt, "acc", &p_acc) || offset_of(pt, "pend", &p_pend)
+        || offset_of(pt, "mlo", &p_mlo) || offset_of(pt, "mhi", &p_mhi) || offset_of(pt, "rank", &p_rank)
+        || offset_of(pt, "g", &p_g) || offset_of(gt, "members", &g_members) || offset_of(gt, "rank", &g_rank))
         return NULL;
     Py_INCREF(st);
     Py_INCREF(pt);
+    Py_INCREF(gt);
     Py_XSETREF(sample_type, st);
     Py_XSETREF(proc_type, pt);
+    Py_XSETREF(group_type, gt);
     pend_max = most;
     Py_RETURN_NONE;
 }
@@ -62,6 +75,34 @@ static inline void set_field(PyObject *o, Py_ssize_t off, PyObject *v) {
     Py_INCREF(v);
     FIELD(o, off) = v;
     Py_XDECREF(old);  /* a float: no code runs */
+}
+
+/* A group member's quiet test beyond the window's (``v`` outside ``lo``/``hi``): its group when ``v`` is inside
+ * ``mlo``/``mhi`` and the reading comes in the group's order, else NULL (Python's case). Borrowed reference. */
+static PyObject *quiet_group(PyObject *p, double t, double glast, double v) {
+    double mlo, mhi;
+    if (!as_double(FIELD(p, p_mlo), &mlo) || !as_double(FIELD(p, p_mhi), &mhi) || !(mlo <= v && v <= mhi))
+        return NULL;
+    PyObject *g = FIELD(p, p_g);
+    if (g == NULL || !Py_IS_TYPE(g, group_type))
+        return NULL;
+    PyObject *members = FIELD(g, g_members), *rank = FIELD(p, p_rank), *grank = FIELD(g, g_rank);
+    if (members == NULL || !PyList_CheckExact(members) || rank == NULL || !PyLong_CheckExact(rank)
+        || grank == NULL || !PyLong_CheckExact(grank))
+        return NULL;
+    if (!(t > glast)) {  /* same time as the group's newest reading: quiet only if not before it in the file */
+        int overflow;
+        long long r = PyLong_AsLongLongAndOverflow(rank, &overflow);
+        if (overflow)
+            return NULL;
+        long long gr = PyLong_AsLongLongAndOverflow(grank, &overflow);
+        if (overflow || r < gr)
+            return NULL;
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(members); k++)
+        if (!Py_IS_TYPE(PyList_GET_ITEM(members, k), proc_type))
+            return NULL;
+    return g;
 }
 
 static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
@@ -109,7 +150,10 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
             || !as_double(FIELD(p, p_lo), &lo) || !as_double(FIELD(p, p_hi), &hi))
             break;
         /* `LiveProcessor.good`'s fast path */
-        if (!(glast <= t && t < until && t - last <= gap && lo <= v && v <= hi))
+        if (!(glast <= t && t < until && t - last <= gap))
+            break;
+        PyObject *g = NULL;
+        if (!(lo <= v && v <= hi) && (g = quiet_group(p, t, glast, v)) == NULL)
             break;
         PyObject *pend = FIELD(p, p_pend), *acc = FIELD(p, p_acc);
         if (pend == NULL || !PyList_CheckExact(pend) || acc == NULL || FIELD(p, p_gv) == NULL)
@@ -117,7 +161,14 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
         if (PyList_GET_SIZE(pend) >= pend_max)
             break;  /* full: Python judges this one, moving the pending samples into the window arrays first */
         set_field(p, p_last, tv);
-        set_field(p, p_glast, tv);
+        if (g == NULL) {
+            set_field(p, p_glast, tv);
+        } else {  /* `Group.advance`: every member's glast, the group's rank */
+            PyObject *members = FIELD(g, g_members);
+            for (Py_ssize_t k = 0; k < PyList_GET_SIZE(members); k++)
+                set_field(PyList_GET_ITEM(members, k), p_glast, tv);
+            set_field(g, g_rank, FIELD(p, p_rank));
+        }
         set_field(p, p_gv, vv);
         if (PyList_Append(pend, s) < 0) {
             failed = 1;
@@ -139,7 +190,7 @@ static PyObject *run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_
 }
 
 static PyMethodDef methods[] = {
-    {"bind", bind, METH_VARARGS, "bind(Sample, LiveProcessor, pend_max): where the classes keep their fields."},
+    {"bind", bind, METH_VARARGS, "bind(Sample, LiveProcessor, Group, pend_max): where the classes keep their fields."},
     {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL,
      "run(samples, start, procs, good, over_range) -> index of the first sample Python must judge."},
     {NULL, NULL, 0, NULL},

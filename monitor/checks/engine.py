@@ -261,8 +261,8 @@ class LiveProcessor(Processor):
                 # inside every rule's band, and in the group's order as `judge` has it (after the group's newest
                 # reading, or at the same time and not before it in the site file: one poll's readings share
                 # their time); the group's time moves for every member (`Group.advance`), so a later reading of
-                # another member that is older is late, as on the slow path. The C path leaves these to Python
-                # (their ``lo``/``hi`` are empty, `rebuild`): it moves one channel's time only.
+                # another member that is older is late, as on the slow path. The C path takes these too (their
+                # ``lo``/``hi`` are empty, `rebuild`, so it tests ``mlo``/``mhi`` and the ranks as here).
                 self.g.advance(t, self.rank)
             else:
                 self.judge(t, v, None)
@@ -374,7 +374,7 @@ class LiveProcessor(Processor):
 
 
 if _native is not None:  # where the two classes keep the fields the C path reads
-    _native.bind(Sample, LiveProcessor, PEND_MAX)
+    _native.bind(Sample, LiveProcessor, Group, PEND_MAX)
 
 
 class CheckEngine:

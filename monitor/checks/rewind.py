@@ -75,7 +75,13 @@ class Checkpoint:
 
 
 class Group:
-    """The channels a late reading makes the engine judge again, their rules, checkpoints and event log."""
+    """The channels a late reading makes the engine judge again, their rules, checkpoints and event log.
+
+    Slotted: `monitor.checks._quietpath` reads ``members`` and ``rank`` and sets ``rank`` (a group member's
+    quiet reading, `Group.advance`) at fixed offsets."""
+
+    __slots__ = ("cks", "dirty", "due", "genesis", "log", "log_base", "members", "multi", "nlate", "out", "past",
+                 "rank", "rules", "since", "too_old")
 
     def __init__(self, members: list[Any], rules: list[Rule], out: list[EpisodeEvent]) -> None:
         self.members = members  # LiveProcessor, in rank order

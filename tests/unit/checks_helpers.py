@@ -318,3 +318,23 @@ def live_arrivals(config: SiteConfig, arrivals: Sequence[Reading],
             engine.rejudge_from_history(history)
             rec.revise(engine.drain_revisions())
     return rec.events(), engine
+
+
+def flow_and_count_trace() -> list[Reading]:
+    """Three hours of a flow meter (every 10 s, above zero, then none for an hour) and the sampler count it paces
+    (every 30 s, a sample every 10 minutes, then none for 40 minutes of flow: an overdue interval, then samples
+    again), the fridge in band: the permit's sampling-interval rule joins flow and count in one group."""
+    t0 = parse_iso("2025-03-03T08:00:00Z")
+    rows: list[Reading] = []
+    count = 100.0
+    for k in range(0, 3 * 3600, 10):
+        t = t0 + k
+        if not 3600 <= k < 7200:
+            rows.append((t, "flow", 12.0 + (k % 60) / 100, "good"))
+        if k % 30 == 0:
+            if k % 600 == 0 and not 4800 <= k < 7200 + 2400:
+                count += 1
+            rows.append((t, "sampler_count", count, "good"))
+        if k % 300 == 0:
+            rows.append((t, "fridge", 4.0, "good"))
+    return rows

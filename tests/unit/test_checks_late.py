@@ -24,7 +24,16 @@ from monitor.checks import engine as engine_mod
 from monitor.checks import rewind
 from monitor.checks.engine import CheckEngine
 from monitor.checks.events import EpisodeEvent, parse_iso
-from tests.unit.checks_helpers import CASES, NAMES, Reading, Record, golden_case, live_arrivals, sample_of
+from tests.unit.checks_helpers import (
+    CASES,
+    NAMES,
+    Reading,
+    Record,
+    flow_and_count_trace,
+    golden_case,
+    live_arrivals,
+    sample_of,
+)
 
 # cases of days of readings (the slug baselines): fewer Hypothesis examples, each costs seconds
 LONG = [n for n in NAMES if len((CASES / n / "readings.csv").read_text(encoding="utf-8").splitlines()) > 1000]
@@ -325,26 +334,6 @@ def test_late_readings_that_arrive_while_the_historian_commits_wait_for_the_next
         [(e.time - t0, e.rule, e.event) for e in sorted(want, key=Record.key) if e.rule == "ph_low"]
 
 
-def _flow_and_count_trace() -> list[Reading]:
-    """Three hours of a flow meter (every 10 s, above zero, then none for an hour) and the sampler count it paces
-    (every 30 s, a sample every 10 minutes, then none for 40 minutes of flow: an overdue interval, then samples
-    again), the fridge in band: the permit's sampling-interval rule joins flow and count in one group."""
-    t0 = parse_iso("2025-03-03T08:00:00Z")
-    rows: list[Reading] = []
-    count = 100.0
-    for k in range(0, 3 * 3600, 10):
-        t = t0 + k
-        if not 3600 <= k < 7200:
-            rows.append((t, "flow", 12.0 + (k % 60) / 100, "good"))
-        if k % 30 == 0:
-            if k % 600 == 0 and not 4800 <= k < 7200 + 2400:
-                count += 1
-            rows.append((t, "sampler_count", count, "good"))
-        if k % 300 == 0:
-            rows.append((t, "fridge", 4.0, "good"))
-    return rows
-
-
 def test_a_flow_meter_and_its_sampler_count_take_the_groups_quiet_path_and_equal_replay(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A group of several channels had no quiet path: each steady reading of the flow meter and the sampler count
@@ -353,7 +342,7 @@ def test_a_flow_meter_and_its_sampler_count_take_the_groups_quiet_path_and_equal
     In order, most readings of the two take it; delivered out of order (a skew, a block after a clock step
     back), the record still equals the replay of the sorted readings, the overdue interval included."""
     config, _rows = golden_case("sampler_pawling_fridge_and_interval")
-    rows = _flow_and_count_trace()
+    rows = flow_and_count_trace()
     judged: list[str] = []
     judge = engine_mod.LiveProcessor.judge
     monkeypatch.setattr(engine_mod.LiveProcessor, "judge",

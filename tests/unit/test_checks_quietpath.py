@@ -16,7 +16,7 @@ from monitor.checks import engine as engine_mod
 from monitor.checks.engine import CheckEngine
 from monitor.sample import Quality, Sample
 from tests.support import IN_CI
-from tests.unit.checks_helpers import NAMES, golden_case, live_arrivals
+from tests.unit.checks_helpers import NAMES, flow_and_count_trace, golden_case, live_arrivals
 
 
 @pytest.fixture
@@ -62,6 +62,31 @@ def test_the_c_path_judges_as_the_python_loop_every_golden_case(native: Any, mon
             events, engine = live_arrivals(config, arrivals, batches)
             return [events, _state(engine)]
         _both(monkeypatch, run)
+
+
+def test_the_c_path_takes_the_quiet_readings_of_a_group_of_several_channels(native: Any,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flow meter and the sampler count it paces are one group (the sampling-interval rule reads both): their
+    quiet readings move every member's time and the group's rank. The C path takes them as Python's
+    `LiveProcessor.good` does (same verdicts and state, in order, at equal times and shuffled), and Python sees
+    only the few it must judge (a count that rose, a slug minute's end, a checkpoint, a full ``pend``)."""
+    from monitor.checks.engine import LiveProcessor
+
+    config, _rows = golden_case("sampler_pawling_fridge_and_interval")
+    rows = flow_and_count_trace()
+    rnd = random.Random(11)
+    shuffled = [r for _, r in sorted(((k + rnd.randint(0, 4), k), r) for k, r in enumerate(rows))]
+    for arrivals in (rows, shuffled):
+        def run(arrivals: Sequence[Any] = arrivals) -> list[object]:
+            events, engine = live_arrivals(config, arrivals, [1, 25, 250])
+            return [events, _state(engine)]
+        _both(monkeypatch, run)
+    seen: list[str] = []
+    good = LiveProcessor.good
+    monkeypatch.setattr(LiveProcessor, "good", lambda self, t, v: seen.append(self.channel) or good(self, t, v))
+    live_arrivals(config, rows, [250])
+    grouped = sum(1 for r in rows if r[1] in ("flow", "sampler_count"))
+    assert 0 < seen.count("flow") + seen.count("sampler_count") < grouped / 5
 
 
 def test_the_c_path_leaves_odd_samples_to_python(native: Any, monkeypatch: pytest.MonkeyPatch) -> None:
