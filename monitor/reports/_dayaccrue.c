@@ -7,8 +7,11 @@
  * ordinary case `_Chan.sample` writes out inline: in order, of the cursor's day, no maintenance pending, and
  * (a good one) within the max gap of the previous good reading of the same day, with no excursion in progress, no
  * totaliser and no maintenance stretch. Here that case is a few pointer loads, the same comparisons and the same
- * IEEE additions and products, in the same order; a flow rate's rolling peak and a pH or band channel's excursion
- * test are `_Chan.rolling` and `_Chan.excursion` themselves, called from here.
+ * IEEE additions and products, in the same order. A flow rate's rolling peak is `_Chan.rolling` (and the
+ * `PeakWindow` methods it calls) written out here, on the window's ``array('d')`` through the buffer protocol
+ * (Python's `_Chan.rolling` when the window is not as expected); a pH or band channel's excursion test is
+ * `_Chan.excursion` itself, called from here, except for a reading inside the range with no excursion open
+ * (``ok_lo``/``ok_hi``), which it would not change.
  *
  * `run(samples, start, chans, good, maintenance)` walks ``samples`` (a list or tuple of `Sample`) from ``start``,
  * accrues each ordinary reading, and returns the index of the first sample Python must accrue (or
@@ -18,27 +21,31 @@
  * fields that are neither floats nor integers a double holds exactly (|n| <= 2**53, as Python compares them) go to
  * Python too; so do sums that are not floats, and counts that are not ints.
  *
- * `bind(Sample, _Chan, DayCursor, _Day)` must be called once first: it reads where the slotted classes keep each
- * field (their member descriptors' offsets), so a field is one pointer load, not an attribute look-up. Objects of
+ * `bind(Sample, _Chan, DayCursor, _Day, PeakWindow, peak_window)` must be called once first: it reads where the
+ * slotted classes keep each field (their member descriptors' offsets), so a field is one pointer load, not an attribute look-up. Objects of
  * other types are left to Python. Licence: Apache-2.0, as the rest of pretreat-monitor.
  */
 
 #include "../_slots.h"
 
-static PyTypeObject *sample_type, *chan_type, *cursor_type, *day_type;
+static PyTypeObject *sample_type, *chan_type, *cursor_type, *day_type, *window_type;
 static Py_ssize_t s_time, s_site, s_channel, s_value, s_quality;
 static Py_ssize_t c_last_t, c_ml, c_cursor, c_days, c_good_t, c_good_v, c_max_gap, c_outside, c_is_total, c_mseg,
-    c_rolling_peak, c_violates;
+    c_rolling_peak, c_violates, c_exc_start, c_ok_lo, c_ok_hi, c_window, c_run_integral;
+static Py_ssize_t w_buf, w_head;
+static double peak_window = 1800.0;  /* s: `plan.PEAK_WINDOW`, `bind`'s last argument */
 static Py_ssize_t k_start, k_end, k_day;
-static PyObject *str_rolling, *str_excursion;
+static PyObject *str_rolling, *str_excursion, *str_frombytes;
+static Py_ssize_t d_peak30, d_peak30_t;
 static Py_ssize_t d_count, d_first_t, d_last_t, d_good, d_vsum, d_vmin, d_vmin_t, d_vmax, d_vmax_t, d_integral,
     d_covered, d_volume, d_resets;
 
 
 static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyTypeObject *st, *ct, *kt, *dt;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!:bind", &PyType_Type, &st, &PyType_Type, &ct, &PyType_Type, &kt,
-                          &PyType_Type, &dt))
+    PyTypeObject *st, *ct, *kt, *dt, *wt;
+    double window;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!d:bind", &PyType_Type, &st, &PyType_Type, &ct, &PyType_Type, &kt,
+                          &PyType_Type, &dt, &PyType_Type, &wt, &window))
         return NULL;
     if (offset_of(st, "time", &s_time) || offset_of(st, "site", &s_site) || offset_of(st, "channel", &s_channel)
         || offset_of(st, "value", &s_value) || offset_of(st, "quality", &s_quality)
@@ -47,7 +54,11 @@ static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
         || offset_of(ct, "good_v", &c_good_v) || offset_of(ct, "max_gap", &c_max_gap)
         || offset_of(ct, "outside", &c_outside) || offset_of(ct, "is_total", &c_is_total)
         || offset_of(ct, "mseg", &c_mseg) || offset_of(ct, "rolling_peak", &c_rolling_peak)
-        || offset_of(ct, "violates", &c_violates)
+        || offset_of(ct, "violates", &c_violates) || offset_of(ct, "exc_start", &c_exc_start)
+        || offset_of(ct, "ok_lo", &c_ok_lo) || offset_of(ct, "ok_hi", &c_ok_hi)
+        || offset_of(ct, "window", &c_window) || offset_of(ct, "run_integral", &c_run_integral)
+        || offset_of(wt, "buf", &w_buf) || offset_of(wt, "head", &w_head) || offset_of(dt, "peak30", &d_peak30)
+        || offset_of(dt, "peak30_t", &d_peak30_t)
         || offset_of(kt, "start", &k_start) || offset_of(kt, "end", &k_end) || offset_of(kt, "day", &k_day)
         || offset_of(dt, "count", &d_count) || offset_of(dt, "first_t", &d_first_t)
         || offset_of(dt, "last_t", &d_last_t) || offset_of(dt, "good", &d_good) || offset_of(dt, "vsum", &d_vsum)
@@ -60,10 +71,13 @@ static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_INCREF(ct);
     Py_INCREF(kt);
     Py_INCREF(dt);
+    Py_INCREF(wt);
     Py_XSETREF(sample_type, st);
     Py_XSETREF(chan_type, ct);
     Py_XSETREF(cursor_type, kt);
     Py_XSETREF(day_type, dt);
+    Py_XSETREF(window_type, wt);
+    peak_window = window;
     Py_RETURN_NONE;
 }
 
@@ -94,6 +108,90 @@ static inline int put(PyObject *o, Py_ssize_t off, PyObject *v) {
 static inline void set_field(PyObject *o, Py_ssize_t off, PyObject *v) {
     Py_INCREF(v);
     put(o, off, v);
+}
+
+/* ``buf``'s doubles (an ``array('d')``): 1, with ``view`` to release; 0 when it is not one (Python's case) */
+static int doubles(PyObject *buf, Py_buffer *view) {
+    if (PyObject_GetBuffer(buf, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (view->itemsize != 8 || view->format == NULL || strcmp(view->format, "d") != 0) {
+        PyBuffer_Release(view);
+        return 0;
+    }
+    return 1;
+}
+
+/* `_Chan.rolling` (with `PeakWindow`'s methods) for the reading ``t``/``v`` (``tv`` its time object) and its day
+ * ``acc``, the same doubles in the same order: 1 done, 0 for Python (nothing changed), -1 error. */
+static int rolling_c(PyObject *ch, PyObject *tv, double t, double v, PyObject *acc) {
+    PyObject *w = FIELD(ch, c_window), *run_o = FIELD(ch, c_run_integral), *peak_o = FIELD(acc, d_peak30);
+    double run, peak = 0.0;
+    long long head;
+    if (w == NULL || !Py_IS_TYPE(w, window_type) || !as_float(run_o, &run) || peak_o == NULL
+        || (peak_o != Py_None && !as_float(peak_o, &peak)) || FIELD(acc, d_peak30_t) == NULL)
+        return 0;
+    PyObject *buf = FIELD(w, w_buf), *head_o = FIELD(w, w_head);
+    if (buf == NULL || head_o == NULL || !PyLong_CheckExact(head_o) || !as_count(head_o, &head))
+        return 0;
+    Py_buffer view;
+    if (!doubles(buf, &view))
+        return 0;
+    Py_ssize_t n = view.len / 8;
+    if (head < 0 || head > n || head % 3 != 0 || n % 3 != 0) {
+        PyBuffer_Release(&view);
+        return 0;
+    }
+    const double *b = (const double *)view.buf;
+    int had = n > head;
+    if (had)
+        run = b[n - 2] + b[n - 1] * (t - b[n - 3]);
+    PyBuffer_Release(&view);
+    /* from here on a failure is an error, as it would be in Python: the window is being changed */
+    double triple[3] = {t, run, v};
+    PyObject *bytes = PyBytes_FromStringAndSize((const char *)triple, sizeof triple);
+    if (bytes == NULL)
+        return -1;
+    PyObject *r = PyObject_CallMethodOneArg(buf, str_frombytes, bytes);
+    Py_DECREF(bytes);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    if (had && put(ch, c_run_integral, PyFloat_FromDouble(run)) < 0)
+        return -1;
+    double edge = t - peak_window, t_first, i_first, v_first;
+    long long head0 = head;
+    if (PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    n = view.len / 8;
+    b = (const double *)view.buf;
+    while ((n - head) / 3 > 1 && b[head + 3] <= edge) {  /* `PeakWindow.popleft`, compacting as it does */
+        head += 3;
+        if (head >= 3 * 256 && 2 * head >= n) {
+            PyBuffer_Release(&view);
+            if (PySequence_DelSlice(buf, 0, (Py_ssize_t)head) < 0)
+                return -1;
+            head = head0 = 0;
+            if (put(w, w_head, PyLong_FromLong(0)) < 0 || PyObject_GetBuffer(buf, &view, PyBUF_C_CONTIGUOUS) < 0)
+                return -1;
+            n = view.len / 8;
+            b = (const double *)view.buf;
+        }
+    }
+    t_first = b[head], i_first = b[head + 1], v_first = b[head + 2];
+    PyBuffer_Release(&view);
+    if (head != head0 && put(w, w_head, PyLong_FromLongLong(head)) < 0)
+        return -1;
+    if (t_first <= edge) {
+        double avg = (run - (i_first + v_first * (edge - t_first))) / peak_window;
+        if (peak_o == Py_None || avg > peak) {
+            if (put(acc, d_peak30, PyFloat_FromDouble(avg)) < 0)
+                return -1;
+            set_field(acc, d_peak30_t, tv);
+        }
+    }
+    return 1;
 }
 
 /* Accrue the ordinary sample ``s`` to the channel ``ch``: 1 done, 0 for Python (nothing changed), -1 error. */
@@ -153,6 +251,13 @@ static int accrue(PyObject *s, PyObject *ch, PyObject *good) {
     PyObject *rolling = FIELD(ch, c_rolling_peak), *violates = FIELD(ch, c_violates);
     if ((rolling != Py_False && rolling != Py_True) || violates == NULL)
         return 0;
+    /* `_Chan.excursion` changes nothing for a reading inside the range with no excursion open (and ``outside``
+     * is False here): its call is skipped then */
+    double ok_lo, ok_hi;
+    int excursion = violates != Py_None;
+    if (excursion && FIELD(ch, c_exc_start) == Py_None && as_double(FIELD(ch, c_ok_lo), &ok_lo)
+        && as_double(FIELD(ch, c_ok_hi), &ok_hi) && ok_lo <= v && v <= ok_hi)
+        excursion = 0;
     if (!as_count(FIELD(acc, d_good), &ngood) || !as_float(FIELD(acc, d_vsum), &vsum)
         || !as_float(FIELD(acc, d_integral), &integral) || !as_float(FIELD(acc, d_covered), &covered))
         return 0;
@@ -199,15 +304,19 @@ static int accrue(PyObject *s, PyObject *ch, PyObject *good) {
         put(acc, delta < 0 ? d_resets : d_volume, n_total);
     /* the flow rate's 30-minute peak and the pH or band excursion: `_Chan.rolling` and `_Chan.excursion`
      * themselves, in `_Chan.sample`'s order (an exception propagates as it would from there) */
-    if (rolling == Py_True || violates != Py_None) {
+    if (rolling == Py_True || excursion) {
         int failed = 0;
         Py_INCREF(acc);
         if (rolling == Py_True) {
-            PyObject *r = PyObject_CallMethodObjArgs(ch, str_rolling, tv, vv, acc, NULL);
-            failed = r == NULL;
-            Py_XDECREF(r);
+            int done = rolling_c(ch, tv, t, v, acc);
+            failed = done < 0;
+            if (done == 0) {
+                PyObject *r = PyObject_CallMethodObjArgs(ch, str_rolling, tv, vv, acc, NULL);
+                failed = r == NULL;
+                Py_XDECREF(r);
+            }
         }
-        if (!failed && violates != Py_None) {
+        if (!failed && excursion) {
             PyObject *r = PyObject_CallMethodObjArgs(ch, str_excursion, tv, vv, NULL);
             failed = r == NULL;
             Py_XDECREF(r);
@@ -289,7 +398,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__dayaccrue(void) {
     str_rolling = PyUnicode_InternFromString("rolling");
     str_excursion = PyUnicode_InternFromString("excursion");
-    if (str_rolling == NULL || str_excursion == NULL)
+    str_frombytes = PyUnicode_InternFromString("frombytes");
+    if (str_rolling == NULL || str_excursion == NULL || str_frombytes == NULL)
         return NULL;
     return PyModule_Create(&module);
 }

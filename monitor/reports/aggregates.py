@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -87,8 +88,8 @@ class _Chan:
     """One channel's accrual state and its days not yet flushed."""
 
     __slots__ = ("cursor", "days", "exc_high", "exc_low", "exc_start", "excursions", "good_t", "good_v",
-                 "is_total", "last_t", "max_gap", "ml", "mseg", "outside", "plan", "rolling_peak", "run_integral",
-                 "violates", "window")
+                 "is_total", "last_t", "max_gap", "ml", "mseg", "ok_hi", "ok_lo", "outside", "plan", "rolling_peak",
+                 "run_integral", "violates", "window")
 
     def __init__(self, plan: ChannelPlan, state: ChannelState | None) -> None:
         self.plan = plan
@@ -99,6 +100,8 @@ class _Chan:
         self.days: dict[date, _Day] = {}
         rng = plan.ph_range or plan.band
         self.violates = rng.violates() if rng is not None else None
+        # readings inside the range: with no excursion open, such a reading changes nothing `excursion` keeps
+        self.ok_lo, self.ok_hi = rng.complies() if rng is not None else (math.inf, -math.inf)
         self.window = PeakWindow()
         self.run_integral = 0.0
         self.excursions: list[tuple[float, float, float, float]] = []  # closed, not flushed
@@ -468,7 +471,7 @@ class DailyAggregator:
 
 
 if _native is not None:
-    _native.bind(Sample, _Chan, DayCursor, _Day)
+    _native.bind(Sample, _Chan, DayCursor, _Day, PeakWindow, float(PEAK_WINDOW))
 
 
 def _good_reading(reader: HistorianReader, plan: ChannelPlan, t: float, *,

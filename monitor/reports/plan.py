@@ -18,7 +18,7 @@ from config.rule_catalogue import RuleName
 from config.rule_model import BandParams, ExcursionParams, ThresholdParams
 from config.rules import RuleBinding
 from config.schema import Channel, ChannelKind, Site, SiteConfig
-from monitor.checks.base import VIOLATES
+from monitor.checks.base import VIOLATES, complies_band
 from monitor.reports.days import zone
 
 # A flow rate unit -> (volume unit it integrates to, seconds per the rate's time unit). Rates integrate into
@@ -70,6 +70,12 @@ class Range:
         lo, hi = VIOLATES[self.min_op], VIOLATES[self.max_op]
         mn, mx = self.min, self.max
         return lambda v: lo(v, mn) or hi(v, mx)
+
+    def complies(self) -> tuple[float, float]:
+        """The closed interval of readings `violates` finds inside the range (for the C accrual's quick test)."""
+        a, _ = complies_band(self.min_op, self.min)
+        _, b = complies_band(self.max_op, self.max)
+        return a, b
 
 
 @dataclass(frozen=True, slots=True)

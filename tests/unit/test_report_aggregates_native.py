@@ -149,8 +149,18 @@ def test_the_c_path_takes_the_ordinary_readings_and_leaves_the_rest(native: Any,
     assert native.run(run, 0, chans, good, maint) == len(run)
     day = chans[(SITE, "temperature")].days[date(2026, 11, 3)]
     assert (day.count, day.good, day.vmax, day.covered) == (5, 4, 21.5, 240.0)
-    # a flow rate (its rolling peak) and a pH reading outside the range (an excursion starts) too
-    assert native.run([s(120, "flow", 150.0), s(120, "ph", 9.6)], 0, chans, good, maint) == 2
+    # a pH reading and the fridge's inside their ranges with no excursion open: nothing for `_Chan.excursion`,
+    # whose call is skipped; one outside: called. A flow rate's rolling peak is the C path's own.
+    called: list[str] = []
+    excursion = agg_mod._Chan.excursion
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(agg_mod._Chan, "excursion", lambda c, t, v: called.append(c.plan.channel) or excursion(c, t, v))
+        m.setattr(agg_mod._Chan, "rolling", lambda *a: called.append("rolling"))
+        assert native.run([s(90, "ph", 7.2), s(90, "fridge", 5.9)], 0, chans, good, maint) == 2
+        assert called == []
+        # a flow rate (its rolling peak) and a pH reading outside the range (an excursion starts) too
+        assert native.run([s(120, "flow", 150.0), s(120, "ph", 9.6)], 0, chans, good, maint) == 2
+        assert called == ["ph"]
     assert chans[(SITE, "ph")].exc_start == lo + 120 and chans[(SITE, "ph")].outside
     assert chans[(SITE, "flow")].window.size == 2
     # a counter (a flow total; a sampler's count alike): its increase is the day's volume, a decrease a reset
@@ -166,12 +176,13 @@ def test_the_c_path_takes_the_ordinary_readings_and_leaves_the_rest(native: Any,
 
 def test_python_run_from_the_c_path_may_change_the_batch(native: Any, monkeypatch: pytest.MonkeyPatch,
                                                           tmp_path: Path) -> None:
-    """`_Chan.rolling` (Python, called from C for a flow rate) empties the batch being accrued: the C path stops
-    where the Python loop stops, with the same state, and reads nothing freed (a crash, before)."""
+    """`_Chan.excursion` (Python, called from C for a pH reading outside its range) empties the batch being
+    accrued: the C path stops where the Python loop stops, with the same state, and reads nothing freed (a crash,
+    before, when the flow rate's `_Chan.rolling` was called from C and did this)."""
     lo, _hi = day_bounds(date(2026, 11, 3), TZ)
 
     def batch() -> list[Sample]:
-        return [Sample(lo + 60 * k, SITE, ch, 7.0 if ch == "ph" else 4.0, unit)
+        return [Sample(lo + 60 * k, SITE, ch, (7.0 if k == 1 else 9.6) if ch == "ph" else 4.0, unit)
                 for k in range(1, 4) for ch, unit in UNITS.items()]
 
     def run(sub: str) -> list[object]:
@@ -179,14 +190,14 @@ def test_python_run_from_the_c_path_may_change_the_batch(native: Any, monkeypatc
         agg = DailyAggregator(path=config.daemon.historian, config=config)
         agg.observe(batch()[:len(UNITS)])
         samples = batch()[len(UNITS):]
-        rolling = agg_mod._Chan.rolling
+        excursion = agg_mod._Chan.excursion
 
-        def clearing(self: Any, t: float, v: float, acc: Any) -> None:
-            rolling(self, t, v, acc)
+        def clearing(self: Any, t: float, v: float) -> None:
+            excursion(self, t, v)
             samples.clear()  # the batch's list, emptied while the C path walks it
 
         with monkeypatch.context() as m:
-            m.setattr(agg_mod._Chan, "rolling", clearing)
+            m.setattr(agg_mod._Chan, "excursion", clearing)
             agg.observe(samples)
         return _state(agg)
 
