@@ -334,8 +334,19 @@ def _sampler_interval(rule: str, ctx: Context, ch: Channel, s: Settings) -> Resu
         citation=lim.citation if rule == "sampler_interval" else
         f"{DATA_QUALITY_CITATION}: flow unknown, so the sampling interval ({lim.citation}) cannot be verified",
         inputs=(ch.id, flow),
-        params=IntervalParams(limit=minutes * 60.0, operator=lim.operator, **_extra(lim, looser)),
+        params=IntervalParams(limit=minutes * 60.0, operator=lim.operator, **_extra(
+            lim, looser, "; ".join(r for r in (lim.reading, _SAMPLER_READING) if r))),
     )
+
+
+# How `monitor.checks.threshold.SamplerInterval` reads "intervals of N minutes or less" against two instruments
+_SAMPLER_READING = (
+    "the interval counts time with the flow read above zero since the sampler's count last rose (a gap in the "
+    "flow readings is not counted); it is late once more than the limit is counted and a count reading showed "
+    "it: the count read unchanged with more than the limit behind it, or exactly the limit while the flow ran "
+    "(a sample after that reading comes after the limit), so flow time while the count could not be read counts "
+    "only once a later reading shows the count unchanged, and no interval is shown late by flow time after the "
+    "count's last reading; exactly the limit complies")
 
 
 def bind_quality(rule: str) -> Callable[[Context, Channel, Settings], Result]:

@@ -49,12 +49,12 @@ END_GAP = "gap"  # the last reading before a gap in the data: nothing is alleged
 END_MONTH = "month_end"  # the first reading at or after the end of the accounting month (40 CFR 401.17(a)(1))
 END_MAINTENANCE = "maintenance"  # the last reading before the instrument's service/calibration period (see above)
 END_REASONS = (END_CLEARED, END_GAP, END_MONTH, END_MAINTENANCE)
-# Two ends of one rule at one instant end two episodes: the one open before the instant, then one that began at
-# it (the next overdue interval's onset is the sample that cleared the last; a month's first reading ends the
-# month's episode and starts the next). The first is ended by that instant's reading (cleared, month_end); the
-# second by what is known only later (the last reading before a gap or a service period). So at one instant
-# ends pair in this order, whatever order they were stored in (a correction after late readings can store the
-# second first). An end recorded before its reason was kept (None) was the only one at its instant.
+# Two ends of one rule at one instant end two episodes: the one open before the instant, then one that began at it
+# (records from before 2026-12-04 hold a sampler's: the next overdue interval's onset was the sample that cleared
+# the last, and a gap in the count then ended it there). The first is ended by that instant's reading (cleared,
+# month_end); the second by what is known only later (the last reading before a gap or a service period). So at one
+# instant ends pair in this order, whatever order they were stored in (a correction after late readings can store
+# the second first). An end recorded before its reason was kept (None) was the only one at its instant.
 _END_ORDER = {None: 0, END_CLEARED: 0, END_MONTH: 1, END_GAP: 2, END_MAINTENANCE: 2}
 
 

@@ -133,27 +133,34 @@ class SamplerInterval(Rule):
     while the flow reading is bad, flow > 0 cannot be shown (that time is not counted; the stale/sensor_fault
     rules cover the meter). The limit is strict: exactly 15 minutes complies.
 
-    Lateness rests on a count reading, never on the flow alone: the interval is shown overdue at a reading
-    once more than the limit is counted *and* the count has been read unchanged with at least the limit
-    counted (``seen``: the counted time at the latest count reading this rule saw). Any sample after that
-    reading comes after the limit, so the sampler was late whenever it takes one. Flow time during which the
-    count was not read (bad samples, silence) then counts only when a later count reading shows it unchanged
-    (no sample was taken meanwhile), and an interval is never confirmed on time after the count's last reading.
-    The episode starts at its onset, the last sample (when the count last rose), and is confirmed at that
-    reading (``confirmed``: the live alarm fires then), its value being the sampler's count; the next increase
-    of the count (a new sample) ends it. A count that goes down is a counter reset, not a sample.
+    Lateness rests on a count reading, never on the flow alone: the interval is shown overdue at a reading once more
+    than the limit is counted *and* a count reading has shown it (``shown``: that reading's time): the count read
+    unchanged with more than the limit counted, or with exactly the limit counted while the flow was above zero (so
+    that the time counted grew past the limit at once). Any sample after that reading comes after the limit, so the
+    sampler was late whenever it takes one; a count read with exactly the limit counted while nothing flowed shows
+    nothing (a sample in the still time would come at exactly the limit, which complies). Flow time during which the
+    count was not read (bad samples, silence) counts only when a later count reading shows the count unchanged (no
+    sample was taken meanwhile), and no interval is shown overdue by flow time after the count's last reading.
+    ``seen`` is the counted time at the latest count reading this rule saw. The episode starts at its onset, the
+    last sample (when the count last rose), and is confirmed at that reading (``confirmed``: the live alarm fires
+    then), its value being the sampler's count; the next increase of the count (a new sample) ends it. A count that
+    goes down is a counter reset, not a sample.
 
     Gaps (`monitor.checks.coverage`): a gap in the flow readings is not counted (flow above zero was not
-    measured) once it is known, i.e. at the next flow reading; until then the flow's STALE sample (recorded by
-    the daemon three polls after the last reading, and present in exported readings) stops the count, so at
-    most the staleness window after the last flow reading is counted. A gap in the count ends an open episode
+    measured) once it is known, i.e. at the next flow reading: from the flow's last reading before it, or from
+    the interval's start when a sample came since. Until then the flow's STALE sample (recorded by the daemon
+    three polls after the last reading, and present in exported readings) stops the count, so at most that
+    staleness window is counted ahead of knowing; the gap then takes it back out (``held``: when the flow went
+    unknown while counted as flowing, and since when it was). An interval shown overdue inside that window
+    keeps its episode (our reading: the window is at most three polls, and the alarm cannot wait for the next
+    flow reading). A gap in the count ends an open episode
     at the count's last reading before it (a sample may have been taken unseen), its peak the time counted at
     that reading (while an episode is open every count reading reaches the rule, so ``seen`` is exactly that),
     and the count starts afresh at its first reading after it (the onset of a later overdue interval is then
     that first reading).
     """
 
-    __slots__ = ("acc", "count", "flow_since", "flowing", "last_sample", "limit", "seen")
+    __slots__ = ("acc", "count", "flow_since", "flowing", "held", "last_sample", "limit", "seen", "shown")
     runs = (RuleName.SAMPLER_INTERVAL,)
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
@@ -165,6 +172,11 @@ class SamplerInterval(Rule):
         self.acc = 0.0  # counted seconds before `flow_since`, since the last sample
         self.last_sample = 0.0  # when the count last rose (or was first read): the onset of an overdue interval
         self.seen = 0.0  # `_total` at the latest count reading this rule saw, since the last sample
+        # the count reading of this interval that showed any later sample late (its time), or None
+        self.shown: float | None = None
+        # (when the flow went unknown, since when it had been counted as flowing): a bad flow sample while
+        # flowing, until the next good flow reading; None otherwise
+        self.held: tuple[float, float] | None = None
         self.is_open = False
 
     def _counted(self, t: float) -> float:
@@ -177,6 +189,10 @@ class SamplerInterval(Rule):
     def _overdue(self, t: float) -> bool:
         return self._counted(t) > self.limit
 
+    def _growing(self) -> bool:
+        """`_total` grows from now on (flowing): a count read at exactly the limit then shows lateness."""
+        return bool(self.flowing)
+
     def good(self, t: float, v: float, port: int) -> None:
         if port == 0:
             if self.count is None or v > self.count:
@@ -186,16 +202,19 @@ class SamplerInterval(Rule):
                 self.acc, self.flow_since, self.last_sample = 0.0, t, t
                 self._sampled()
             self.count = v
-            self.seen = self._total(t)
+            self.seen = seen = self._total(t)
+            if self.shown is None and (seen > self.limit or (seen == self.limit and self._growing())):
+                self.shown = t
         else:
             self._set_flowing(t, v > 0.0)
         self._check(t)
 
     def _sampled(self) -> None:
         """A new interval begins (a sample, or the count's first reading)."""
+        self.shown = self.held = None
 
     def _check(self, t: float) -> None:
-        if not self.is_open and self.count is not None and self.seen >= self.limit and self._overdue(t):
+        if not self.is_open and self.count is not None and self.shown is not None and self._overdue(t):
             self.is_open = True
             self.start(self.last_sample, self.count, self.limit, confirmed=t)
 
@@ -207,6 +226,15 @@ class SamplerInterval(Rule):
         if port == 1:
             # unknown from the last flow reading until the next one; a sample since then began the interval at
             # ``flow_since``, after ``t0``: none of this interval's time was measured flowing
+            held = self.held
+            if held is not None:  # counted as flowing until a bad sample: from t0 on that was not measured
+                self.held = None
+                back = held[0] - max(t0, held[1])
+                if back > 0.0:
+                    self.acc -= back
+                    self._unmeasured(back)
+                    if self.shown is not None and self.shown > t0:  # shown on time taken back: a count
+                        self.shown = None  # reading must show it again
             self._set_flowing(max(t0, self.flow_since), None)
             return
         if self.is_open:
@@ -216,11 +244,18 @@ class SamplerInterval(Rule):
         self.acc, self.flow_since, self.last_sample, self.seen = 0.0, t1, t1, 0.0
         self._sampled()
 
+    def _unmeasured(self, s: float) -> None:
+        """``s`` seconds counted as flowing were not measured after all (a flow gap found later)."""
+
     def _set_flowing(self, t: float, flowing: bool | None) -> None:
         if flowing == self.flowing:
             return
         if self.flowing:
             self.acc += t - self.flow_since
+            if flowing is None:
+                self.held = (t, self.flow_since)
+        if flowing is not None:
+            self.held = None
         self.flowing = flowing
         self.flow_since = t
 
@@ -245,7 +280,7 @@ class SamplerInterval(Rule):
         return self._port_band(port, until)
 
     def _flow_until(self) -> float:
-        return -INF if self.seen >= self.limit else INF
+        return -INF if self.shown is not None else INF
 
     def _port_band(self, port: int, until: float) -> Band:
         """Quiet while the count is unchanged (port 0) or the flow stays on the same side of zero (port 1)."""
@@ -260,13 +295,14 @@ class SamplerInterval(Rule):
 
 class SamplerIntervalUnverified(SamplerInterval):
     """``sampler_interval_unverified`` (data quality): the sampling-interval clock does not stop because the
-    flow reading is bad. Time since the last sample during which the flow is unknown (bad, or not yet read) is
-    time in which the sampler may have been late: when it, added to the flowing time counted, passes the limit
-    while the flowing time alone does not, the interval cannot be verified. As for `SamplerInterval`, that is
-    shown at a reading only once the count has been read unchanged with at least the limit (flowing plus
-    unknown) behind it. The episode starts at its onset, the last sample, ``confirmed`` at that reading, and
-    ends at the next sample. It is a data-quality episode (the flow meter's fault, not a discharge exceedance),
-    so that an unverifiable interval is never silence.
+    flow reading is bad. Time since the last sample during which the flow is unknown (bad, or not yet read) is time
+    in which the sampler may have been late: when it, added to the flowing time counted, passes the limit while the
+    flowing time alone does not, the interval cannot be verified. As for `SamplerInterval`, that is shown at a
+    reading only once a count reading has shown it: the count read unchanged with more than the limit (flowing plus
+    unknown) behind it, or exactly the limit while that total grows (the flow above zero or unknown). A flow gap
+    found later moves the flowing time it takes back to the unknown. The episode starts at its onset, the last
+    sample, ``confirmed`` at that reading, and ends at the next sample. It is a data-quality episode (the flow
+    meter's fault, not a discharge exceedance), so that an unverifiable interval is never silence.
     """
 
     __slots__ = ("moot", "uacc")
@@ -289,8 +325,16 @@ class SamplerIntervalUnverified(SamplerInterval):
         return self._counted(t) <= self.limit < self._total(t)
 
     def _sampled(self) -> None:
+        super()._sampled()
         self.uacc = 0.0  # the unknown-flow time starts afresh with the interval
         self.moot = False
+
+    def _growing(self) -> bool:
+        return self.flowing is not False
+
+    def _unmeasured(self, s: float) -> None:
+        self.uacc += s  # the flowing time taken back was unknown-flow time
+        self.moot = False  # the flowing time alone may be back under the limit
 
     def _check(self, t: float) -> None:
         if not self.moot and self.count is not None and self._counted(t) > self.limit:

@@ -4,10 +4,12 @@ Tables (its own; ``PRAGMA user_version`` belongs to the historian and is never t
 
 - ``episode_events(id, time, site, channel, rule, event, value, limit_value, peak, citation, data_quality)``,
   ``STRICT``, unique on (site, channel, rule, event, time, end reason) (`_KEY`). The end reason is part of the
-  key since schema 6: two ends of one rule can fall at one instant, for another reason each (a sample clears
-  a sampler's overdue interval at 08:01; the next interval's onset is that sample, and when the count channel
-  then falls silent past its ``max_gap`` the next interval ends by the gap at 08:01 too). Keyed without it, the
-  second overwrote the first and the record showed an episode open for ever.
+  key since schema 6: two ends of one rule can fall at one instant, for another reason each, where a rule ends
+  an episode at the instant another of its episodes began and ended (until 2026-12-04 the sampler check did:
+  a sample cleared an overdue interval at 08:01, the next interval's onset was that sample, and when the count
+  channel then fell silent past its ``max_gap`` that interval ended by the gap at 08:01 too; records from then
+  hold such pairs). Keyed without it, the second overwrote the first and the record showed an episode open for
+  ever.
   Recording is idempotent: after a restart the daemon can replay recent history through a fresh engine to rebuild
   rule state (a slug baseline needs 24 h, the monthly pH rule the month so far) and record what it emits;
   transitions already stored are ignored, not duplicated; a *withdrawn* transition emitted again stands again with

@@ -271,6 +271,42 @@ def test_a_gap_in_the_flow_found_after_a_sample_takes_no_time_from_the_new_inter
     assert sampler_events(c, rows, "sampler_interval_unverified") == [("start", 700.0, 1620.0, None, None)]
 
 
+def test_a_count_read_at_exactly_the_limit_while_nothing_flows_shows_no_lateness(tmp_path: Path) -> None:
+    """900 s of flow, then none; the count is read unchanged at 960 s with exactly the limit counted. A sample
+    in the still time after it would come at exactly 15 minutes, which complies: nothing is shown late, even once
+    the flow resumes (1200 s) and runs past the limit while the count is not read again (it next reads after a
+    gap, or higher). The record had an episode confirmed at 1260 s on the flow alone, ended by the count's gap at
+    960 s with a peak of 900 s (found by an adversarial review)."""
+    c = config(tmp_path, channel("sampler_count", max_gap=1800), channel("flow", max_gap=1800),
+               jurisdiction="pawling")
+    rows: list[Row] = [(T0, "sampler_count", 1.0, "good"), (T0, "flow", 5.0, "good"), (T0 + 900, "flow", 0.0, "good"),
+                       (T0 + 960, "sampler_count", 1.0, "good"), (T0 + 1200, "flow", 5.0, "good"),
+                       (T0 + 1260, "flow", 5.0, "good")]
+    assert sampler_events(c, [*rows, (T0 + 3061, "sampler_count", 1.0, "good")]) == []
+    assert sampler_events(c, [*rows, (T0 + 1500, "sampler_count", 2.0, "good")]) == []
+    unknown = [(T0, "sampler_count", 1.0, "good"), (T0, "flow", None, "comm_failure"), (T0 + 900, "flow", 0.0, "good"),
+               (T0 + 960, "sampler_count", 1.0, "good"), (T0 + 1200, "flow", None, "comm_failure"),
+               (T0 + 1260, "flow", None, "comm_failure"), (T0 + 2761, "sampler_count", 1.0, "good")]
+    assert sampler_events(c, unknown, "sampler_interval_unverified") == []
+
+
+def test_a_flow_gap_takes_back_the_staleness_window_it_had_counted(tmp_path: Path) -> None:
+    """The flow is read at 0 s, marked stale at 180 s (its max_gap), read again at 400 s and every minute to
+    1200 s; the count is read unchanged at 0 and 1200 s. The 180 s the STALE sample let count as flowing lie in
+    the gap (0–400 s), which was not measured: 800 s of flow are counted, not 980, so the interval is not shown
+    overdue but unverified (800 s flowing plus 400 s unknown). The same as without the STALE row; before, the
+    STALE row turned this data-quality episode into an exceedance (found by an adversarial review)."""
+    c = config(tmp_path, channel("sampler_count", max_gap=1800), channel("flow", max_gap=180),
+               jurisdiction="pawling")
+    rows: list[Row] = [(T0, "sampler_count", 1.0, "good"), (T0, "flow", 5.0, "good"),
+                       *[(T0 + t, "flow", 5.0, "good") for t in range(400, 1201, 60)],
+                       (T0 + 1200, "sampler_count", 1.0, "good")]
+    stale = sorted([*rows, (T0 + 180, "flow", None, "stale")], key=lambda r: r[0])
+    for trace in (rows, stale):
+        assert sampler_events(c, trace) == []
+        assert sampler_events(c, trace, "sampler_interval_unverified") == [("start", 0.0, 1200.0, None, None)]
+
+
 def test_sampler_interval_needs_a_flow_channel(tmp_path: Path) -> None:
     from config.errors import ConfigErrors
 
@@ -371,8 +407,10 @@ def test_sampler_interval_with_the_flow_unknown_is_an_unverified_interval_not_si
 def test_a_gap_in_the_flow_is_not_counted_and_a_gap_in_the_count_ends_the_episode(tmp_path: Path) -> None:
     """max_gap 180 s. Flow 5 gpm read every minute for 10 minutes, then a 30-minute hole in the flow readings
     (the daemon marks the flow stale at 13 minutes, three polls on): the hole is not counted (flow above zero
-    was not measured), so the sampler is not late at 40 minutes but at 43 (13 + 3 > 15): confirmed then, the episode's
-    onset being the last sample (here the count's first reading). Then the count itself
+    was not measured), the three minutes the STALE sample let count included once the hole is known at 40
+    minutes, so the sampler is not late at 40 minutes but past 45 (10 + 5 = 15 minutes, exactly the limit, with
+    the flow running when the count is read): confirmed at the next reading, 46 minutes, the episode's onset
+    being the last sample (here the count's first reading). Then the count itself
     goes silent for 20 minutes while late: the episode ends at its last reading before the gap (a sample may
     have been taken unseen)."""
     c = config(tmp_path, channel("sampler_count"), channel("flow"), jurisdiction="pawling")
@@ -386,7 +424,7 @@ def test_a_gap_in_the_flow_is_not_counted_and_a_gap_in_the_count_ends_the_episod
     rows += [(T0 + 60 * 73, "sampler_count", 1.0, "good"), (T0 + 60 * 73, "flow", 5.0, "good")]
     got = [(e.event, (e.time - T0) / 60, e.confirmed and (e.confirmed - T0) / 60, e.end_reason)
            for e in live(c, rows) if e.rule == "sampler_interval"]
-    assert got == [("start", 0.0, 43.0, None), ("end", 52.0, None, "gap")]  # onset: the last sample (the first)
+    assert got == [("start", 0.0, 46.0, None), ("end", 52.0, None, "gap")]  # onset: the last sample (the first)
 
 
 @pytest.mark.parametrize("fast", [True, False])

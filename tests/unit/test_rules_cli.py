@@ -52,6 +52,19 @@ def test_rules_prints_limits_wording_citation_quote_and_the_reading(
     assert "1 channel(s) left unchecked" in out
 
 
+def test_rules_states_how_the_sampling_interval_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Pawling's "intervals of 15 minutes or less" is judged on two instruments: where the rule is shown, so is
+    what makes an interval late (a count reading, flow time only while read above zero, the limit strict)."""
+    path = _write(tmp_path, site_toml(channel("sampler_count"), channel("flow"), jurisdiction="pawling"))
+    assert main(["rules", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "sampler_interval: sampler_count: no sample for more than 15 min while flow > 0" in out
+    assert "reading in force: the interval counts time with the flow read above zero since the sampler's count " \
+           "last rose (a gap in the flow readings is not counted); it is late once more than the limit is " \
+           "counted and a count reading showed it" in out
+    assert "no interval is shown late by flow time after the count's last reading; exactly the limit complies" in out
+
+
 def test_rules_lists_the_clauses_no_streaming_rule_judges(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, site_toml(channel("ph"), jurisdiction="wilson"))
     assert main(["rules", "--config", str(path)]) == 0
