@@ -17,6 +17,9 @@ from config.rule_model import BandParams, IntervalParams, ThresholdParams
 from config.rules import RuleBinding
 from monitor.checks.base import EMPTY, INF, MARGIN, VIOLATES, Band, Rule, complies_band, violates_band
 from monitor.checks.events import EpisodeEvent
+from monitor.sample import Quality
+
+STALE = Quality.STALE.value
 
 
 class ThresholdRule(Rule):
@@ -138,29 +141,34 @@ class SamplerInterval(Rule):
     unchanged with more than the limit counted, or with exactly the limit counted while the flow was above zero (so
     that the time counted grew past the limit at once). Any sample after that reading comes after the limit, so the
     sampler was late whenever it takes one; a count read with exactly the limit counted while nothing flowed shows
-    nothing (a sample in the still time would come at exactly the limit, which complies). Flow time during which the
-    count was not read (bad samples, silence) counts only when a later count reading shows the count unchanged (no
-    sample was taken meanwhile), and no interval is shown overdue by flow time after the count's last reading.
-    ``seen`` is the counted time at the latest count reading this rule saw. The episode starts at its onset, the
-    last sample (when the count last rose), and is confirmed at that reading (``confirmed``: the live alarm fires
-    then), its value being the sampler's count; the next increase of the count (a new sample) ends it. A count that
-    goes down is a counter reset, not a sample.
+    nothing (a sample in the still time would come at exactly the limit, which complies). A count reading shows it
+    only on flow time measured through it (``pend`` until then): once a flow reading at or after it comes with no
+    gap before it, good or bad but STALE (``flow_t``: the latest such reading this rule saw). Flow time during which
+    the count was not read (bad samples, silence) counts only when a later count reading shows the count unchanged
+    (no sample was taken meanwhile), and no interval is shown overdue by flow time after the count's last reading or
+    in a gap of the flow. ``seen`` is the counted time at the latest count reading this rule saw. The episode starts
+    at its onset, the last sample (when the count last rose), and is confirmed at that reading (``confirmed``: the
+    live alarm fires then), its value being the sampler's count; the next increase of the count (a new sample) ends
+    it. A count that goes down is a counter reset, not a sample.
 
-    Gaps (`monitor.checks.coverage`): a gap in the flow readings is not counted (flow above zero was not
-    measured) once it is known, i.e. at the next flow reading: from the flow's last reading before it, or from
-    the interval's start when a sample came since. Until then the flow's STALE sample (recorded by the daemon
-    three polls after the last reading, and present in exported readings) stops the count, so at most that
-    staleness window is counted ahead of knowing; the gap then takes it back out (``held``: when the flow went
-    unknown while counted as flowing, and since when it was). An interval shown overdue inside that window
-    keeps its episode (our reading: the window is at most three polls, and the alarm cannot wait for the next
-    flow reading). A gap in the count ends an open episode
-    at the count's last reading before it (a sample may have been taken unseen), its peak the time counted at
-    that reading (while an episode is open every count reading reaches the rule, so ``seen`` is exactly that),
-    and the count starts afresh at its first reading after it (the onset of a later overdue interval is then
-    that first reading).
+    Gaps (`monitor.checks.coverage`): a gap in the flow readings is not counted (flow above zero was not measured)
+    once it is known, i.e. at the next flow reading: from the flow's last reading before it, or from the interval's
+    start when a sample came since. Until then the flow's STALE sample (recorded by the daemon three polls after the
+    last reading, and present in exported readings) stops the count, and the gap takes back what was counted before
+    it (``held``: when the flow went unknown while counted as flowing, and since when it was). A count reading
+    waiting for the flow (``pend``) inside the gap shows nothing. A lateness shown at a bad flow sample other than
+    STALE (the meter's last value taken to hold until it) is taken back too when a gap follows, but an episode
+    already confirmed then stands, with the flow time counted (our reading: the daemon records a sample at every
+    poll, so that is at most one poll of the meter after its last good reading; in readings recorded elsewhere it
+    can be longer, and the episode's peak can then fall below the limit). A gap in the count ends an open episode at
+    the count's last reading before it (a sample may have been taken unseen), its peak the time counted at that
+    reading (while an episode is open every count reading reaches the rule, so ``seen`` is exactly that; it can be
+    exactly the limit, shown with the flow running: the episode is then confirmed after that end), and the count
+    starts afresh at its first reading after it (the onset of a later overdue interval is then that first reading).
     """
 
-    __slots__ = ("acc", "count", "flow_since", "flowing", "held", "last_sample", "limit", "seen", "shown")
+    __slots__ = ("acc", "count", "flow_since", "flow_t", "flowing", "held", "last_sample", "limit", "pend", "seen",
+                 "shown")
     runs = (RuleName.SAMPLER_INTERVAL,)
 
     def __init__(self, *, binding: RuleBinding, out: list[EpisodeEvent]) -> None:
@@ -174,6 +182,10 @@ class SamplerInterval(Rule):
         self.seen = 0.0  # `_total` at the latest count reading this rule saw, since the last sample
         # the count reading of this interval that showed any later sample late (its time), or None
         self.shown: float | None = None
+        # a count reading that will show it once a flow reading at or after it, with no gap before, shows the
+        # time it counted measured: (its time, whether more than the limit was counted); None: none waiting
+        self.pend: tuple[float, bool] | None = None
+        self.flow_t = -INF  # the latest flow reading, good or bad but STALE, this rule saw (each from `_due` on)
         # (when the flow went unknown, since when it had been counted as flowing): a bad flow sample while
         # flowing, until the next good flow reading; None otherwise
         self.held: tuple[float, float] | None = None
@@ -189,9 +201,10 @@ class SamplerInterval(Rule):
     def _overdue(self, t: float) -> bool:
         return self._counted(t) > self.limit
 
-    def _growing(self) -> bool:
-        """`_total` grows from now on (flowing): a count read at exactly the limit then shows lateness."""
-        return bool(self.flowing)
+    def _grows(self, flowing: bool | None) -> bool:
+        """`_total` grows while the flow is in state ``flowing``: a count read at exactly the limit followed by
+        that state shows lateness."""
+        return flowing is True
 
     def good(self, t: float, v: float, port: int) -> None:
         if port == 0:
@@ -203,15 +216,39 @@ class SamplerInterval(Rule):
                 self._sampled()
             self.count = v
             self.seen = seen = self._total(t)
-            if self.shown is None and (seen > self.limit or (seen == self.limit and self._growing())):
-                self.shown = t
+            if self.shown is None and seen >= self.limit:
+                self.pend = (t, seen > self.limit)
+                if self._measured(t):
+                    self._resolve(self.flowing)
         else:
+            before = self.flowing
             self._set_flowing(t, v > 0.0)
+            self.flow_t = t
+            self._flow_read(t, before)
         self._check(t)
+
+    def _flow_read(self, t: float, before: bool | None) -> None:
+        """A flow reading at ``t`` (``before``: the flow's state until it) shows a waiting count reading's time
+        measured; the state that followed that reading is this one's at the same instant, else ``before``."""
+        pend = self.pend
+        if pend is not None and pend[0] <= t:
+            self._resolve(self.flowing if pend[0] == t else before)
+
+    def _measured(self, t: float) -> bool:
+        """The time counted to ``t`` is measured: a flow reading at ``t`` already came (gaps told), good or bad
+        but STALE (a STALE sample says the meter fell silent: the gap its next reading shows decides)."""
+        return self.flow_t >= t
+
+    def _resolve(self, after: bool | None) -> None:
+        """The waiting count reading shows lateness: more than the limit, or exactly it with the flow in state
+        ``after`` right after it growing the time counted."""
+        pend, self.pend = self.pend, None
+        if pend is not None and (pend[1] or self._grows(after)):
+            self.shown = pend[0]
 
     def _sampled(self) -> None:
         """A new interval begins (a sample, or the count's first reading)."""
-        self.shown = self.held = None
+        self.shown = self.held = self.pend = None
 
     def _check(self, t: float) -> None:
         if not self.is_open and self.count is not None and self.shown is not None and self._overdue(t):
@@ -220,7 +257,11 @@ class SamplerInterval(Rule):
 
     def bad(self, t: float, quality: str, port: int) -> None:
         if port == 1:
+            before = self.flowing
             self._set_flowing(t, None)
+            if quality != STALE:  # the meter's last value held until this sample (a gap found later takes it back)
+                self.flow_t = t
+                self._flow_read(t, before)
 
     def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
         if port == 1:
@@ -233,8 +274,10 @@ class SamplerInterval(Rule):
                 if back > 0.0:
                     self.acc -= back
                     self._unmeasured(back)
-                    if self.shown is not None and self.shown > t0:  # shown on time taken back: a count
-                        self.shown = None  # reading must show it again
+            if self.pend is not None and self.pend[0] > t0:  # it counted time in the gap: shows nothing
+                self.pend = None
+            if self.shown is not None and self.shown > t0:  # shown (at a bad sample) on time in the gap
+                self.shown = None
             self._set_flowing(max(t0, self.flow_since), None)
             return
         if self.is_open:
@@ -268,7 +311,8 @@ class SamplerInterval(Rule):
     def band(self, port: int) -> Band:
         """The count's readings reach the rule from the moment the limit may be passed (a confirmation needs
         one) and, while an episode is open, every one of them (its gap end's peak is the time counted at the
-        last); the flow's once a count reading has shown the limit reached."""
+        last); the flow's from that moment too (the one that shows a count reading's time measured, and the
+        confirmation)."""
         if self.count is None:
             return EMPTY
         if self.is_open:
@@ -280,7 +324,7 @@ class SamplerInterval(Rule):
         return self._port_band(port, until)
 
     def _flow_until(self) -> float:
-        return -INF if self.shown is not None else INF
+        return -INF if self.shown is not None else self._due()
 
     def _port_band(self, port: int, until: float) -> Band:
         """Quiet while the count is unchanged (port 0) or the flow stays on the same side of zero (port 1)."""
@@ -329,12 +373,21 @@ class SamplerIntervalUnverified(SamplerInterval):
         self.uacc = 0.0  # the unknown-flow time starts afresh with the interval
         self.moot = False
 
-    def _growing(self) -> bool:
-        return self.flowing is not False
+    def _grows(self, flowing: bool | None) -> bool:
+        return flowing is not False
+
+    def _measured(self, t: float) -> bool:
+        # its total counts unknown flow too: a gap found later moves time within it, never out; only exactly the
+        # limit waits for the flow's state after the count reading (a flow reading at the same instant may stop it)
+        return self.seen > self.limit or self.flow_t >= t
 
     def _unmeasured(self, s: float) -> None:
         self.uacc += s  # the flowing time taken back was unknown-flow time
-        self.moot = False  # the flowing time alone may be back under the limit
+
+    def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
+        if port == 1:
+            self.moot = False  # the flowing time, counted on to now, is cut at the gap: maybe under the limit
+        super().gap(t0, v0, t1, port)
 
     def _check(self, t: float) -> None:
         if not self.moot and self.count is not None and self._counted(t) > self.limit:
@@ -358,4 +411,6 @@ class SamplerIntervalUnverified(SamplerInterval):
         return -INF if self.acc + self.uacc >= self.limit else INF
 
     def _flow_until(self) -> float:
-        return INF if self.moot or self.acc > self.limit else super()._flow_until()
+        if self.moot or self.acc > self.limit:
+            return INF
+        return -INF if self.shown is not None or self.pend is not None else self._due()

@@ -258,8 +258,10 @@ def test_a_gap_in_the_flow_found_after_a_sample_takes_no_time_from_the_new_inter
     sample at 700 s, inside that silence. The gap's unmeasured time runs from the flow's last reading (600 s),
     but the new interval begins at the sample: its unknown-flow time is 800 s (700–1500), not 900, and its
     flowing time is not reduced by the 100 s before it began (which made it -100 s). The flowing time passes
-    900 s at 2400 s, shown at the count's next reading (2440 s). Unverified: the count read unchanged at 1600 s
-    with 800 s unknown plus 100 s flowing behind it, passed at the flow's next reading (1620 s)."""
+    900 s at 2400 s: the count's next reading (2440 s) shows it once the flow reading after it (2460 s) shows
+    the time it counted measured, confirmed then. Unverified (its total counts unknown time too): the count
+    read unchanged at 1600 s with 800 s unknown plus 100 s flowing behind it, passed at the flow's next reading
+    (1620 s)."""
     c = config(tmp_path, channel("sampler_count", max_gap=600), channel("flow", max_gap=600),
                jurisdiction="pawling")
     rows: list[Row] = [(T0 + t, "flow", 5.0, "good") for t in range(0, 601, 60)]
@@ -267,7 +269,7 @@ def test_a_gap_in_the_flow_found_after_a_sample_takes_no_time_from_the_new_inter
     rows += [(T0, "sampler_count", 1.0, "good"), (T0 + 60, "sampler_count", 1.0, "good")]
     rows += [(T0 + t, "sampler_count", 2.0, "good") for t in range(700, 2700, 60)]  # the sample: 700 s
     rows.sort(key=lambda r: r[0])
-    assert sampler_events(c, rows) == [("start", 700.0, 2440.0, None, None)]
+    assert sampler_events(c, rows) == [("start", 700.0, 2460.0, None, None)]
     assert sampler_events(c, rows, "sampler_interval_unverified") == [("start", 700.0, 1620.0, None, None)]
 
 
@@ -305,6 +307,41 @@ def test_a_flow_gap_takes_back_the_staleness_window_it_had_counted(tmp_path: Pat
     for trace in (rows, stale):
         assert sampler_events(c, trace) == []
         assert sampler_events(c, trace, "sampler_interval_unverified") == [("start", 0.0, 1200.0, None, None)]
+
+
+def test_a_count_reading_shows_lateness_only_on_flow_time_measured_through_it(tmp_path: Path) -> None:
+    """Flow and count read every minute; the flow meter falls silent from 600 s to 1200 s (max_gap 90 s), with
+    or without the daemon's STALE row. Count readings in the silence found more than 900 s counted while the
+    flow was taken to run on; the flow's next reading shows a gap, so those readings show nothing. 600 s were
+    measured before the silence: 900 s are reached at 1500 s (the flow read then: measured) and passed at the
+    next reading, 1560 s. The record had the interval confirmed at 960 s on flow time that was never measured
+    (found by an adversarial review's random search)."""
+    c = config(tmp_path, channel("sampler_count", max_gap=3900), channel("flow", max_gap=90),
+               jurisdiction="pawling")
+    rows: list[Row] = []
+    for t in range(0, 1801, 60):
+        rows.append((T0 + t, "sampler_count", 1.0, "good"))
+        if not 600 < t < 1200:
+            rows.append((T0 + t, "flow", 5.0, "good"))
+    stale = sorted([*rows, (T0 + 690, "flow", None, "stale")], key=lambda r: r[0])
+    for trace in (rows, stale):
+        assert sampler_events(c, trace) == [("start", 0.0, 1560.0, None, None)]
+
+
+def test_a_count_read_at_exactly_the_limit_as_the_flow_stops_shows_no_lateness(tmp_path: Path) -> None:
+    """900 s of flow; at 900 s the count is read unchanged (exactly the limit) and, at the same instant, the flow
+    reads zero. The flow did not run on after the count reading, so a sample in the still time would come at
+    exactly 15 minutes: nothing is shown late when the flow resumes while the count is not read (it next reads
+    after a gap). The state that decides is the flow's after the count reading, at the same instant; whichever
+    of the two the site file lists first (found by an adversarial review's random search)."""
+    rows: list[Row] = [(T0, "sampler_count", 1.0, "good"), (T0, "flow", 5.0, "good"),
+                       (T0 + 900, "sampler_count", 1.0, "good"), (T0 + 900, "flow", 0.0, "good"),
+                       *[(T0 + t, "flow", 5.0, "good") for t in range(1500, 3001, 60)],
+                       (T0 + 3000, "sampler_count", 1.0, "good")]
+    for order in (("sampler_count", "flow"), ("flow", "sampler_count")):
+        chans = {"sampler_count": channel("sampler_count", max_gap=1800), "flow": channel("flow", max_gap=1800)}
+        c = config(tmp_path, *(chans[k] for k in order), jurisdiction="pawling")
+        assert sampler_events(c, rows) == []
 
 
 def test_sampler_interval_needs_a_flow_channel(tmp_path: Path) -> None:
