@@ -345,7 +345,8 @@ _SAMPLER_READING = (
     "flow readings is not counted); it is late once more than the limit is counted and a count reading showed "
     "it: the count read unchanged with more than the limit behind it, or exactly the limit while the flow ran "
     "(a sample after that reading comes after the limit), on flow time measured through that reading (the "
-    "flow read at or after it with no gap before), so flow time while the count could not be read counts "
+    "flow read at or after it with no gap before, or a failed read of a meter that was reading: its last "
+    "value taken to hold until then), so flow time while the count could not be read counts "
     "only once a later reading shows the count unchanged, and no interval is shown late by flow time after the "
     "count's last reading; exactly the limit complies")
 

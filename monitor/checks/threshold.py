@@ -138,33 +138,38 @@ class SamplerInterval(Rule):
 
     Lateness rests on a count reading, never on the flow alone: the interval is shown overdue at a reading once more
     than the limit is counted *and* a count reading has shown it (``shown``: that reading's time): the count read
-    unchanged with more than the limit counted, or with exactly the limit counted while the flow was above zero (so
-    that the time counted grew past the limit at once). Any sample after that reading comes after the limit, so the
-    sampler was late whenever it takes one; a count read with exactly the limit counted while nothing flowed shows
-    nothing (a sample in the still time would come at exactly the limit, which complies). A count reading shows it
-    only on flow time measured through it (``pend`` until then): once a flow reading at or after it comes with no
-    gap before it, good or bad but STALE (``flow_t``: the latest such reading this rule saw). Flow time during which
-    the count was not read (bad samples, silence) counts only when a later count reading shows the count unchanged
-    (no sample was taken meanwhile), and no interval is shown overdue by flow time after the count's last reading or
-    in a gap of the flow. ``seen`` is the counted time at the latest count reading this rule saw. The episode starts
-    at its onset, the last sample (when the count last rose), and is confirmed at that reading (``confirmed``: the
-    live alarm fires then), its value being the sampler's count; the next increase of the count (a new sample) ends
-    it. A count that goes down is a counter reset, not a sample.
+    unchanged with more than the limit counted, or with exactly the limit counted and the flow above zero right
+    after it (so that the time counted grew past the limit at once). Any sample after that reading comes after the
+    limit, so the sampler was late whenever it takes one; a count read with exactly the limit counted while nothing
+    flowed after it shows nothing (a sample in the still time would come at exactly the limit, which complies). A
+    count reading shows it only on flow time measured through it (``pend`` until then): once a flow reading at or
+    after it comes with no gap before it, good, or bad but not STALE while the flow was known (the meter's last
+    value taken to hold until it; ``flow_t``: the latest such reading this rule saw); a gap in the flow before that
+    shows what was measured up to the gap's start. A sample or a gap in the count before that flow reading ends the
+    wait with no episode (our reading: the evidence was not complete when the interval ended; in the daemon's own
+    record that is within one poll of the flow meter). Flow time during which the count was not read (bad samples,
+    silence) counts only when a later count reading shows the count unchanged (no sample was taken meanwhile), and
+    no interval is shown overdue by flow time after the count's last reading or in a gap of the flow. ``seen`` is
+    the counted time at the latest count reading this rule saw. The episode starts at its onset, the last sample
+    (when the count last rose), and is confirmed at the reading (of either channel) where both hold (``confirmed``:
+    the live alarm fires then), its value being the sampler's count; the next increase of the count (a new sample)
+    ends it. A count that goes down is a counter reset, not a sample.
 
     Gaps (`monitor.checks.coverage`): a gap in the flow readings is not counted (flow above zero was not measured)
     once it is known, i.e. at the next flow reading: from the flow's last reading before it, or from the interval's
     start when a sample came since. Until then the flow's STALE sample (recorded by the daemon three polls after the
     last reading, and present in exported readings) stops the count, and the gap takes back what was counted before
-    it (``held``: when the flow went unknown while counted as flowing, and since when it was). A count reading
-    waiting for the flow (``pend``) inside the gap shows nothing. A lateness shown at a bad flow sample other than
-    STALE (the meter's last value taken to hold until it) is taken back too when a gap follows, but an episode
-    already confirmed then stands, with the flow time counted (our reading: the daemon records a sample at every
-    poll, so that is at most one poll of the meter after its last good reading; in readings recorded elsewhere it
-    can be longer, and the episode's peak can then fall below the limit). A gap in the count ends an open episode at
-    the count's last reading before it (a sample may have been taken unseen), its peak the time counted at that
-    reading (while an episode is open every count reading reaches the rule, so ``seen`` is exactly that; it can be
-    exactly the limit, shown with the flow running: the episode is then confirmed after that end), and the count
-    starts afresh at its first reading after it (the onset of a later overdue interval is then that first reading).
+    it (``held``: when the flow went unknown while counted as flowing, and since when it was). A lateness shown at a
+    bad flow sample other than STALE is taken back too when the gap shows less than the limit measured, but an
+    episode already confirmed then stands, with the flow time counted (our reading: the daemon records a sample at
+    every poll, so that is at most one poll of the meter after its last good reading; in readings recorded elsewhere
+    it can be longer, and the episode's peak can then fall below the limit). A gap in the count ends an open episode
+    at the count's last reading before it (a sample may have been taken unseen), its peak the time counted at that
+    reading (while an episode is open every count reading reaches the rule, so ``seen`` is exactly that), and the
+    count starts afresh at its first reading after it (the onset of a later overdue interval is then that first
+    reading). An episode can be confirmed after that end: when the flow reading that shows the count's last reading
+    measured comes after the count's gap (in either order at one instant), and with a peak of exactly the limit when
+    the count was read at exactly the limit with the flow running.
     """
 
     __slots__ = ("acc", "count", "flow_since", "flow_t", "flowing", "held", "last_sample", "limit", "pend", "seen",
@@ -183,8 +188,9 @@ class SamplerInterval(Rule):
         # the count reading of this interval that showed any later sample late (its time), or None
         self.shown: float | None = None
         # a count reading that will show it once a flow reading at or after it, with no gap before, shows the
-        # time it counted measured: (its time, whether more than the limit was counted); None: none waiting
-        self.pend: tuple[float, bool] | None = None
+        # time it counted measured: (its time, whether more than the limit was counted, the flow's state then);
+        # None: none waiting
+        self.pend: tuple[float, bool, bool | None] | None = None
         self.flow_t = -INF  # the latest flow reading, good or bad but STALE, this rule saw (each from `_due` on)
         # (when the flow went unknown, since when it had been counted as flowing): a bad flow sample while
         # flowing, until the next good flow reading; None otherwise
@@ -217,22 +223,21 @@ class SamplerInterval(Rule):
             self.count = v
             self.seen = seen = self._total(t)
             if self.shown is None and seen >= self.limit:
-                self.pend = (t, seen > self.limit)
+                self.pend = (t, seen > self.limit, self.flowing)
                 if self._measured(t):
                     self._resolve(self.flowing)
         else:
-            before = self.flowing
             self._set_flowing(t, v > 0.0)
             self.flow_t = t
-            self._flow_read(t, before)
+            self._flow_read(t)
         self._check(t)
 
-    def _flow_read(self, t: float, before: bool | None) -> None:
-        """A flow reading at ``t`` (``before``: the flow's state until it) shows a waiting count reading's time
-        measured; the state that followed that reading is this one's at the same instant, else ``before``."""
+    def _flow_read(self, t: float) -> None:
+        """A flow reading at ``t`` shows a waiting count reading's time measured; the flow's state that followed
+        that reading is this one's at the same instant, else the one the count reading saw."""
         pend = self.pend
         if pend is not None and pend[0] <= t:
-            self._resolve(self.flowing if pend[0] == t else before)
+            self._resolve(self.flowing if pend[0] == t else pend[2])
 
     def _measured(self, t: float) -> bool:
         """The time counted to ``t`` is measured: a flow reading at ``t`` already came (gaps told), good or bad
@@ -257,11 +262,14 @@ class SamplerInterval(Rule):
 
     def bad(self, t: float, quality: str, port: int) -> None:
         if port == 1:
-            before = self.flowing
+            known = self.flowing is not None
             self._set_flowing(t, None)
-            if quality != STALE:  # the meter's last value held until this sample (a gap found later takes it back)
+            # the meter's last value taken to hold until this sample, when one held (a gap found later takes
+            # it back); a STALE sample says the meter fell silent: the gap its next reading shows decides
+            if quality != STALE and known:
                 self.flow_t = t
-                self._flow_read(t, before)
+                self._flow_read(t)
+                self._check(t)
 
     def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
         if port == 1:
@@ -274,10 +282,15 @@ class SamplerInterval(Rule):
                 if back > 0.0:
                     self.acc -= back
                     self._unmeasured(back)
-            if self.pend is not None and self.pend[0] > t0:  # it counted time in the gap: shows nothing
+            # a count reading after t0 counted time in the gap: it shows lateness only on what was measured to t0
+            at_t0 = self._cut(t0)
+            pend = self.pend
+            if pend is not None and pend[0] > t0:
                 self.pend = None
-            if self.shown is not None and self.shown > t0:  # shown (at a bad sample) on time in the gap
-                self.shown = None
+                if at_t0 > self.limit:
+                    self.shown = pend[0]
+            if self.shown is not None and self.shown > t0 and not at_t0 > self.limit:
+                self.shown = None  # shown at a bad sample on time the gap takes back
             self._set_flowing(max(t0, self.flow_since), None)
             return
         if self.is_open:
@@ -289,6 +302,11 @@ class SamplerInterval(Rule):
 
     def _unmeasured(self, s: float) -> None:
         """``s`` seconds counted as flowing were not measured after all (a flow gap found later)."""
+
+    def _cut(self, t0: float) -> float:
+        """What a count reading after ``t0``, the flow's last reading before a gap, showed on measured time: the
+        time counted to ``t0`` (``held`` already taken back)."""
+        return self.acc + (max(t0, self.flow_since) - self.flow_since if self.flowing else 0.0)
 
     def _set_flowing(self, t: float, flowing: bool | None) -> None:
         if flowing == self.flowing:
@@ -383,6 +401,9 @@ class SamplerIntervalUnverified(SamplerInterval):
 
     def _unmeasured(self, s: float) -> None:
         self.uacc += s  # the flowing time taken back was unknown-flow time
+
+    def _cut(self, t0: float) -> float:
+        return INF  # a flow gap moves time within its total (flowing to unknown), never out: what it showed stands
 
     def gap(self, t0: float, v0: float, t1: float, port: int) -> None:
         if port == 1:

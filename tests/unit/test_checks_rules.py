@@ -344,6 +344,40 @@ def test_a_count_read_at_exactly_the_limit_as_the_flow_stops_shows_no_lateness(t
         assert sampler_events(c, rows) == []
 
 
+def test_what_a_bad_flow_sample_and_a_flow_gap_show_of_a_waiting_count_reading(tmp_path: Path) -> None:
+    """Found by a second adversarial review. A count reading with the limit counted waits for the flow:
+    - a bad sample other than STALE shows the meter's last value held until it, and the interval is confirmed
+      at that sample (it was left to the next reading, or to none);
+    - not after a STALE sample: the meter had fallen silent (840 s measured were taken for 1020);
+    - a gap in the flow shows what was measured up to its start: 950 s, late (the reading was thrown away);
+    - exactly the limit with nothing flowing after the count reading shows nothing, even when a STALE sample
+      comes before the flow's next reading (the unverified check took the STALE sample's state)."""
+    def pawling(count_gap: float, flow_gap: float) -> SiteConfig:
+        return config(tmp_path, channel("sampler_count", max_gap=count_gap), channel("flow", max_gap=flow_gap),
+                      jurisdiction="pawling")
+
+    def at(*rows: tuple[float, str, float | None, str]) -> list[Row]:
+        return sorted(((T0 + t, ch, v, q) for t, ch, v, q in rows), key=lambda r: r[0])
+
+    c = pawling(1800, 1800)
+    bad = at((0, "sampler_count", 0.0, "good"), (0, "flow", 5.0, "good"), (901, "sampler_count", 0.0, "good"),
+             (950, "flow", None, "device_exception"), (1000, "sampler_count", 1.0, "good"))
+    assert sampler_events(c, bad) == [("start", 0.0, 950.0, None, None), ("end", 1000.0, None, 950.0, "cleared")]
+    silent = at((0, "sampler_count", 0.0, "good"), *[(t, "flow", 5.0, "good") for t in range(0, 841, 60)],
+                (1000, "sampler_count", 0.0, "good"), (1020, "flow", None, "stale"),
+                (1080, "flow", None, "device_exception"), (1100, "sampler_count", 0.0, "good"),
+                (1990, "sampler_count", 1.0, "good"), (2000, "flow", 5.0, "good"))
+    assert sampler_events(pawling(3600, 180), silent) == []
+    cut = at((0, "sampler_count", 0.0, "good"), (0, "flow", 5.0, "good"), (950, "flow", 5.0, "good"),
+             (1000, "sampler_count", 0.0, "good"), (2800, "flow", 5.0, "good"), (2900, "sampler_count", 1.0, "good"))
+    assert sampler_events(pawling(3600, 1800), cut) == [("start", 0.0, 2800.0, None, None),
+                                                        ("end", 2900.0, None, 1050.0, "cleared")]
+    still = at((0, "sampler_count", 0.0, "good"), (100, "flow", 5.0, "good"), (900, "flow", 0.0, "good"),
+               (950, "sampler_count", 0.0, "good"), (1000, "flow", None, "stale"), (1010, "flow", 0.0, "good"),
+               (1100, "flow", 0.0, "good"), (1200, "sampler_count", 1.0, "good"))
+    assert sampler_events(pawling(3900, 600), still, "sampler_interval_unverified") == []
+
+
 def test_sampler_interval_needs_a_flow_channel(tmp_path: Path) -> None:
     from config.errors import ConfigErrors
 
