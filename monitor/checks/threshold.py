@@ -284,13 +284,14 @@ class SamplerInterval(Rule):
                     self._unmeasured(back)
             # a count reading after t0 counted time in the gap: it shows lateness only on what was measured to t0
             at_t0 = self._cut(t0)
+            # (at t0 itself too: exactly the limit there showed lateness by the flow running on, into the gap)
             pend = self.pend
-            if pend is not None and pend[0] > t0:
+            if pend is not None and pend[0] >= t0:
                 self.pend = None
                 if at_t0 > self.limit:
                     self.shown = pend[0]
-            if self.shown is not None and self.shown > t0 and not at_t0 > self.limit:
-                self.shown = None  # shown at a bad sample on time the gap takes back
+            if self.shown is not None and self.shown >= t0 and not at_t0 > self.limit:
+                self.shown = None  # shown on time the gap takes back, or on the flow running on into it
             self._set_flowing(max(t0, self.flow_since), None)
             return
         if self.is_open:

@@ -351,7 +351,8 @@ def test_what_a_bad_flow_sample_and_a_flow_gap_show_of_a_waiting_count_reading(t
     - not after a STALE sample: the meter had fallen silent (840 s measured were taken for 1020);
     - a gap in the flow shows what was measured up to its start: 950 s, late (the reading was thrown away);
     - exactly the limit with nothing flowing after the count reading shows nothing, even when a STALE sample
-      comes before the flow's next reading (the unverified check took the STALE sample's state)."""
+      comes before the flow's next reading (the unverified check took the STALE sample's state); nor does
+      exactly the limit at the flow's last reading before a gap (the flow running on was not measured)."""
     def pawling(count_gap: float, flow_gap: float) -> SiteConfig:
         return config(tmp_path, channel("sampler_count", max_gap=count_gap), channel("flow", max_gap=flow_gap),
                       jurisdiction="pawling")
@@ -372,6 +373,12 @@ def test_what_a_bad_flow_sample_and_a_flow_gap_show_of_a_waiting_count_reading(t
              (1000, "sampler_count", 0.0, "good"), (2800, "flow", 5.0, "good"), (2900, "sampler_count", 1.0, "good"))
     assert sampler_events(pawling(3600, 1800), cut) == [("start", 0.0, 2800.0, None, None),
                                                         ("end", 2900.0, None, 1050.0, "cleared")]
+    # exactly the limit at the flow's last reading before a gap: the flow running on after it was not measured
+    c = config(tmp_path, channel("flow", max_gap=600), channel("sampler_count", max_gap=3900), jurisdiction="pawling")
+    into_gap = at(*[(t, "flow", 5.0, "good") for t in (0, 300, 600, 900, 1800, 2100)],
+                  (0, "sampler_count", 0.0, "good"), (900, "sampler_count", 0.0, "good"),
+                  (2400, "sampler_count", 1.0, "good"))
+    assert sampler_events(c, into_gap) == []
     still = at((0, "sampler_count", 0.0, "good"), (100, "flow", 5.0, "good"), (900, "flow", 0.0, "good"),
                (950, "sampler_count", 0.0, "good"), (1000, "flow", None, "stale"), (1010, "flow", 0.0, "good"),
                (1100, "flow", 0.0, "good"), (1200, "sampler_count", 1.0, "good"))
