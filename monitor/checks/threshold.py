@@ -306,8 +306,8 @@ class SamplerInterval(Rule):
 
     def _cut(self, t0: float) -> float:
         """What a count reading after ``t0``, the flow's last reading before a gap, showed on measured time: the
-        time counted to ``t0`` (``held`` already taken back)."""
-        return self.acc + (max(t0, self.flow_since) - self.flow_since if self.flowing else 0.0)
+        time counted to ``t0`` (``held`` already taken back; a sample since ``t0`` counts from itself)."""
+        return self._counted(max(t0, self.flow_since))
 
     def _set_flowing(self, t: float, flowing: bool | None) -> None:
         if flowing == self.flowing:
@@ -343,7 +343,7 @@ class SamplerInterval(Rule):
         return self._port_band(port, until)
 
     def _flow_until(self) -> float:
-        return -INF if self.shown is not None else self._due()
+        return -INF if self.shown is not None or self.pend is not None else self._due()
 
     def _port_band(self, port: int, until: float) -> Band:
         """Quiet while the count is unchanged (port 0) or the flow stays on the same side of zero (port 1)."""
@@ -433,6 +433,4 @@ class SamplerIntervalUnverified(SamplerInterval):
         return -INF if self.acc + self.uacc >= self.limit else INF
 
     def _flow_until(self) -> float:
-        if self.moot or self.acc > self.limit:
-            return INF
-        return -INF if self.shown is not None or self.pend is not None else self._due()
+        return INF if self.moot or self.acc > self.limit else super()._flow_until()
