@@ -3,7 +3,8 @@
 `monitor.checks._quietpath`, the daemon's check engine stepping over quiet in-order readings, and
 `monitor._untrack`, which takes the daemon's samples out of the cyclic garbage collector's sight,
 `monitor.reports._dayaccrue`, the day aggregates' accrual of ordinary readings, `monitor.stores._rowflat`, the
-historian's row parameters, and `drivers.modbus._blockdecode`, a Modbus block's good readings as samples.
+historian's rows (their parameters, and their insert with the GIL released), and `drivers.modbus._blockdecode`, a
+Modbus block's good readings as samples.
 
 Everything else is declared in pyproject.toml. The extensions are optional: where they cannot be built (no C
 compiler, no Python or SQLite headers) the install still succeeds and the seals and the audit run in Python (the
@@ -45,6 +46,8 @@ setup(ext_modules=[Extension(
     "monitor.stores._rowflat",
     sources=["monitor/stores/_rowflat.c"],
     depends=["monitor/_slots.h"],  # the fast paths' shared slot access
+    # SQLite's functions are looked up in the library Python's sqlite3 module loaded (dlsym): no link to it here
+    libraries=["dl"],
     extra_compile_args=["-O2", "-Wall", "-Wextra"],
     optional=True,
 ), Extension(

@@ -15,11 +15,35 @@
  * that is not a `Sample`, a site, channel, unit or reason that is not exactly a str, a quality without a code, a
  * channel id that is not an int.
  *
+ * `insert(conn, ids, batch, seq, good, codes)` goes one step further: it inserts the batch's rows itself, through
+ * the writer's own connection and inside its open transaction, with the GIL released for all of SQLite's work, and
+ * returns the batch's earliest time (Python's ``min`` of the times, for the arrivals ring), or None where it leaves
+ * the batch to Python (the cases above, a time or value that is not exactly a float, None or an int of 64 bits, a
+ * reason Python cannot encode, no transaction open). Why: through Python's sqlite3 module every one of the batch's
+ * hundreds of thousands of parameters is bound with the GIL held, and every statement of 4,096 rows hands the GIL
+ * back and forth with the event loop; flat out, those stretches were time the event loop polling the instruments
+ * waited (bench/RESULTS.md). The rows are the same rows (same columns, values, seq numbers, one per sample); they go
+ * in sorted by channel and, within a channel, in submission order, as `flatten`'s do. A failed step raises the
+ * exception Python's sqlite3 module raises for that result code (IntegrityError for a constraint, so the writer
+ * retries the batch row by row; OperationalError for the file) with SQLite's message; the rows stepped before it are
+ * in the transaction, which the writer rolls back, as it does after a failed multi-row statement.
+ *
+ * Which SQLite: the functions are looked up (dlsym) in the library Python's own ``_sqlite3`` module loaded, so the
+ * connection is always used by the SQLite that opened it, never by a second copy (two copies would break each
+ * other's file locks). The connection's handle is read from Python's Connection object, whose first field after
+ * the object header is the ``sqlite3 *`` in every CPython from 2.5 to 3.13 (Modules/_sqlite/connection.h); Python
+ * uses this path only on the versions it knows (`historian_rows`) and checks the handle names the connection's file
+ * (`probe`) before the first insert.
+ *
  * `bind(Sample)` must be called once first: it reads where the slotted class keeps each field (its member
  * descriptors' offsets). Licence: Apache-2.0, as the rest of pretreat-monitor.
  */
 
 #include "../_slots.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <string.h>
 
 static PyTypeObject *sample_type;
 static Py_ssize_t s_time, s_site, s_channel, s_value, s_unit, s_quality, s_reason;
@@ -43,6 +67,31 @@ static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_INCREF(st);
     Py_XSETREF(sample_type, st);
     Py_RETURN_NONE;
+}
+
+/* the channel id of (site, channel, unit) in ``ids``: 1 with ``*cid`` (borrowed) and ``*id`` set; -1 with KeyError(key)
+ * for a channel not registered yet, as a dict says it (the caller registers it and asks again), or another error;
+ * 0 for an id that is not an int of 64 bits (Python's case) */
+static int channel_id(PyObject *ids, PyObject *site, PyObject *channel, PyObject *unit, PyObject **cid, long long *id) {
+    PyObject *key = PyTuple_Pack(3, site, channel, unit);
+    if (key == NULL)
+        return -1;
+    *cid = PyDict_GetItemWithError(ids, key); /* borrowed */
+    if (*cid == NULL) {
+        if (!PyErr_Occurred()) {
+            PyObject *arg = PyTuple_Pack(1, key);
+            if (arg != NULL) {
+                PyErr_SetObject(PyExc_KeyError, arg);
+                Py_DECREF(arg);
+            }
+        }
+        Py_DECREF(key);
+        return -1;
+    }
+    Py_DECREF(key);
+    int overflow;
+    *id = PyLong_CheckExact(*cid) ? PyLong_AsLongLongAndOverflow(*cid, &overflow) : (overflow = 1, 0);
+    return !overflow;
 }
 
 static int by_channel(const void *a, const void *b) {
@@ -123,24 +172,12 @@ static PyObject *flatten(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
             result = Py_NewRef(Py_None);
             goto done;
         }
-        PyObject *key = PyTuple_Pack(3, site, channel, unit);
-        if (key == NULL)
+        PyObject *cid;
+        long long id;
+        int found = channel_id(ids, site, channel, unit, &cid, &id);
+        if (found < 0)
             goto done;
-        PyObject *cid = PyDict_GetItemWithError(ids, key); /* borrowed */
-        if (cid == NULL) {
-            if (!PyErr_Occurred()) { /* a channel not registered yet: KeyError(key), as a dict says it */
-                PyObject *arg = PyTuple_Pack(1, key);
-                if (arg != NULL) {
-                    PyErr_SetObject(PyExc_KeyError, arg);
-                    Py_DECREF(arg);
-                }
-            }
-            Py_DECREF(key);
-            goto done;
-        }
-        Py_DECREF(key);
-        long long id = PyLong_CheckExact(cid) ? PyLong_AsLongLongAndOverflow(cid, &overflow) : (overflow = 1, 0);
-        if (overflow) {
+        if (found == 0) {
             result = Py_NewRef(Py_None);
             goto done;
         }
@@ -179,10 +216,277 @@ done:
     return result;
 }
 
+/* -- the rows inserted here, the GIL released (`insert`) -------------------------------------------------------- */
+
+/* SQLite's types and result codes, declared here rather than from sqlite3.h: the functions come from the library
+ * Python loaded (`bind_sqlite`), so this module needs neither SQLite's headers nor its link at build time */
+typedef struct sqlite3 sqlite3;
+typedef struct sqlite3_stmt sqlite3_stmt;
+#define SQ_OK 0
+#define SQ_DONE 101
+#define SQ_NOMEM 7
+#define SQ_CORRUPT 11
+#define SQ_TOOBIG 18
+#define SQ_CONSTRAINT 19
+#define SQ_MISMATCH 20
+#define SQ_MISUSE 21
+#define SQ_RANGE 25
+#define SQ_NOTADB 26
+#define SQ_STATIC ((void (*)(void *))0)
+
+static struct {
+    int (*prepare_v2)(sqlite3 *, const char *, int, sqlite3_stmt **, const char **);
+    int (*bind_int64)(sqlite3_stmt *, int, long long);
+    int (*bind_double)(sqlite3_stmt *, int, double);
+    int (*bind_null)(sqlite3_stmt *, int);
+    int (*bind_text)(sqlite3_stmt *, int, const char *, int, void (*)(void *));
+    int (*step)(sqlite3_stmt *);
+    int (*reset)(sqlite3_stmt *);
+    int (*finalize)(sqlite3_stmt *);
+    const char *(*errmsg)(sqlite3 *);
+    int (*get_autocommit)(sqlite3 *);
+    const char *(*db_filename)(sqlite3 *, const char *);
+} sq;
+static PyTypeObject *connection_type;  /* sqlite3.Connection, exactly */
+static PyObject *sqlite_module;         /* for its exception classes */
+
+/* Python's Connection object, as far as this module reads it */
+typedef struct {
+    PyObject_HEAD
+    sqlite3 *db;
+} ConnectionHead;
+
+static PyObject *bind_sqlite(PyObject *Py_UNUSED(self), PyObject *args) {
+    const char *library;
+    PyTypeObject *ct;
+    if (!PyArg_ParseTuple(args, "sO!:bind_sqlite", &library, &PyType_Type, &ct))
+        return NULL;
+    void *h = dlopen(library, RTLD_NOW | RTLD_NOLOAD);  /* only a library already loaded: Python's _sqlite3 */
+    if (h == NULL)
+        Py_RETURN_FALSE;
+#define LOOK(field, name) (*(void **)&sq.field = dlsym(h, name)) == NULL
+    int missing = LOOK(prepare_v2, "sqlite3_prepare_v2") || LOOK(bind_int64, "sqlite3_bind_int64")
+        || LOOK(bind_double, "sqlite3_bind_double") || LOOK(bind_null, "sqlite3_bind_null")
+        || LOOK(bind_text, "sqlite3_bind_text") || LOOK(step, "sqlite3_step") || LOOK(reset, "sqlite3_reset")
+        || LOOK(finalize, "sqlite3_finalize") || LOOK(errmsg, "sqlite3_errmsg")
+        || LOOK(get_autocommit, "sqlite3_get_autocommit") || LOOK(db_filename, "sqlite3_db_filename");
+#undef LOOK
+    dlclose(h);  /* (RTLD_NOLOAD took a reference; the module itself keeps the library loaded) */
+    if (missing) {
+        memset(&sq, 0, sizeof sq);
+        Py_RETURN_FALSE;
+    }
+    PyObject *m = PyImport_ImportModule("sqlite3");
+    if (m == NULL)
+        return NULL;
+    Py_XSETREF(sqlite_module, m);
+    Py_INCREF(ct);
+    Py_XSETREF(connection_type, ct);
+    Py_RETURN_TRUE;
+}
+
+static sqlite3 *handle(PyObject *conn) {
+    if (connection_type == NULL || sq.step == NULL || !Py_IS_TYPE(conn, connection_type))
+        return NULL;
+    return ((ConnectionHead *)conn)->db;
+}
+
+/* `probe(conn)`: the main database file's name as SQLite itself has it on this connection's handle ("" for an
+ * in-memory database), or None when the handle cannot be read; Python compares it with PRAGMA database_list */
+static PyObject *probe(PyObject *Py_UNUSED(self), PyObject *conn) {
+    sqlite3 *db = handle(conn);
+    if (db == NULL)
+        Py_RETURN_NONE;
+    const char *name = sq.db_filename(db, "main");
+    return PyUnicode_DecodeFSDefault(name ? name : "");
+}
+
+typedef struct {
+    long long id, at, ival;  /* channel id (the sort key), index in the batch (the tie-break), an int value */
+    double time, value;
+    int vkind;               /* 0 NULL, 1 a double, 2 an int */
+    int code;                /* the quality's code */
+    PyObject *reason;        /* a new reference while SQLite reads its UTF-8 (NULL: the empty reason) */
+    const char *text;
+    Py_ssize_t len;
+} Ins;
+
+static int ins_by_channel(const void *a, const void *b) {
+    const Ins *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* the exception Python's sqlite3 module raises for result code ``rc`` (Modules/_sqlite/util.c) */
+static void raise_sqlite(int rc, const char *message) {
+    const char *name;
+    switch (rc & 0xff) {
+    case SQ_CONSTRAINT: case SQ_MISMATCH: name = "IntegrityError"; break;
+    case SQ_TOOBIG: name = "DataError"; break;
+    case SQ_CORRUPT: case SQ_NOTADB: name = "DatabaseError"; break;
+    case SQ_MISUSE: case SQ_RANGE: name = "InterfaceError"; break;
+    case SQ_NOMEM: PyErr_NoMemory(); return;
+    default: name = "OperationalError";
+    }
+    PyObject *cls = PyObject_GetAttrString(sqlite_module, name);
+    if (cls == NULL)
+        return;
+    PyErr_SetString(cls, message);
+    Py_DECREF(cls);
+}
+
+static const char INSERT_SQL[] =
+    "INSERT INTO readings (channel_id, time, seq, value, quality, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+
+static PyObject *insert(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "insert(conn, ids, batch, seq, good, codes)");
+        return NULL;
+    }
+    PyObject *conn = args[0], *ids = args[1], *batch = args[2], *seq = args[3], *good = args[4], *codes = args[5];
+    if (sample_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "bind() was not called");
+        return NULL;
+    }
+    if (!PyDict_CheckExact(ids) || !PyDict_CheckExact(codes) || !PyLong_CheckExact(seq)
+        || !(PyList_CheckExact(batch) || PyTuple_CheckExact(batch))) {
+        PyErr_SetString(PyExc_TypeError, "insert: ids and codes must be dicts, batch a list or tuple, seq an int");
+        return NULL;
+    }
+    sqlite3 *db = handle(conn);
+    if (db == NULL || sq.get_autocommit(db))
+        Py_RETURN_NONE; /* not bound, closed, or no transaction open: Python's case */
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(batch);
+    int overflow;
+    long long first = PyLong_AsLongLongAndOverflow(seq, &overflow);
+    if (overflow || first > LLONG_MAX - n)
+        Py_RETURN_NONE;
+    PyObject *gc = PyDict_GetItemWithError(codes, good); /* borrowed */
+    if (gc == NULL || !PyLong_CheckExact(gc)) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    int good_code = (int)PyLong_AsLong(gc);
+    PyObject *const *items = PySequence_Fast_ITEMS(batch);
+    Ins *rows = PyMem_Malloc(sizeof(Ins) * (size_t)(n ? n : 1));
+    if (rows == NULL)
+        return PyErr_NoMemory();
+    int collecting = PyGC_Disable(); /* as in `flatten`: no finalizer may change the batch while it is read */
+    Py_ssize_t held = 0;              /* rows[0:held] own a reference to their reason */
+    PyObject *result = NULL;
+    double earliest = Py_HUGE_VAL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *s = items[i];
+        if (!Py_IS_TYPE(s, sample_type))
+            goto python;
+        PyObject *site = FIELD(s, s_site), *channel = FIELD(s, s_channel), *unit = FIELD(s, s_unit);
+        PyObject *q = FIELD(s, s_quality), *reason = FIELD(s, s_reason), *t = FIELD(s, s_time);
+        PyObject *v = FIELD(s, s_value);
+        if (site == NULL || channel == NULL || unit == NULL || q == NULL || reason == NULL || t == NULL || v == NULL
+            || !PyUnicode_CheckExact(reason) || !PyUnicode_CheckExact(site) || !PyUnicode_CheckExact(channel)
+            || !PyUnicode_CheckExact(unit) || !PyFloat_CheckExact(t))
+            goto python;
+        Ins *r = &rows[i];
+        r->at = i;
+        r->time = PyFloat_AS_DOUBLE(t);
+        if (i == 0 || r->time < earliest) /* Python's min: the first, then each one less than the least so far */
+            earliest = r->time;
+        if (v == Py_None)
+            r->vkind = 0;
+        else if (PyFloat_CheckExact(v)) {
+            r->vkind = 1;
+            r->value = PyFloat_AS_DOUBLE(v);
+        } else if (PyLong_CheckExact(v)) {
+            r->vkind = 2;
+            r->ival = PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (overflow)
+                goto python;
+        } else
+            goto python;
+        PyObject *cid;
+        int found = channel_id(ids, site, channel, unit, &cid, &r->id);
+        if (found < 0)
+            goto done;
+        if (found == 0)
+            goto python;
+        if (q == good)
+            r->code = good_code;
+        else { /* (the look-up hashes the quality: Python code for an Enum member; a good one is looked up once) */
+            PyObject *code = PyDict_GetItemWithError(codes, q); /* borrowed */
+            if (code == NULL && PyErr_Occurred())
+                goto done;
+            if (code == NULL || !PyLong_CheckExact(code))
+                goto python; /* a quality without a code */
+            r->code = (int)PyLong_AsLong(code);
+        }
+        r->reason = NULL;
+        r->text = "";
+        r->len = 0;
+        if (PyUnicode_GET_LENGTH(reason)) {
+            r->text = PyUnicode_AsUTF8AndSize(reason, &r->len);
+            if (r->text == NULL || r->len > INT_MAX) {
+                PyErr_Clear(); /* (a lone surrogate: Python's sqlite3 module raises it, on its own path) */
+                goto python;
+            }
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) /* every row's reason kept alive while SQLite reads it, GIL released */
+        if (rows[i].len)
+            rows[i].reason = Py_NewRef(FIELD(items[i], s_reason));
+    held = n;
+    qsort(rows, (size_t)n, sizeof(Ins), ins_by_channel);
+    int rc = SQ_OK;
+    char message[512] = "";
+    Py_BEGIN_ALLOW_THREADS
+    sqlite3_stmt *st = NULL;
+    rc = sq.prepare_v2(db, INSERT_SQL, -1, &st, NULL);
+    for (Py_ssize_t k = 0; rc == SQ_OK && k < n; k++) {
+        const Ins *r = &rows[k];
+        if ((rc = sq.bind_int64(st, 1, r->id)) || (rc = sq.bind_double(st, 2, r->time))
+            || (rc = sq.bind_int64(st, 3, first + r->at))
+            || (rc = r->vkind == 1 ? sq.bind_double(st, 4, r->value)
+                     : r->vkind == 2 ? sq.bind_int64(st, 4, r->ival) : sq.bind_null(st, 4))
+            || (rc = sq.bind_int64(st, 5, r->code)) || (rc = sq.bind_text(st, 6, r->text, (int)r->len, SQ_STATIC)))
+            break;
+        rc = sq.step(st);
+        if (rc != SQ_DONE) {
+            snprintf(message, sizeof message, "%s", sq.errmsg(db));
+            break;
+        }
+        rc = sq.reset(st);
+    }
+    if (rc != SQ_OK && message[0] == 0)
+        snprintf(message, sizeof message, "%s", sq.errmsg(db));
+    if (st != NULL)
+        sq.finalize(st);
+    Py_END_ALLOW_THREADS
+    if (rc != SQ_OK)
+        raise_sqlite(rc, message);
+    else
+        result = PyFloat_FromDouble(earliest);
+    goto done;
+python:
+    result = Py_NewRef(Py_None);
+done:
+    for (Py_ssize_t i = 0; i < held; i++)
+        Py_XDECREF(rows[i].reason);
+    if (collecting)
+        PyGC_Enable();
+    PyMem_Free(rows);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"bind", bind, METH_VARARGS, "bind(Sample): where the class keeps its fields."},
     {"flatten", (PyCFunction)(void (*)(void))flatten, METH_FASTCALL,
      "flatten(ids, batch, seq, good, codes) -> (plain, full), or None: Python flattens this batch."},
+    {"bind_sqlite", bind_sqlite, METH_VARARGS,
+     "bind_sqlite(library, Connection) -> bool: SQLite's functions from the library Python's sqlite3 loaded."},
+    {"probe", probe, METH_O, "probe(conn) -> the main file's name on the connection's handle, or None."},
+    {"insert", (PyCFunction)(void (*)(void))insert, METH_FASTCALL,
+     "insert(conn, ids, batch, seq, good, codes) -> the earliest time, or None: Python inserts this batch."},
     {NULL, NULL, 0, NULL},
 };
 

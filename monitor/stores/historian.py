@@ -63,9 +63,12 @@ __all__ = ["Historian", "HistorianCounters", "HistorianError", "HistorianReader"
 
 log = logging.getLogger(__name__)
 
-_EARLY_COMMIT = 50_000  # samples waiting: commit now instead of at the next commit_interval
+_EARLY_COMMIT = 100_000  # samples waiting: commit now instead of at the next commit_interval
 # (bigger transactions write each hot B-tree page once for more rows: 3.1 µs of writer CPU a row at 50,000,
-# 4.1 µs at 20,000, with 1,000 channels interleaved; ~10 MB of queued samples at most before a commit)
+# 4.1 µs at 20,000, with 1,000 channels interleaved, then 1.8 µs at 50,000, 1.6 at 67,000 and 1.45 at 100,000
+# once the rows went in from C. Above what flat-out polling queues in one commit_interval (~80,000 at the
+# benchmark's ~16,000 polls of ten readings a second), so the interval, the window a kill can lose, decides the
+# commits, not this cap; ~20 MB of queued samples at most before a commit)
 _MAX_BACKOFF = 5.0  # s between retries of a failing write
 
 
@@ -394,8 +397,9 @@ class Historian:
         conn.execute("BEGIN IMMEDIATE")
         try:
             ids = self._ids
+            earliest: float | None = None
             try:
-                ids = insert_batch(conn, ids, batch, self._next_seq)
+                ids, earliest = insert_batch(conn, ids, batch, self._next_seq)
                 written, rejected = len(batch), 0
             except DATA_ERRORS:
                 conn.execute("ROLLBACK")
@@ -403,7 +407,7 @@ class Historian:
                 ids, written, rejected = insert_one_by_one(conn, self._ids, batch, self._next_seq)
             conn.execute("UPDATE historian_meta SET value = ? WHERE key = 'next_seq'",
                          (self._next_seq + len(batch),))
-            conn.execute(ARRIVALS_SQL, arrivals_row(self.counters.batches, self._next_seq, batch))
+            conn.execute(ARRIVALS_SQL, arrivals_row(self.counters.batches, self._next_seq, batch, earliest))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

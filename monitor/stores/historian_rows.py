@@ -1,9 +1,10 @@
 """A batch of samples as rows of the historian's ``readings`` table: the writer thread's hot path.
 
-`insert_batch` is the fast path (rows grouped by channel, two row shapes, multi-row INSERT statements: see
-`flatten` and `insert_many` for why each); `insert_one_by_one` is the slow path after a sample that cannot be
-a row, which keeps the others and the bad one as text in ``rejected_samples``. Both run inside a transaction
-the writer (`monitor.stores.historian.Historian`) owns and commits.
+`insert_batch` is the fast path: where the C extension is built, `monitor.stores._rowflat.insert` inserts the
+rows itself with the GIL released (see `native_insert`); otherwise rows grouped by channel, two row shapes,
+multi-row INSERT statements (see `flatten` and `insert_many` for why each). `insert_one_by_one` is the slow path
+after a sample that cannot be a row, which keeps the others and the bad one as text in ``rejected_samples``. All
+run inside a transaction the writer (`monitor.stores.historian.Historian`) owns and commits.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import sqlite3
+import sys
 import time
 from itertools import chain
 from operator import itemgetter
@@ -38,21 +40,60 @@ DATA_ERRORS = (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.Interfa
                 OverflowError, TypeError, ValueError, AttributeError, KeyError)
 
 
-def insert_batch(conn: sqlite3.Connection, ids: Ids, batch: list[Sample], seq: int) -> Ids:
+def insert_batch(conn: sqlite3.Connection, ids: Ids, batch: list[Sample], seq: int) -> tuple[Ids, float | None]:
     """Insert `batch` as rows (seq numbers from ``seq``, in submission order) in the current transaction.
     New channels are registered on a copy of the id map, which is returned (kept only if the transaction
-    commits). Raises one of `DATA_ERRORS` when a sample cannot be a row: `insert_one_by_one` then."""
+    commits), with the batch's earliest time where the C path found it on the way (None: not computed).
+    Raises one of `DATA_ERRORS` when a sample cannot be a row: `insert_one_by_one` then."""
+    if native_insert(conn):
+        try:
+            earliest = _native.insert(conn, ids, batch, seq, GOOD, QUALITY_CODES)
+        except KeyError:
+            ids = _registered(conn, ids, batch)
+            earliest = _native.insert(conn, ids, batch, seq, GOOD, QUALITY_CODES)
+        if earliest is not None:
+            return ids, earliest
     try:
         plain, full = flatten(ids, batch, seq)
     except KeyError:
-        ids = dict(ids)
-        for key in dict.fromkeys((s.site, s.channel, s.unit) for s in batch):
-            if key not in ids:
-                ids[key] = register(conn, key)
+        ids = _registered(conn, ids, batch)
         plain, full = flatten(ids, batch, seq)
     insert_many(conn, plain, _PLAIN)
     insert_many(conn, full, _FULL)
+    return ids, None
+
+
+def _registered(conn: sqlite3.Connection, ids: Ids, batch: list[Sample]) -> Ids:
+    """A copy of ``ids`` with every channel of ``batch`` registered."""
+    ids = dict(ids)
+    for key in dict.fromkeys((s.site, s.channel, s.unit) for s in batch):
+        if key not in ids:
+            ids[key] = register(conn, key)
     return ids
+
+
+# The C insert reads the sqlite3 handle from Python's Connection object (see _rowflat.c): only on the CPython
+# versions whose layout is known, and only once a connection's handle was seen to name the connection's own file.
+NATIVE_INSERT = _native is not None and (3, 8) <= sys.version_info[:2] <= (3, 13)
+_probed: bool | None = None  # None: not yet checked on a file-backed connection
+
+
+def native_insert(conn: sqlite3.Connection) -> bool:
+    """Whether `insert_batch` inserts through `_rowflat.insert`: the extension is built, bound to the SQLite
+    Python's sqlite3 module loaded, and the handle it reads from a connection names that connection's file
+    (checked once, on the first connection to a file; the checks' outcome is then kept for the process)."""
+    global _probed
+    if not NATIVE_INSERT:
+        return False
+    if _probed is None:
+        files = [row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"]
+        if not files or not files[0]:
+            return False  # an in-memory or temporary database: nothing to compare the handle with yet
+        _probed = _native.probe(conn) == files[0]
+        if not _probed:
+            log.warning("historian: the C insert path is off (the sqlite3 connection's handle did not name its "
+                        "file); rows are inserted through Python's sqlite3 module")
+    return _probed
 
 
 def insert_one_by_one(conn: sqlite3.Connection, ids: Ids, batch: list[Sample], seq: int) -> tuple[Ids, int, int]:
@@ -159,3 +200,7 @@ def safe_repr(obj: object) -> str:
 
 if _native is not None:
     _native.bind(Sample)
+    import _sqlite3
+
+    if NATIVE_INSERT and not _native.bind_sqlite(_sqlite3.__file__, sqlite3.Connection):
+        NATIVE_INSERT = False  # SQLite's functions are not visible in the library Python loaded

@@ -1,18 +1,24 @@
-"""The historian's row parameters with and without their C path (`monitor.stores._rowflat`): the same two lists,
-element for element, for any batch (good and bad samples, reasons, channels interleaved, seq numbers of any size),
-the same KeyError for a channel not registered yet, and Python's own result for what the C path leaves to it.
+"""The historian's rows with and without their C path (`monitor.stores._rowflat`): the same two lists of row
+parameters, element for element, for any batch (good and bad samples, reasons, channels interleaved, seq numbers of
+any size), the same rows in the file where the C path inserts them itself, the same KeyError for a channel not
+registered yet and the same exceptions from SQLite, and Python's own result for what the C path leaves to it.
 Where the extension was not built (no C compiler at install) there is nothing to compare; in CI it must be."""
 
 from __future__ import annotations
 
+import math
 import random
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from monitor.sample import GOOD, QUALITY_CODES, Quality, Sample
 from monitor.stores import historian_rows
-from monitor.stores.historian_rows import flatten, flatten_py
+from monitor.stores.historian_db import open_for_writing
+from monitor.stores.historian_rows import _FULL, _PLAIN, flatten, flatten_py, insert_many, register
 from tests.support import IN_CI
 
 KEYS = [("s", f"c{n}", "u") for n in range(12)]
@@ -109,3 +115,137 @@ def test_a_quality_whose_hash_runs_python_is_looked_up_once(native: Any) -> None
     got = native.flatten(ids, [stale], 1, GOOD, QUALITY_CODES)
     Once.asked = 0
     assert got == flatten_py(ids, [stale], 1) == ([], [1, 1.0, 1, None, QUALITY_CODES[Quality.STALE], "silent"])
+
+
+# -- the rows inserted in C, the GIL released (`_rowflat.insert`) ---------------------------------------------
+
+
+@pytest.fixture
+def files(native: Any, tmp_path: Path) -> Iterator[tuple[sqlite3.Connection, sqlite3.Connection]]:
+    """Two historian files, each in an open write transaction, their channels registered alike."""
+    if not historian_rows.NATIVE_INSERT:
+        assert not IN_CI, "the C insert path is off on this Python (see historian_rows.NATIVE_INSERT)"
+        pytest.skip("the C insert path is off on this Python")
+    conns = [open_for_writing(tmp_path / f"{name}.sqlite", busy_timeout=1.0) for name in ("c", "py")]
+    for conn in conns:
+        conn.execute("BEGIN IMMEDIATE")
+    yield conns[0], conns[1]
+    for conn in conns:
+        conn.close()
+
+
+def _ids(conn: sqlite3.Connection) -> dict[tuple[str, str, str], int]:
+    return {k: register(conn, k) for k in reversed(KEYS)}  # ids in another order than the keys'
+
+
+def _rows(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    return conn.execute("SELECT channel_id, time, seq, value, typeof(value), quality, reason FROM readings "
+                        "ORDER BY channel_id, time, seq").fetchall()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_c_insert_writes_the_rows_python_writes(native: Any, files: Any, seed: int) -> None:
+    """Any batch (plain readings, integers, reasons of any script, bad samples): the same rows, value types
+    included, as Python's multi-row statements write, and Python's ``min`` of the times for the arrivals ring."""
+    c, py = files
+    ids = _ids(c)
+    assert _ids(py) == ids
+    rnd = random.Random(seed)
+    seq = 1
+    for n in (0, 1, 7, 1000, 5000):
+        batch = _batch(rnd, n)
+        if n:
+            batch[rnd.randrange(n)] = Sample(9e8, "s", "c1", None, "u", Quality.COMM_FAILURE, "Zeitüberschreitung ✗")
+        earliest = native.insert(c, ids, batch, seq, GOOD, QUALITY_CODES)
+        assert earliest == (min(s.time for s in batch) if batch else math.inf)
+        plain, full = flatten_py(ids, batch, seq)
+        insert_many(py, plain, _PLAIN)
+        insert_many(py, full, _FULL)
+        seq += n
+    assert _rows(c) == _rows(py) and len(_rows(c)) == 6008
+
+
+def test_the_c_insert_raises_what_pythons_sqlite3_raises(native: Any, files: Any) -> None:
+    """A time that is NaN (NULL to SQLite) and a good reading without a value break the table's constraints:
+    IntegrityError with SQLite's message, as Python's statements raise it (the writer then retries row by row);
+    the transaction stays open for the writer to roll back. A channel not registered: KeyError, nothing written."""
+    c, py = files
+    ids = _ids(c)
+    _ids(py)
+    for bad, words in ((Sample(math.nan, "s", "c1", 1.0, "u"), "NOT NULL"),
+                       (Sample(5.0, "s", "c1", None, "u"), "CHECK")):
+        batch = [Sample(1.0, "s", "c0", 1.0, "u"), bad]
+        with pytest.raises(sqlite3.IntegrityError, match=words) as c_err:
+            native.insert(c, ids, batch, 1, GOOD, QUALITY_CODES)
+        plain, full = flatten_py(ids, batch, 1)
+        with pytest.raises(sqlite3.IntegrityError) as py_err:
+            insert_many(py, plain, _PLAIN)
+            insert_many(py, full, _FULL)
+        assert type(c_err.value) is type(py_err.value) and str(c_err.value) == str(py_err.value)
+        assert c.in_transaction
+        c.execute("ROLLBACK")
+        c.execute("BEGIN IMMEDIATE")
+    with pytest.raises(KeyError) as key_err:
+        native.insert(c, ids, [Sample(1.0, "s", "c0", 1.0, "u"), Sample(2.0, "s", "new", 1.0, "u")], 1, GOOD,
+                      QUALITY_CODES)
+    assert key_err.value.args == (("s", "new", "u"),) and _rows(c) == []
+
+
+def test_a_file_error_in_the_c_insert_is_an_operational_error(native: Any, tmp_path: Path) -> None:
+    """SQLite refusing the write (here: a read-only connection) is OperationalError, the exception the writer
+    treats as the file's problem (kept and retried), not the data's."""
+    if not historian_rows.NATIVE_INSERT:
+        pytest.skip("the C insert path is off on this Python")
+    path = tmp_path / "h.sqlite"
+    conn = open_for_writing(path, busy_timeout=1.0)
+    ids = {("s", "c0", "u"): register(conn, ("s", "c0", "u"))}
+    conn.close()
+    ro = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    try:
+        ro.execute("BEGIN")
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            native.insert(ro, ids, [Sample(1.0, "s", "c0", 1.0, "u")], 1, GOOD, QUALITY_CODES)
+    finally:
+        ro.close()
+
+
+def test_what_the_c_insert_leaves_to_python(native: Any, files: Any) -> None:
+    """None, with nothing written, where Python's sqlite3 module must decide (it converts or raises): a time that
+    is an int, a value that is a bool or past 64 bits, a reason it cannot encode, a quality without a code,
+    something not a `Sample`; and where no transaction is open or the connection is not exactly a Connection."""
+    c, _ = files
+    ids = _ids(c)
+
+    def odd(field: str, value: object) -> Sample:
+        s = Sample(1.0, "s", "c1", 2.0, "u", Quality.STALE, "why")
+        object.__setattr__(s, field, value)
+        return s
+
+    good = Sample(1.0, "s", "c0", 1.0, "u")
+    for other in (odd("time", 1), odd("value", True), odd("value", 2**70), odd("reason", "\udc80"),
+                  odd("quality", "no such quality"), object()):
+        assert native.insert(c, ids, [good, other], 1, GOOD, QUALITY_CODES) is None
+    assert _rows(c) == []
+    c.execute("COMMIT")
+    assert native.insert(c, ids, [good], 1, GOOD, QUALITY_CODES) is None  # no transaction open
+
+    class Conn(sqlite3.Connection):
+        pass
+
+    sub = sqlite3.connect(":memory:", factory=Conn)
+    assert native.insert(sub, ids, [good], 1, GOOD, QUALITY_CODES) is None and native.probe(sub) is None
+    sub.close()
+
+
+def test_the_writer_inserts_in_c_after_checking_the_handle(native: Any, tmp_path: Path) -> None:
+    """The handle read from a Connection names its own file (the layout check `native_insert` makes), and the
+    historian's writer takes the C path on this Python; in CI it must."""
+    if not historian_rows.NATIVE_INSERT:
+        assert not IN_CI, "the C insert path is off on this Python (see historian_rows.NATIVE_INSERT)"
+        pytest.skip("the C insert path is off on this Python")
+    conn = open_for_writing(tmp_path / "h.sqlite", busy_timeout=1.0)
+    try:
+        assert native.probe(conn) == str(tmp_path / "h.sqlite")
+        assert historian_rows.native_insert(conn)
+    finally:
+        conn.close()
