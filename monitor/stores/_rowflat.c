@@ -244,6 +244,7 @@ static struct {
     int (*reset)(sqlite3_stmt *);
     int (*finalize)(sqlite3_stmt *);
     const char *(*errmsg)(sqlite3 *);
+    int (*extended_errcode)(sqlite3 *);
     int (*get_autocommit)(sqlite3 *);
     const char *(*db_filename)(sqlite3 *, const char *);
 } sq;
@@ -269,6 +270,7 @@ static PyObject *bind_sqlite(PyObject *Py_UNUSED(self), PyObject *args) {
         || LOOK(bind_double, "sqlite3_bind_double") || LOOK(bind_null, "sqlite3_bind_null")
         || LOOK(bind_text, "sqlite3_bind_text") || LOOK(step, "sqlite3_step") || LOOK(reset, "sqlite3_reset")
         || LOOK(finalize, "sqlite3_finalize") || LOOK(errmsg, "sqlite3_errmsg")
+        || LOOK(extended_errcode, "sqlite3_extended_errcode")
         || LOOK(get_autocommit, "sqlite3_get_autocommit") || LOOK(db_filename, "sqlite3_db_filename");
 #undef LOOK
     dlclose(h);  /* (RTLD_NOLOAD took a reference; the module itself keeps the library loaded) */
@@ -318,8 +320,10 @@ static int ins_by_channel(const void *a, const void *b) {
     return x->at < y->at ? -1 : x->at > y->at;
 }
 
-/* the exception Python's sqlite3 module raises for result code ``rc`` (Modules/_sqlite/util.c) */
-static void raise_sqlite(int rc, const char *message) {
+/* the exception Python's sqlite3 module raises for result code ``rc`` (Modules/_sqlite/util.c), with SQLite's
+ * message (cut at 511 bytes: decoded with replacement characters) and its ``sqlite_errorcode``, the extended code
+ * ``code`` (``sqlite_errorname``, which Python spells from a table of its own, is not set) */
+static void raise_sqlite(int rc, int code, const char *message) {
     const char *name;
     switch (rc & 0xff) {
     case SQ_CONSTRAINT: case SQ_MISMATCH: name = "IntegrityError"; break;
@@ -332,7 +336,14 @@ static void raise_sqlite(int rc, const char *message) {
     PyObject *cls = PyObject_GetAttrString(sqlite_module, name);
     if (cls == NULL)
         return;
-    PyErr_SetString(cls, message);
+    PyObject *text = PyUnicode_DecodeUTF8(message, (Py_ssize_t)strlen(message), "replace");
+    PyObject *exc = text == NULL ? NULL : PyObject_CallOneArg(cls, text);
+    PyObject *number = exc == NULL ? NULL : PyLong_FromLong(code);
+    if (number != NULL && PyObject_SetAttrString(exc, "sqlite_errorcode", number) == 0)
+        PyErr_SetObject(cls, exc);
+    Py_XDECREF(number);
+    Py_XDECREF(exc);
+    Py_XDECREF(text);
     Py_DECREF(cls);
 }
 
@@ -368,7 +379,10 @@ static PyObject *insert(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
             return NULL;
         Py_RETURN_NONE;
     }
-    int good_code = (int)PyLong_AsLong(gc);
+    long good_long = PyLong_AsLongAndOverflow(gc, &overflow);
+    if (overflow || good_long < INT_MIN || good_long > INT_MAX)
+        Py_RETURN_NONE;
+    int good_code = (int)good_long;
     PyObject *const *items = PySequence_Fast_ITEMS(batch);
     Ins *rows = PyMem_Malloc(sizeof(Ins) * (size_t)(n ? n : 1));
     if (rows == NULL)
@@ -413,15 +427,25 @@ static PyObject *insert(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
             goto python;
         if (q == good)
             r->code = good_code;
-        else { /* (the look-up hashes the quality: Python code for an Enum member; a good one is looked up once) */
+        else {
+            /* a quality whose hash or equality is not str's would run Python code in the look-up (which could
+             * change the batch being walked): Python's case. A `Quality` member hashes and compares as a str. */
+            if (Py_TYPE(q)->tp_hash != PyUnicode_Type.tp_hash
+                || Py_TYPE(q)->tp_richcompare != PyUnicode_Type.tp_richcompare)
+                goto python;
             PyObject *code = PyDict_GetItemWithError(codes, q); /* borrowed */
             if (code == NULL && PyErr_Occurred())
                 goto done;
             if (code == NULL || !PyLong_CheckExact(code))
                 goto python; /* a quality without a code */
-            r->code = (int)PyLong_AsLong(code);
+            long c = PyLong_AsLongAndOverflow(code, &overflow);
+            if (overflow || c < INT_MIN || c > INT_MAX)
+                goto python;
+            r->code = (int)c;
         }
-        r->reason = NULL;
+        /* the reason is held from here on: SQLite reads its UTF-8 with the GIL released, while other threads run */
+        r->reason = Py_NewRef(reason);
+        held = i + 1;
         r->text = "";
         r->len = 0;
         if (PyUnicode_GET_LENGTH(reason)) {
@@ -432,12 +456,12 @@ static PyObject *insert(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
             }
         }
     }
-    for (Py_ssize_t i = 0; i < n; i++) /* every row's reason kept alive while SQLite reads it, GIL released */
-        if (rows[i].len)
-            rows[i].reason = Py_NewRef(FIELD(items[i], s_reason));
-    held = n;
     qsort(rows, (size_t)n, sizeof(Ins), ins_by_channel);
-    int rc = SQ_OK;
+    if (collecting) { /* nothing below reads the batch: the collector runs again for the threads that run now */
+        PyGC_Enable();
+        collecting = 0;
+    }
+    int rc = SQ_OK, code = SQ_OK;
     char message[512] = "";
     Py_BEGIN_ALLOW_THREADS
     sqlite3_stmt *st = NULL;
@@ -452,18 +476,21 @@ static PyObject *insert(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
             break;
         rc = sq.step(st);
         if (rc != SQ_DONE) {
+            code = sq.extended_errcode(db);
             snprintf(message, sizeof message, "%s", sq.errmsg(db));
             break;
         }
         rc = sq.reset(st);
     }
-    if (rc != SQ_OK && message[0] == 0)
+    if (rc != SQ_OK && message[0] == 0) {
+        code = sq.extended_errcode(db);
         snprintf(message, sizeof message, "%s", sq.errmsg(db));
+    }
     if (st != NULL)
         sq.finalize(st);
     Py_END_ALLOW_THREADS
     if (rc != SQ_OK)
-        raise_sqlite(rc, message);
+        raise_sqlite(rc, code, message);
     else
         result = PyFloat_FromDouble(earliest);
     goto done;

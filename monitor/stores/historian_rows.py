@@ -46,6 +46,7 @@ def insert_batch(conn: sqlite3.Connection, ids: Ids, batch: list[Sample], seq: i
     commits), with the batch's earliest time where the C path found it on the way (None: not computed).
     Raises one of `DATA_ERRORS` when a sample cannot be a row: `insert_one_by_one` then."""
     if native_insert(conn):
+        conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)  # Python's checks: the connection open, this thread's
         try:
             earliest = _native.insert(conn, ids, batch, seq, GOOD, QUALITY_CODES)
         except KeyError:
@@ -202,5 +203,6 @@ if _native is not None:
     _native.bind(Sample)
     import _sqlite3
 
-    if NATIVE_INSERT and not _native.bind_sqlite(_sqlite3.__file__, sqlite3.Connection):
+    _library = getattr(_sqlite3, "__file__", None)  # none where the module is built into the interpreter
+    if NATIVE_INSERT and (_library is None or not _native.bind_sqlite(_library, sqlite3.Connection)):
         NATIVE_INSERT = False  # SQLite's functions are not visible in the library Python loaded

@@ -6,9 +6,11 @@ Where the extension was not built (no C compiler at install) there is nothing to
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -249,3 +251,57 @@ def test_the_writer_inserts_in_c_after_checking_the_handle(native: Any, tmp_path
         assert historian_rows.native_insert(conn)
     finally:
         conn.close()
+
+
+def test_the_c_insert_runs_sqlite_with_the_gil_released_and_the_collector_on(native: Any, files: Any) -> None:
+    """SQLite's work runs with the GIL released and the cyclic collector enabled: a Python function SQLite calls
+    from a trigger on every row takes the GIL back (so it was free) and sees the collector on (the walk over the
+    batch pauses it; a pause held across the insert would be every thread's, for the length of a commit)."""
+    c, _ = files
+    ids = _ids(c)
+    seen: list[bool] = []
+    c.create_function("collector_on", 0, lambda: seen.append(gc.isenabled()) or 0)
+    c.execute("CREATE TEMP TRIGGER look AFTER INSERT ON readings BEGIN SELECT collector_on(); END")
+    batch = [Sample(1.0 + i, "s", f"c{i % 3}", float(i), "u") for i in range(50)]
+    assert native.insert(c, ids, batch, 1, GOOD, QUALITY_CODES) == 1.0
+    assert seen == [True] * 50
+
+
+def test_a_quality_that_hashes_in_python_is_left_to_python(native: Any, files: Any) -> None:
+    """A quality whose hash is Python code could change the batch in the middle of the C walk: None, nothing
+    written, and `insert_batch` writes what Python writes. A long message in a multi-byte script, cut by the C
+    path, still reaches the caller as the sqlite3 exception, with SQLite's extended code."""
+    c, _ = files
+    ids = _ids(c)
+
+    class Hashed(str):
+        def __hash__(self) -> int:
+            return str.__hash__(self)
+
+    stale = Sample(1.0, "s", "c1", None, "u", Quality.STALE, "silent")
+    object.__setattr__(stale, "quality", Hashed(Quality.STALE.value))
+    assert native.insert(c, ids, [stale], 1, GOOD, QUALITY_CODES) is None and _rows(c) == []
+    c.execute("CREATE TEMP TRIGGER refuse BEFORE INSERT ON readings WHEN NEW.channel_id = "
+              f"{ids[KEYS[2]]} BEGIN SELECT RAISE(ABORT, '{'é' * 400}'); END")
+    with pytest.raises(sqlite3.IntegrityError) as err:
+        native.insert(c, ids, [Sample(1.0, *KEYS[2][:2], 1.0, "u")], 1, GOOD, QUALITY_CODES)
+    assert str(err.value).startswith("é" * 200) and err.value.sqlite_errorcode == 1811  # CONSTRAINT_TRIGGER
+
+
+def test_the_writers_connection_is_used_from_its_own_thread_only(files: Any) -> None:
+    """The C path keeps Python's own check: a connection used from another thread is refused, as Python's sqlite3
+    refuses it, before anything is written."""
+    c, _ = files
+    ids = _ids(c)
+    raised: list[BaseException] = []
+
+    def other() -> None:
+        try:
+            historian_rows.insert_batch(c, ids, [Sample(1.0, "s", "c0", 1.0, "u")], 1)
+        except BaseException as exc:  # the exception is what the test looks at
+            raised.append(exc)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert [type(e) for e in raised] == [sqlite3.ProgrammingError] and _rows(c) == []
