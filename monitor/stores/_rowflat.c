@@ -52,7 +52,7 @@ static Py_ssize_t s_time, s_site, s_channel, s_value, s_unit, s_quality, s_reaso
 typedef struct {
     long long id;   /* the channel id's value: the sort key */
     Py_ssize_t at;  /* the sample's index: the tie-break that makes the sort stable */
-    PyObject *cid;  /* the channel id object (borrowed from ``ids``, which the caller keeps alive) */
+    PyObject *cid;  /* the channel id object (a reference of the row's own) */
     PyObject *code; /* the quality's code (borrowed from ``codes``); NULL for a plain row */
 } Row;
 
@@ -69,9 +69,12 @@ static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* the channel id of (site, channel, unit) in ``ids``: 1 with ``*cid`` (borrowed) and ``*id`` set; -1 with KeyError(key)
- * for a channel not registered yet, as a dict says it (the caller registers it and asks again), or another error;
- * 0 for an id that is not an int of 64 bits (Python's case) */
+/* the channel id of (site, channel, unit) in ``ids``: 1 with ``*cid`` (a new reference) and ``*id`` set; -1 with
+ * KeyError(key) for a channel not registered yet, as a dict says it (the caller registers it and asks again), or
+ * another error; 0 for an id that is not an int of 64 bits (Python's case).
+ * The look-up may run Python code: a key registered from a str subclass compares with its own __eq__, which could
+ * change the batch, a sample's fields or ``ids`` itself. So callers hold what they use afterwards (the batch as a
+ * tuple of their own, every field they still need, the id) and read nothing borrowed from a sample after it. */
 static int channel_id(PyObject *ids, PyObject *site, PyObject *channel, PyObject *unit, PyObject **cid, long long *id) {
     PyObject *key = PyTuple_Pack(3, site, channel, unit);
     if (key == NULL)
@@ -89,9 +92,18 @@ static int channel_id(PyObject *ids, PyObject *site, PyObject *channel, PyObject
         return -1;
     }
     Py_DECREF(key);
+    Py_INCREF(*cid);
     int overflow;
     *id = PyLong_CheckExact(*cid) ? PyLong_AsLongLongAndOverflow(*cid, &overflow) : (overflow = 1, 0);
+    if (overflow)
+        Py_CLEAR(*cid);
     return !overflow;
+}
+
+/* whether hashing and comparing ``o`` runs no Python code: a str, or a subclass (a `Quality` member) that keeps
+ * str's hash and comparison */
+static inline int str_like(PyObject *o) {
+    return Py_TYPE(o)->tp_hash == PyUnicode_Type.tp_hash && Py_TYPE(o)->tp_richcompare == PyUnicode_Type.tp_richcompare;
 }
 
 static int by_channel(const void *a, const void *b) {
@@ -147,13 +159,18 @@ static PyObject *flatten(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
     long long first = PyLong_AsLongLongAndOverflow(seq, &overflow);
     if (overflow || first > LLONG_MAX - n)
         Py_RETURN_NONE; /* seq numbers past 2**63: Python's ints */
-    PyObject *const *items = PySequence_Fast_ITEMS(batch);
+    PyObject *own = PySequence_Tuple(batch); /* the batch held as it is now: Python code run below cannot free it */
+    if (own == NULL)
+        return NULL;
+    PyObject *const *items = PySequence_Fast_ITEMS(own);
     Row *rows = PyMem_Malloc(sizeof(Row) * (size_t)(n ? n : 1));
-    if (rows == NULL)
+    if (rows == NULL) {
+        Py_DECREF(own);
         return PyErr_NoMemory();
-    /* ``items`` and the samples' fields are read all along: no finalizer may run meanwhile (one could change the
-     * batch), so the cyclic collector, which an allocation below could start, is paused until the end; and a site,
-     * channel or unit that is not exactly a str (its __hash__ or __eq__ would be Python code) is Python's case */
+    }
+    /* The samples' fields are read all along: no finalizer may run meanwhile, so the cyclic collector, which an
+     * allocation below could start, is paused until the end; a site, channel, unit or quality whose hash or equality
+     * is not str's would run Python code, and is Python's case (but see `channel_id` for the keys in ``ids``) */
     int collecting = PyGC_Disable();
     /* plain rows fill ``rows`` from the front, the others from the back (then reversed: submission order) */
     Py_ssize_t np = 0, nf = 0;
@@ -172,18 +189,13 @@ static PyObject *flatten(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
             result = Py_NewRef(Py_None);
             goto done;
         }
-        PyObject *cid;
-        long long id;
-        int found = channel_id(ids, site, channel, unit, &cid, &id);
-        if (found < 0)
-            goto done;
-        if (found == 0) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
         int plain = q == good && PyUnicode_GET_LENGTH(reason) == 0;
         PyObject *code = NULL;
         if (!plain) {
+            if (!str_like(q)) {
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
             code = PyDict_GetItemWithError(codes, q);
             if (code == NULL) {
                 if (PyErr_Occurred())
@@ -191,6 +203,15 @@ static PyObject *flatten(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
                 result = Py_NewRef(Py_None);
                 goto done;
             }
+        }
+        PyObject *cid; /* (looked up last: nothing borrowed from the sample is read after it) */
+        long long id;
+        int found = channel_id(ids, site, channel, unit, &cid, &id);
+        if (found < 0)
+            goto done;
+        if (found == 0) {
+            result = Py_NewRef(Py_None);
+            goto done;
         }
         Row row = {id, i, cid, code};
         if (plain)
@@ -210,9 +231,14 @@ static PyObject *flatten(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
     Py_XDECREF(p);
     Py_XDECREF(f);
 done:
+    for (Py_ssize_t k = 0; k < np; k++)
+        Py_DECREF(rows[k].cid);
+    for (Py_ssize_t k = n - nf; k < n; k++)
+        Py_DECREF(rows[k].cid);
     if (collecting)
         PyGC_Enable();
     PyMem_Free(rows);
+    Py_DECREF(own);
     return result;
 }
 
@@ -225,13 +251,11 @@ typedef struct sqlite3_stmt sqlite3_stmt;
 #define SQ_OK 0
 #define SQ_DONE 101
 #define SQ_NOMEM 7
-#define SQ_CORRUPT 11
 #define SQ_TOOBIG 18
 #define SQ_CONSTRAINT 19
 #define SQ_MISMATCH 20
 #define SQ_MISUSE 21
 #define SQ_RANGE 25
-#define SQ_NOTADB 26
 #define SQ_STATIC ((void (*)(void *))0)
 
 static struct {
@@ -326,12 +350,14 @@ static int ins_by_channel(const void *a, const void *b) {
 static void raise_sqlite(int rc, int code, const char *message) {
     const char *name;
     switch (rc & 0xff) {
+    case 2: case 12: name = "InternalError"; break;             /* INTERNAL, NOTFOUND */
+    case 1: case 3: case 4: case 5: case 6: case 8: case 9: case 10: case 13: case 14: case 15: case 16: case 17:
+        name = "OperationalError"; break;                       /* ERROR, PERM ... BUSY, READONLY, IOERR, FULL ... */
     case SQ_CONSTRAINT: case SQ_MISMATCH: name = "IntegrityError"; break;
     case SQ_TOOBIG: name = "DataError"; break;
-    case SQ_CORRUPT: case SQ_NOTADB: name = "DatabaseError"; break;
     case SQ_MISUSE: case SQ_RANGE: name = "InterfaceError"; break;
     case SQ_NOMEM: PyErr_NoMemory(); return;
-    default: name = "OperationalError";
+    default: name = "DatabaseError";                           /* CORRUPT, NOTADB, AUTH, FORMAT, NOLFS ... */
     }
     PyObject *cls = PyObject_GetAttrString(sqlite_module, name);
     if (cls == NULL)
@@ -383,10 +409,15 @@ static PyObject *insert(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
     if (overflow || good_long < INT_MIN || good_long > INT_MAX)
         Py_RETURN_NONE;
     int good_code = (int)good_long;
-    PyObject *const *items = PySequence_Fast_ITEMS(batch);
+    PyObject *own = PySequence_Tuple(batch); /* the batch held as it is now (see `channel_id`) */
+    if (own == NULL)
+        return NULL;
+    PyObject *const *items = PySequence_Fast_ITEMS(own);
     Ins *rows = PyMem_Malloc(sizeof(Ins) * (size_t)(n ? n : 1));
-    if (rows == NULL)
+    if (rows == NULL) {
+        Py_DECREF(own);
         return PyErr_NoMemory();
+    }
     int collecting = PyGC_Disable(); /* as in `flatten`: no finalizer may change the batch while it is read */
     Py_ssize_t held = 0;              /* rows[0:held] own a reference to their reason */
     PyObject *result = NULL;
@@ -419,19 +450,10 @@ static PyObject *insert(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
                 goto python;
         } else
             goto python;
-        PyObject *cid;
-        int found = channel_id(ids, site, channel, unit, &cid, &r->id);
-        if (found < 0)
-            goto done;
-        if (found == 0)
-            goto python;
         if (q == good)
             r->code = good_code;
         else {
-            /* a quality whose hash or equality is not str's would run Python code in the look-up (which could
-             * change the batch being walked): Python's case. A `Quality` member hashes and compares as a str. */
-            if (Py_TYPE(q)->tp_hash != PyUnicode_Type.tp_hash
-                || Py_TYPE(q)->tp_richcompare != PyUnicode_Type.tp_richcompare)
+            if (!str_like(q)) /* its look-up would run Python code: Python's case (a `Quality` member is str-like) */
                 goto python;
             PyObject *code = PyDict_GetItemWithError(codes, q); /* borrowed */
             if (code == NULL && PyErr_Occurred())
@@ -455,6 +477,13 @@ static PyObject *insert(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
                 goto python;
             }
         }
+        PyObject *cid; /* looked up last: nothing borrowed from the sample is read after it (see `channel_id`) */
+        int found = channel_id(ids, site, channel, unit, &cid, &r->id);
+        if (found < 0)
+            goto done;
+        if (found == 0)
+            goto python;
+        Py_DECREF(cid);
     }
     qsort(rows, (size_t)n, sizeof(Ins), ins_by_channel);
     if (collecting) { /* nothing below reads the batch: the collector runs again for the threads that run now */
@@ -502,6 +531,7 @@ done:
     if (collecting)
         PyGC_Enable();
     PyMem_Free(rows);
+    Py_DECREF(own);
     return result;
 }
 

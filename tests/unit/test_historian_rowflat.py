@@ -98,9 +98,10 @@ def test_what_the_c_path_leaves_to_python(native: Any) -> None:
         _same(flatten(ids, batch, seq), flatten_py(ids, batch, seq))  # type: ignore[arg-type]
 
 
-def test_a_quality_whose_hash_runs_python_is_looked_up_once(native: Any) -> None:
-    """A quality given as a str subclass (its ``__hash__`` is Python, and here fails when asked twice): the C path
-    looks its code up once, as Python does, and builds the same rows (it crashed on a second look-up, before)."""
+def test_a_quality_whose_hash_runs_python_is_left_to_python(native: Any) -> None:
+    """A quality given as a str subclass with a ``__hash__`` of its own (Python code, which could change the batch
+    in the middle of the C walk; here it also fails when asked twice): the C path leaves the batch to Python, which
+    looks its code up once (the C path crashed on a second look-up, once)."""
 
     class Once(str):
         asked = 0
@@ -114,9 +115,42 @@ def test_a_quality_whose_hash_runs_python_is_looked_up_once(native: Any) -> None
     ids = {k: n for n, k in enumerate(KEYS)}
     stale = Sample(1.0, "s", "c1", None, "u", Quality.STALE, "silent")
     object.__setattr__(stale, "quality", Once(Quality.STALE.value))
-    got = native.flatten(ids, [stale], 1, GOOD, QUALITY_CODES)
-    Once.asked = 0
-    assert got == flatten_py(ids, [stale], 1) == ([], [1, 1.0, 1, None, QUALITY_CODES[Quality.STALE], "silent"])
+    assert native.flatten(ids, [stale], 1, GOOD, QUALITY_CODES) is None and Once.asked == 0
+    assert flatten(ids, [stale], 1) == ([], [1, 1.0, 1, None, QUALITY_CODES[Quality.STALE], "silent"])
+
+
+def test_a_channel_key_comparing_in_python_cannot_free_what_the_c_paths_read(native: Any, tmp_path: Path) -> None:
+    """A channel registered from a str subclass compares with its own ``__eq__`` in the C paths' look-up: Python
+    code in the middle of their walk. Here it empties the batch and rebinds a sample's reason; both paths keep what
+    they read (the batch, the reason), so the rows are the batch as it was when called (it crashed before)."""
+    batch: list[Sample] = []
+
+    class Site(str):
+        def __hash__(self) -> int:
+            return str.__hash__(self)
+
+        def __eq__(self, other: object) -> bool:
+            if batch:
+                object.__setattr__(batch[0], "reason", "rebound")
+                batch.clear()
+            return str.__eq__(self, other)
+
+    conn = open_for_writing(tmp_path / "h.sqlite", busy_timeout=1.0)
+    try:
+        ids = {(Site("s"), "c", "u"): register(conn, ("s", "c", "u"))}
+        made = [Sample(1.0 + i, "s", "c", 1.0, "u", GOOD, "kept" * 1000) for i in range(2_000)]
+        batch.extend(made)
+        plain, full = native.flatten(ids, batch, 1, GOOD, QUALITY_CODES)
+        assert len(full) == 6 * 2_000 and plain == []
+        if historian_rows.NATIVE_INSERT:
+            batch.extend(made)
+            object.__setattr__(made[0], "reason", "kept" * 1000)
+            conn.execute("BEGIN IMMEDIATE")
+            assert native.insert(conn, ids, batch, 1, GOOD, QUALITY_CODES) == 1.0
+            reasons = [r for (r,) in conn.execute("SELECT reason FROM readings ORDER BY seq")]
+            assert len(reasons) == 2_000 and reasons[0] == "kept" * 1000
+    finally:
+        conn.close()
 
 
 # -- the rows inserted in C, the GIL released (`_rowflat.insert`) ---------------------------------------------
