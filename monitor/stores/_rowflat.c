@@ -49,9 +49,44 @@ static PyTypeObject *sample_type;
 static Py_ssize_t s_time, s_site, s_channel, s_value, s_unit, s_quality, s_reason;
 
 
+/* where a row sorts: by channel id, then the sample's index in the batch (the tie-break that makes the sort stable,
+ * as Python's sort on the id is); the first member of both walks' rows (`Row`, `Ins`), so one comparison serves */
 typedef struct {
-    long long id;   /* the channel id's value: the sort key */
-    Py_ssize_t at;  /* the sample's index: the tie-break that makes the sort stable */
+    long long id;
+    Py_ssize_t at;
+} Key;
+
+static int by_channel(const void *a, const void *b) {
+    const Key *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* What both walks check first: ``bind`` called, the arguments' types, seq numbers within 64 bits. Returns the batch
+ * held as a tuple of the caller's own (Python code the walk may run, see `channel_id`, cannot free it) with
+ * ``*first`` and ``*n`` set; None (a new reference) for Python's case; NULL with an exception. */
+static PyObject *held_batch(const char *who, PyObject *ids, PyObject *batch, PyObject *seq, PyObject *codes,
+                            long long *first, Py_ssize_t *n) {
+    if (sample_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "bind() was not called");
+        return NULL;
+    }
+    if (!PyDict_CheckExact(ids) || !PyDict_CheckExact(codes) || !PyLong_CheckExact(seq)
+        || !(PyList_CheckExact(batch) || PyTuple_CheckExact(batch))) {
+        PyErr_Format(PyExc_TypeError, "%s: ids and codes must be dicts, batch a list or tuple, seq an int", who);
+        return NULL;
+    }
+    *n = PySequence_Fast_GET_SIZE(batch);
+    int overflow;
+    *first = PyLong_AsLongLongAndOverflow(seq, &overflow);
+    if (overflow || *first > LLONG_MAX - *n)
+        Py_RETURN_NONE; /* seq numbers past 2**63: Python's ints */
+    return PySequence_Tuple(batch);
+}
+
+typedef struct {
+    Key key;        /* the channel id's value and the sample's index */
     PyObject *cid;  /* the channel id object (a reference of the row's own) */
     PyObject *code; /* the quality's code (borrowed from ``codes``); NULL for a plain row */
 } Row;
@@ -106,13 +141,6 @@ static inline int str_like(PyObject *o) {
     return Py_TYPE(o)->tp_hash == PyUnicode_Type.tp_hash && Py_TYPE(o)->tp_richcompare == PyUnicode_Type.tp_richcompare;
 }
 
-static int by_channel(const void *a, const void *b) {
-    const Row *x = a, *y = b;
-    if (x->id != y->id)
-        return x->id < y->id ? -1 : 1;
-    return x->at < y->at ? -1 : x->at > y->at;
-}
-
 /* the rows ``rows[0:n]`` (sorted here) as one flat list of ``width`` parameters a row */
 static PyObject *flat(Row *rows, Py_ssize_t n, int width, long long seq, PyObject *const *items) {
     qsort(rows, (size_t)n, sizeof(Row), by_channel);
@@ -120,8 +148,8 @@ static PyObject *flat(Row *rows, Py_ssize_t n, int width, long long seq, PyObjec
     if (out == NULL)
         return NULL;
     for (Py_ssize_t r = 0; r < n; r++) {
-        PyObject *s = items[rows[r].at];
-        PyObject *number = PyLong_FromLongLong(seq + rows[r].at);
+        PyObject *s = items[rows[r].key.at];
+        PyObject *number = PyLong_FromLongLong(seq + rows[r].key.at);
         if (number == NULL) {
             Py_DECREF(out);
             return NULL;
@@ -145,23 +173,11 @@ static PyObject *flatten(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
         return NULL;
     }
     PyObject *ids = args[0], *batch = args[1], *seq = args[2], *good = args[3], *codes = args[4];
-    if (sample_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "bind() was not called");
-        return NULL;
-    }
-    if (!PyDict_CheckExact(ids) || !PyDict_CheckExact(codes) || !PyLong_CheckExact(seq)
-        || !(PyList_CheckExact(batch) || PyTuple_CheckExact(batch))) {
-        PyErr_SetString(PyExc_TypeError, "flatten: ids and codes must be dicts, batch a list or tuple, seq an int");
-        return NULL;
-    }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(batch);
-    int overflow;
-    long long first = PyLong_AsLongLongAndOverflow(seq, &overflow);
-    if (overflow || first > LLONG_MAX - n)
-        Py_RETURN_NONE; /* seq numbers past 2**63: Python's ints */
-    PyObject *own = PySequence_Tuple(batch); /* the batch held as it is now: Python code run below cannot free it */
-    if (own == NULL)
-        return NULL;
+    long long first;
+    Py_ssize_t n;
+    PyObject *own = held_batch("flatten", ids, batch, seq, codes, &first, &n);
+    if (own == NULL || own == Py_None)
+        return own;
     PyObject *const *items = PySequence_Fast_ITEMS(own);
     Row *rows = PyMem_Malloc(sizeof(Row) * (size_t)(n ? n : 1));
     if (rows == NULL) {
@@ -213,7 +229,7 @@ static PyObject *flatten(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ss
             result = Py_NewRef(Py_None);
             goto done;
         }
-        Row row = {id, i, cid, code};
+        Row row = {{id, i}, cid, code};
         if (plain)
             rows[np++] = row;
         else
@@ -328,7 +344,8 @@ static PyObject *probe(PyObject *Py_UNUSED(self), PyObject *conn) {
 }
 
 typedef struct {
-    long long id, at, ival;  /* channel id (the sort key), index in the batch (the tie-break), an int value */
+    Key key;                 /* the channel id's value and the sample's index */
+    long long ival;          /* an int value */
     double time, value;
     int vkind;               /* 0 NULL, 1 a double, 2 an int */
     int code;                /* the quality's code */
@@ -336,13 +353,6 @@ typedef struct {
     const char *text;
     Py_ssize_t len;
 } Ins;
-
-static int ins_by_channel(const void *a, const void *b) {
-    const Ins *x = a, *y = b;
-    if (x->id != y->id)
-        return x->id < y->id ? -1 : 1;
-    return x->at < y->at ? -1 : x->at > y->at;
-}
 
 /* the exception Python's sqlite3 module raises for result code ``rc`` (Modules/_sqlite/util.c), with SQLite's
  * message (cut at 511 bytes: decoded with replacement characters) and its ``sqlite_errorcode``, the extended code
@@ -382,36 +392,24 @@ static PyObject *insert(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
         return NULL;
     }
     PyObject *conn = args[0], *ids = args[1], *batch = args[2], *seq = args[3], *good = args[4], *codes = args[5];
-    if (sample_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "bind() was not called");
-        return NULL;
-    }
-    if (!PyDict_CheckExact(ids) || !PyDict_CheckExact(codes) || !PyLong_CheckExact(seq)
-        || !(PyList_CheckExact(batch) || PyTuple_CheckExact(batch))) {
-        PyErr_SetString(PyExc_TypeError, "insert: ids and codes must be dicts, batch a list or tuple, seq an int");
-        return NULL;
-    }
     sqlite3 *db = handle(conn);
     if (db == NULL || sq.get_autocommit(db))
         Py_RETURN_NONE; /* not bound, closed, or no transaction open: Python's case */
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(batch);
+    long long first;
+    Py_ssize_t n;
+    PyObject *own = held_batch("insert", ids, batch, seq, codes, &first, &n);
+    if (own == NULL || own == Py_None)
+        return own;
     int overflow;
-    long long first = PyLong_AsLongLongAndOverflow(seq, &overflow);
-    if (overflow || first > LLONG_MAX - n)
-        Py_RETURN_NONE;
     PyObject *gc = PyDict_GetItemWithError(codes, good); /* borrowed */
-    if (gc == NULL || !PyLong_CheckExact(gc)) {
+    long good_long = gc != NULL && PyLong_CheckExact(gc) ? PyLong_AsLongAndOverflow(gc, &overflow) : (overflow = 1, 0);
+    if (overflow || good_long < INT_MIN || good_long > INT_MAX) {
+        Py_DECREF(own);
         if (PyErr_Occurred())
             return NULL;
-        Py_RETURN_NONE;
+        Py_RETURN_NONE; /* no int code for a good reading: Python's case */
     }
-    long good_long = PyLong_AsLongAndOverflow(gc, &overflow);
-    if (overflow || good_long < INT_MIN || good_long > INT_MAX)
-        Py_RETURN_NONE;
     int good_code = (int)good_long;
-    PyObject *own = PySequence_Tuple(batch); /* the batch held as it is now (see `channel_id`) */
-    if (own == NULL)
-        return NULL;
     PyObject *const *items = PySequence_Fast_ITEMS(own);
     Ins *rows = PyMem_Malloc(sizeof(Ins) * (size_t)(n ? n : 1));
     if (rows == NULL) {
@@ -434,7 +432,7 @@ static PyObject *insert(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
             || !PyUnicode_CheckExact(unit) || !PyFloat_CheckExact(t))
             goto python;
         Ins *r = &rows[i];
-        r->at = i;
+        r->key.at = i;
         r->time = PyFloat_AS_DOUBLE(t);
         if (i == 0 || r->time < earliest) /* Python's min: the first, then each one less than the least so far */
             earliest = r->time;
@@ -478,14 +476,14 @@ static PyObject *insert(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
             }
         }
         PyObject *cid; /* looked up last: nothing borrowed from the sample is read after it (see `channel_id`) */
-        int found = channel_id(ids, site, channel, unit, &cid, &r->id);
+        int found = channel_id(ids, site, channel, unit, &cid, &r->key.id);
         if (found < 0)
             goto done;
         if (found == 0)
             goto python;
         Py_DECREF(cid);
     }
-    qsort(rows, (size_t)n, sizeof(Ins), ins_by_channel);
+    qsort(rows, (size_t)n, sizeof(Ins), by_channel);
     if (collecting) { /* nothing below reads the batch: the collector runs again for the threads that run now */
         PyGC_Enable();
         collecting = 0;
@@ -497,8 +495,8 @@ static PyObject *insert(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssi
     rc = sq.prepare_v2(db, INSERT_SQL, -1, &st, NULL);
     for (Py_ssize_t k = 0; rc == SQ_OK && k < n; k++) {
         const Ins *r = &rows[k];
-        if ((rc = sq.bind_int64(st, 1, r->id)) || (rc = sq.bind_double(st, 2, r->time))
-            || (rc = sq.bind_int64(st, 3, first + r->at))
+        if ((rc = sq.bind_int64(st, 1, r->key.id)) || (rc = sq.bind_double(st, 2, r->time))
+            || (rc = sq.bind_int64(st, 3, first + r->key.at))
             || (rc = r->vkind == 1 ? sq.bind_double(st, 4, r->value)
                      : r->vkind == 2 ? sq.bind_int64(st, 4, r->ival) : sq.bind_null(st, 4))
             || (rc = sq.bind_int64(st, 5, r->code)) || (rc = sq.bind_text(st, 6, r->text, (int)r->len, SQ_STATIC)))
